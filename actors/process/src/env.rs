@@ -1,0 +1,135 @@
+//! The child's environment: the ambient environment with credentials scrubbed, then the caller's
+//! ordinary entries, then the managed `DSH_*` entries (reference §1.2.3).
+//!
+//! The scrub is a name heuristic, as in the seeds and in Codex: any ambient name containing `KEY`,
+//! `SECRET` or `TOKEN` in any case is dropped, and so is every ambient `DSH_*` name, so a child only ever
+//! sees the managed facts of its own call. An explicit caller entry wins over the scrub.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+
+use crate::errors::SpawnError;
+
+/// The prefix of managed variables.
+pub const DSH_ENV_PREFIX: &str = "DSH_";
+
+/// Whether an ambient variable of this name is dropped before the child sees it.
+pub fn is_scrubbed_name(name: &str) -> bool {
+    if name.starts_with(DSH_ENV_PREFIX) {
+        return true;
+    }
+    let upper = name.to_ascii_uppercase();
+    ["KEY", "SECRET", "TOKEN"]
+        .iter()
+        .any(|needle| upper.contains(needle))
+}
+
+/// Checks both channels: no `DSH_*` name in `env`, only `DSH_*` names in `dsh_env`.
+pub fn validate_channels(
+    env: &BTreeMap<String, String>,
+    dsh_env: &BTreeMap<String, String>,
+) -> Result<(), SpawnError> {
+    if let Some(key) = env.keys().find(|k| k.starts_with(DSH_ENV_PREFIX)) {
+        return Err(SpawnError::ReservedOnOrdinaryChannel(key.clone()));
+    }
+    if let Some(key) = dsh_env.keys().find(|k| !k.starts_with(DSH_ENV_PREFIX)) {
+        return Err(SpawnError::OrdinaryOnManagedChannel(key.clone()));
+    }
+    Ok(())
+}
+
+/// Builds the complete child environment from `ambient` (normally `std::env::vars_os()`).
+pub fn build_child_env(
+    ambient: impl IntoIterator<Item = (OsString, OsString)>,
+    env: &BTreeMap<String, String>,
+    dsh_env: &BTreeMap<String, String>,
+) -> Result<BTreeMap<OsString, OsString>, SpawnError> {
+    validate_channels(env, dsh_env)?;
+    let mut merged: BTreeMap<OsString, OsString> = ambient
+        .into_iter()
+        .filter(|(name, _)| !is_scrubbed_name(&name.to_string_lossy()))
+        .collect();
+    for (key, value) in env.iter().chain(dsh_env.iter()) {
+        merged.insert(key.into(), value.into());
+    }
+    Ok(merged)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    fn ambient(pairs: &[(&str, &str)]) -> Vec<(OsString, OsString)> {
+        pairs.iter().map(|(k, v)| (k.into(), v.into())).collect()
+    }
+
+    #[test]
+    fn scrub_is_a_case_insensitive_substring_match() {
+        for name in [
+            "DEEPSEEK_API_KEY",
+            "AWS_SECRET_ACCESS_KEY",
+            "GITHUB_TOKEN",
+            "MONKEY",
+            "api_key",
+            "TOKENIZERS_PARALLELISM",
+            "DSH_ANYTHING",
+        ] {
+            assert!(is_scrubbed_name(name), "{name} should be scrubbed");
+        }
+        for name in [
+            "PATH",
+            "PASSWORD",
+            "SSH_AUTH_SOCK",
+            "CREDENTIAL",
+            "dsh_lower",
+        ] {
+            assert!(!is_scrubbed_name(name), "{name} should pass");
+        }
+    }
+
+    #[test]
+    fn explicit_entries_win_and_managed_entries_come_last() {
+        let env = build_child_env(
+            ambient(&[("PATH", "/bin"), ("MY_TOKEN", "x"), ("DSH_OLD", "stale")]),
+            &map(&[
+                ("EXPLICIT_OVERRIDE_KEY", "explicit-wins"),
+                ("PATH", "/usr/bin"),
+            ]),
+            &map(&[("DSH_SHELL", "1")]),
+        )
+        .unwrap();
+        let get = |k: &str| {
+            env.get(&OsString::from(k))
+                .map(|v| v.to_string_lossy().into_owned())
+        };
+        assert_eq!(get("PATH").as_deref(), Some("/usr/bin"));
+        assert_eq!(
+            get("EXPLICIT_OVERRIDE_KEY").as_deref(),
+            Some("explicit-wins")
+        );
+        assert_eq!(get("DSH_SHELL").as_deref(), Some("1"));
+        assert_eq!(get("MY_TOKEN"), None);
+        assert_eq!(get("DSH_OLD"), None);
+    }
+
+    #[test]
+    fn channel_violations_have_the_seed_messages() {
+        let err = validate_channels(&map(&[("DSH_WRONG_CHANNEL", "bad")]), &map(&[])).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "ordinary child env cannot set reserved variable \"DSH_WRONG_CHANNEL\"; use dshEnv"
+        );
+        let err = validate_channels(&map(&[]), &map(&[("PATH", "/wrong-channel")])).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "managed child env cannot set ordinary variable \"PATH\"; use env"
+        );
+    }
+}

@@ -1,0 +1,577 @@
+//! The `ProcessManager` actor: the supervisor of every process a runtime starts.
+//!
+//! Responsibilities:
+//! - validate and admit spawns (the [`SupervisorPolicy`] may queue or refuse them);
+//! - start each admitted child under its own [`ProcessGroup`] actor;
+//! - keep every process record in a `slab` under a generation-checked [`ProcessId`] until released, so
+//!   reads stay valid after exit and a stale id is an error, never another process;
+//! - remember groups that outlived their leader (stragglers) and kill them at shutdown;
+//! - [`Shutdown`]: kill and join every group, stragglers included, before the actor system stops
+//!   (actor stop hooks cannot await, so this is an explicit async message).
+//!
+//! Record life cycle:
+//!
+//! ```text
+//!   Spawn ──admit──► Live ──GroupSettled──► Settled ──Release──► (slot freed, id stale)
+//!     └──queue──► (waits in order for a running child to settle)
+//!   Release of a Live record kills it and frees the slot once it settles.
+//! ```
+
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use actix::prelude::*;
+use nix::sys::signal::Signal;
+use slab::Slab;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::collector::OutputCollector;
+use crate::driver::{Driver, SharedOutput};
+use crate::env::build_child_env;
+use crate::errors::{ProcessError, SpawnError};
+use crate::group::{GroupSettled, KillGroup, ProcessGroup};
+use crate::ids::ProcessId;
+use crate::outcome::{ProcessOutcome, ReadResult, StreamKind};
+use crate::policy::{Admission, AdmitAll, Load, Settled, StragglerAction, SupervisorPolicy};
+use crate::signal::{group_exists, live_group_members, signal_group};
+use crate::spawn::start_child;
+use crate::spec::ProcessSpawnSpec;
+use crate::spill::create_private_dir;
+
+/// How long shutdown waits for SIGKILLed stragglers to vanish from `/proc`.
+const STRAGGLER_REAP_WAIT: Duration = Duration::from_secs(2);
+
+/// Manager configuration. Every per-process limit is on the spawn spec, not here.
+pub struct ManagerConfig {
+    /// Spill directory; `None`: a private `dsh-proc-XXXXXX` (0700) under the OS temp dir, created at the
+    /// first spawn and removed at shutdown unless `keep_spill`.
+    pub spill_dir: Option<PathBuf>,
+    /// Keep the private spill directory (and its files) after shutdown.
+    pub keep_spill: bool,
+    /// Admission and straggler policy.
+    pub policy: Box<dyn SupervisorPolicy>,
+}
+
+impl Default for ManagerConfig {
+    fn default() -> Self {
+        Self {
+            spill_dir: None,
+            keep_spill: false,
+            policy: Box::new(AdmitAll),
+        }
+    }
+}
+
+impl std::fmt::Debug for ManagerConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ManagerConfig")
+            .field("spill_dir", &self.spill_dir)
+            .field("keep_spill", &self.keep_spill)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Start a process. Resolves once it runs (a queued spawn waits for admission).
+#[derive(Message, Debug)]
+#[rtype(result = "Result<SpawnedProcess, SpawnError>")]
+pub struct Spawn(pub ProcessSpawnSpec);
+
+/// A started process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SpawnedProcess {
+    pub id: ProcessId,
+    /// The leader's pid, which is also its process group and session id.
+    pub pid: i32,
+}
+
+/// Non-consuming read of one stream from a whole-stream offset; valid while running and after exit.
+#[derive(Message, Debug)]
+#[rtype(result = "Result<ReadResult, ProcessError>")]
+pub struct Read {
+    pub id: ProcessId,
+    pub stream: StreamKind,
+    pub offset: u64,
+}
+
+/// Kill a process group: SIGTERM, then SIGKILL after its grace. Idempotent.
+#[derive(Message, Debug)]
+#[rtype(result = "Result<KillOutcome, ProcessError>")]
+pub struct Kill {
+    pub id: ProcessId,
+}
+
+/// What a [`Kill`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KillOutcome {
+    /// The group was running; the escalation is under way (or already was).
+    Requested,
+    /// The process had settled; nothing was signalled.
+    AlreadySettled,
+}
+
+/// Resolves with the outcome once the process settles.
+#[derive(Message, Debug)]
+#[rtype(result = "Result<ProcessOutcome, ProcessError>")]
+pub struct Wait {
+    pub id: ProcessId,
+}
+
+/// Forget a record, freeing its slot (the id becomes stale). A live process is killed first.
+#[derive(Message, Debug)]
+#[rtype(result = "Result<(), ProcessError>")]
+pub struct Release {
+    pub id: ProcessId,
+}
+
+/// Kill and join every process, stragglers included; refuse queued and later spawns. Idempotent.
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+pub struct Shutdown;
+
+/// Counts, for tests, benchmarks and health checks.
+#[derive(Message, Debug)]
+#[rtype(result = "ManagerStats")]
+pub struct Stats;
+
+/// The manager's counters at one moment.
+#[derive(Clone, Debug, Default, PartialEq, Eq, MessageResponse)]
+pub struct ManagerStats {
+    /// Processes running (not yet settled).
+    pub live: usize,
+    /// Settled records not yet released.
+    pub settled: usize,
+    /// Spawns waiting for admission.
+    pub queued: usize,
+    /// Most processes ever running at once.
+    pub peak_live: usize,
+    /// Groups remembered as possibly outliving their leader.
+    pub stragglers: usize,
+}
+
+/// One record.
+struct Slot {
+    generation: u64,
+    pid: i32,
+    output: SharedOutput,
+    state: SlotState,
+}
+
+enum SlotState {
+    Live {
+        group: Addr<ProcessGroup>,
+        waiters: Vec<oneshot::Sender<ProcessOutcome>>,
+        release_when_settled: bool,
+    },
+    Settled(ProcessOutcome),
+}
+
+/// A spawn waiting for admission.
+struct Queued {
+    spec: ProcessSpawnSpec,
+    env: std::collections::BTreeMap<std::ffi::OsString, std::ffi::OsString>,
+    reply: oneshot::Sender<Result<SpawnedProcess, SpawnError>>,
+}
+
+/// The supervisor of all processes of one runtime.
+pub struct ProcessManager {
+    config: ManagerConfig,
+    slots: Slab<Slot>,
+    /// Last generation handed out; every spawn gets the next one.
+    generation: u64,
+    live: usize,
+    peak_live: usize,
+    queue: VecDeque<Queued>,
+    /// The private spill directory, once created.
+    private_spill_dir: Option<PathBuf>,
+    /// Group ids of settled processes whose group still had members.
+    stragglers: Vec<i32>,
+    shutting_down: bool,
+}
+
+impl ProcessManager {
+    pub fn new(config: ManagerConfig) -> Self {
+        Self {
+            config,
+            slots: Slab::new(),
+            generation: 0,
+            live: 0,
+            peak_live: 0,
+            queue: VecDeque::new(),
+            private_spill_dir: None,
+            stragglers: Vec::new(),
+            shutting_down: false,
+        }
+    }
+
+    fn slot(&self, id: ProcessId) -> Result<&Slot, ProcessError> {
+        self.slots
+            .get(id.slot)
+            .filter(|slot| slot.generation == id.generation)
+            .ok_or(ProcessError::Unknown(id))
+    }
+
+    fn slot_mut(&mut self, id: ProcessId) -> Result<&mut Slot, ProcessError> {
+        self.slots
+            .get_mut(id.slot)
+            .filter(|slot| slot.generation == id.generation)
+            .ok_or(ProcessError::Unknown(id))
+    }
+
+    /// The directory for this spec's spill files, creating the private one on first use.
+    fn spill_dir_for(&mut self, spec: &ProcessSpawnSpec) -> Result<PathBuf, SpawnError> {
+        if let Some(dir) = spec.spill_dir.as_ref().or(self.config.spill_dir.as_ref()) {
+            return Ok(dir.clone());
+        }
+        if let Some(dir) = &self.private_spill_dir {
+            return Ok(dir.clone());
+        }
+        let dir = create_private_dir().map_err(SpawnError::SpillDir)?;
+        tracing::debug!(dir = %dir.display(), "created private spill directory");
+        self.private_spill_dir = Some(dir.clone());
+        Ok(dir)
+    }
+
+    /// Starts an admitted spawn under a new `ProcessGroup` actor.
+    fn start_now(
+        &mut self,
+        spec: ProcessSpawnSpec,
+        env: ChildEnv,
+        ctx: &mut Context<Self>,
+    ) -> Result<SpawnedProcess, SpawnError> {
+        if let Some(abort) = spec.abort.as_ref().filter(|a| a.is_aborted()) {
+            return Err(SpawnError::AbortedBeforeSpawn(abort.reason_text()));
+        }
+        let spill_dir = self.spill_dir_for(&spec)?;
+        let started = start_child(&spec.argv, &spec.cwd, env, spec.stdin)?;
+        let pid = started.pid;
+        let output = SharedOutput::new(
+            OutputCollector::new(
+                StreamKind::Stdout,
+                spec.stdout_max_bytes,
+                spec.max_spill_bytes,
+                Some(spill_dir.clone()),
+            ),
+            OutputCollector::new(
+                StreamKind::Stderr,
+                spec.stderr_max_bytes,
+                spec.max_spill_bytes,
+                Some(spill_dir),
+            ),
+        );
+        let (control_tx, control_rx) = mpsc::unbounded_channel();
+        let driver = Driver::new(started, output.clone(), spec.grace, spec.abort, control_rx);
+        self.generation += 1;
+        let entry = self.slots.vacant_entry();
+        let id = ProcessId {
+            slot: entry.key(),
+            generation: self.generation,
+        };
+        let group = ProcessGroup::new(id, driver, control_tx, ctx.address().recipient()).start();
+        entry.insert(Slot {
+            generation: id.generation,
+            pid,
+            output,
+            state: SlotState::Live {
+                group,
+                waiters: Vec::new(),
+                release_when_settled: false,
+            },
+        });
+        self.live += 1;
+        self.peak_live = self.peak_live.max(self.live);
+        tracing::debug!(%id, pid, argv0 = %spec.argv[0], "spawned");
+        Ok(SpawnedProcess { id, pid })
+    }
+
+    /// Starts queued spawns, oldest first, while the policy admits them.
+    fn admit_queued(&mut self, ctx: &mut Context<Self>) {
+        while !self.shutting_down {
+            let Some(front) = self.queue.front() else {
+                break;
+            };
+            if front.reply.is_closed() {
+                // Its caller gave up waiting: never start what nobody will supervise.
+                self.queue.pop_front();
+                continue;
+            }
+            let load = Load {
+                running: self.live,
+                queued: self.queue.len() - 1,
+            };
+            let admission = self.config.policy.admit(load);
+            if admission == Admission::Queue {
+                break;
+            }
+            let Some(Queued { spec, env, reply }) = self.queue.pop_front() else {
+                break;
+            };
+            let result = match admission {
+                Admission::Refuse(reason) => Err(SpawnError::Refused(reason)),
+                _ => self.start_now(spec, env, ctx),
+            };
+            let _ = reply.send(result);
+        }
+    }
+
+    /// Records a settled group that still has members, or kills it now if the policy says so.
+    fn note_straggler(&mut self, pid: i32, action: StragglerAction) {
+        if action == StragglerAction::KillNow && !live_group_members(pid).is_empty() {
+            tracing::debug!(pgid = pid, "policy: killing straggler group now");
+            signal_group(pid, Signal::SIGKILL);
+        }
+        if self.stragglers.len() >= 256 {
+            self.stragglers.retain(|pgid| group_exists(*pgid));
+        }
+        self.stragglers.push(pid);
+    }
+
+    fn remove_private_spill_dir(&mut self) {
+        if self.config.keep_spill {
+            return;
+        }
+        if let Some(dir) = self.private_spill_dir.take()
+            && let Err(err) = std::fs::remove_dir_all(&dir)
+        {
+            tracing::warn!(dir = %dir.display(), %err, "cannot remove the spill directory");
+        }
+    }
+}
+
+type ChildEnv = std::collections::BTreeMap<std::ffi::OsString, std::ffi::OsString>;
+
+impl Actor for ProcessManager {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        // Agents may start many tasks at once; the default mailbox of 16 would push back on them.
+        ctx.set_mailbox_capacity(4096);
+    }
+}
+
+impl Handler<Spawn> for ProcessManager {
+    type Result = ResponseFuture<Result<SpawnedProcess, SpawnError>>;
+
+    fn handle(&mut self, Spawn(spec): Spawn, ctx: &mut Self::Context) -> Self::Result {
+        let result = self.validate(&spec).and_then(|env| {
+            let load = Load {
+                running: self.live,
+                queued: self.queue.len(),
+            };
+            match self.config.policy.admit(load) {
+                Admission::Admit if self.queue.is_empty() => self.start_now(spec, env, ctx).map(Ok),
+                Admission::Admit | Admission::Queue => {
+                    let (reply, rx) = oneshot::channel();
+                    self.queue.push_back(Queued { spec, env, reply });
+                    self.admit_queued(ctx);
+                    Ok(Err(rx))
+                }
+                Admission::Refuse(reason) => Err(SpawnError::Refused(reason)),
+            }
+        });
+        match result {
+            Ok(Err(rx)) => Box::pin(async move { rx.await.unwrap_or(Err(SpawnError::ShutDown)) }),
+            Ok(Ok(spawned)) => Box::pin(std::future::ready(Ok(spawned))),
+            Err(err) => Box::pin(std::future::ready(Err(err))),
+        }
+    }
+}
+
+impl ProcessManager {
+    /// The synchronous checks of a spawn, in the seeds' order; returns the child's environment.
+    fn validate(&self, spec: &ProcessSpawnSpec) -> Result<ChildEnv, SpawnError> {
+        if self.shutting_down {
+            return Err(SpawnError::ShutDown);
+        }
+        if let Some(abort) = spec.abort.as_ref().filter(|a| a.is_aborted()) {
+            return Err(SpawnError::AbortedBeforeSpawn(abort.reason_text()));
+        }
+        if spec.argv.first().is_none_or(|program| program.is_empty()) {
+            return Err(SpawnError::EmptyArgv);
+        }
+        build_child_env(std::env::vars_os(), &spec.env, &spec.dsh_env)
+    }
+}
+
+impl Handler<GroupSettled> for ProcessManager {
+    type Result = ();
+
+    fn handle(&mut self, GroupSettled { id, outcome }: GroupSettled, ctx: &mut Self::Context) {
+        let Ok(slot) = self.slot_mut(id) else {
+            tracing::warn!(%id, "settlement for an unknown record");
+            return;
+        };
+        let pid = slot.pid;
+        let previous = std::mem::replace(&mut slot.state, SlotState::Settled(outcome.clone()));
+        self.live -= 1;
+        if let SlotState::Live {
+            waiters,
+            release_when_settled,
+            ..
+        } = previous
+        {
+            for waiter in waiters {
+                let _ = waiter.send(outcome.clone());
+            }
+            if release_when_settled {
+                self.slots.remove(id.slot);
+            }
+        }
+        let group_remains = group_exists(pid);
+        let action = self.config.policy.on_settled(&Settled {
+            pid,
+            outcome: &outcome,
+            group_remains,
+        });
+        if group_remains {
+            self.note_straggler(pid, action);
+        }
+        self.admit_queued(ctx);
+    }
+}
+
+impl Handler<Read> for ProcessManager {
+    type Result = Result<ReadResult, ProcessError>;
+
+    fn handle(&mut self, Read { id, stream, offset }: Read, _: &mut Self::Context) -> Self::Result {
+        Ok(self.slot(id)?.output.read(stream, offset))
+    }
+}
+
+impl Handler<Kill> for ProcessManager {
+    type Result = Result<KillOutcome, ProcessError>;
+
+    fn handle(&mut self, Kill { id }: Kill, _: &mut Self::Context) -> Self::Result {
+        match &self.slot(id)?.state {
+            SlotState::Live { group, .. } => {
+                group.do_send(KillGroup);
+                Ok(KillOutcome::Requested)
+            }
+            SlotState::Settled(_) => Ok(KillOutcome::AlreadySettled),
+        }
+    }
+}
+
+impl Handler<Wait> for ProcessManager {
+    type Result = ResponseFuture<Result<ProcessOutcome, ProcessError>>;
+
+    fn handle(&mut self, Wait { id }: Wait, _: &mut Self::Context) -> Self::Result {
+        let slot = match self.slot_mut(id) {
+            Ok(slot) => slot,
+            Err(err) => return Box::pin(std::future::ready(Err(err))),
+        };
+        match &mut slot.state {
+            SlotState::Settled(outcome) => Box::pin(std::future::ready(Ok(outcome.clone()))),
+            SlotState::Live { waiters, .. } => {
+                let (tx, rx) = oneshot::channel();
+                waiters.push(tx);
+                Box::pin(async move { rx.await.map_err(|_| ProcessError::ShutDown) })
+            }
+        }
+    }
+}
+
+impl Handler<Release> for ProcessManager {
+    type Result = Result<(), ProcessError>;
+
+    fn handle(&mut self, Release { id }: Release, _: &mut Self::Context) -> Self::Result {
+        match &mut self.slot_mut(id)?.state {
+            SlotState::Settled(_) => {
+                self.slots.remove(id.slot);
+            }
+            SlotState::Live {
+                group,
+                release_when_settled,
+                ..
+            } => {
+                *release_when_settled = true;
+                group.do_send(KillGroup);
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Handler<Stats> for ProcessManager {
+    type Result = ManagerStats;
+
+    fn handle(&mut self, _: Stats, _: &mut Self::Context) -> ManagerStats {
+        ManagerStats {
+            live: self.live,
+            settled: self.slots.len() - self.live,
+            queued: self.queue.len(),
+            peak_live: self.peak_live,
+            stragglers: self.stragglers.len(),
+        }
+    }
+}
+
+impl Handler<Shutdown> for ProcessManager {
+    type Result = ResponseActFuture<Self, ()>;
+
+    fn handle(&mut self, _: Shutdown, _: &mut Self::Context) -> Self::Result {
+        self.shutting_down = true;
+        for queued in self.queue.drain(..) {
+            let _ = queued.reply.send(Err(SpawnError::ShutDown));
+        }
+        let mut settlements = Vec::new();
+        for (_, slot) in self.slots.iter_mut() {
+            if let SlotState::Live { group, waiters, .. } = &mut slot.state {
+                let (tx, rx) = oneshot::channel();
+                waiters.push(tx);
+                settlements.push(rx);
+                group.do_send(KillGroup);
+            }
+        }
+        tracing::debug!(
+            live = settlements.len(),
+            stragglers = self.stragglers.len(),
+            "shutting down"
+        );
+        let join = async move {
+            futures_join_all(settlements).await;
+        };
+        Box::pin(
+            join.into_actor(self)
+                .then(|(), manager, _| {
+                    let stragglers = std::mem::take(&mut manager.stragglers);
+                    kill_stragglers(stragglers).into_actor(manager)
+                })
+                .map(|(), manager, _| {
+                    manager.remove_private_spill_dir();
+                    tracing::debug!("process manager shut down");
+                }),
+        )
+    }
+}
+
+/// Awaits every receiver (a dropped sender counts as done).
+async fn futures_join_all(receivers: Vec<oneshot::Receiver<ProcessOutcome>>) {
+    for rx in receivers {
+        let _ = rx.await;
+    }
+}
+
+/// SIGKILLs every remembered group that still has live members, then waits (bounded) until `/proc`
+/// shows none of them.
+async fn kill_stragglers(pgids: Vec<i32>) {
+    let mut remaining: Vec<i32> = pgids
+        .into_iter()
+        .filter(|pgid| {
+            let members = live_group_members(*pgid);
+            if members.is_empty() {
+                return false;
+            }
+            tracing::debug!(pgid, ?members, "killing straggler group");
+            signal_group(*pgid, Signal::SIGKILL)
+        })
+        .collect();
+    let deadline = tokio::time::Instant::now() + STRAGGLER_REAP_WAIT;
+    while !remaining.is_empty() && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        remaining.retain(|pgid| !live_group_members(*pgid).is_empty());
+    }
+    if !remaining.is_empty() {
+        tracing::warn!(?remaining, "straggler groups still alive after SIGKILL");
+    }
+}

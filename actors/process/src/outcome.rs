@@ -1,0 +1,75 @@
+//! What a finished process and an offset read report.
+
+use std::path::PathBuf;
+
+/// Which output stream of a child.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum StreamKind {
+    Stdout,
+    Stderr,
+}
+
+impl StreamKind {
+    /// `stdout` or `stderr`: the label used in spill file names.
+    pub fn label(self) -> &'static str {
+        match self {
+            StreamKind::Stdout => "stdout",
+            StreamKind::Stderr => "stderr",
+        }
+    }
+}
+
+/// The final view of one stream: its tail when truncated, with the full output's path when the spill
+/// file is complete and intact.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CollectedOutput {
+    /// Everything the stream printed, or its tail (cut on a UTF-8 boundary) when `truncated`.
+    pub text: String,
+    /// Whether bytes were dropped from memory.
+    pub truncated: bool,
+    /// The complete output, present only when truncated and the spill file is whole.
+    pub spill_path: Option<PathBuf>,
+}
+
+/// A non-consuming read of a stream from a whole-stream byte offset.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReadResult {
+    /// The bytes from the offset on, decoded as UTF-8 (invalid bytes replaced). When `lossy`, the oldest
+    /// bytes still in memory onwards.
+    pub text: String,
+    /// The offset to read from next. While the stream is open it stops before an incomplete UTF-8
+    /// sequence at the end, so a character is never split across two reads.
+    pub next_offset: u64,
+    /// The offset fell out of memory: some bytes after it are only in the spill file (if any).
+    pub lossy: bool,
+    /// The spill file, whenever one currently exists.
+    pub spill_path: Option<PathBuf>,
+}
+
+/// How the supervisor decided that a process had finished.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Settlement {
+    /// The leader exited and both pipes reached end of file.
+    Closed,
+    /// The leader exited but a descendant still held a pipe after the drain grace; the descendant keeps
+    /// running and the manager remembers its group.
+    DrainGrace,
+    /// The child could not be started at all.
+    SpawnFailed,
+}
+
+/// The end of one process.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProcessOutcome {
+    /// The exit code, or `None` when a signal ended the leader (or it never ran).
+    pub exit_code: Option<i32>,
+    /// The signal that ended the leader, by name (`SIGTERM`).
+    pub signal: Option<String>,
+    pub stdout: CollectedOutput,
+    pub stderr: CollectedOutput,
+    pub settlement: Settlement,
+    /// The group signals this supervisor sent, in order (`SIGTERM`, then maybe `SIGKILL`).
+    pub signals_sent: Vec<&'static str>,
+    /// Set when the child never ran: the OS error, with its errno name.
+    pub spawn_error: Option<String>,
+}

@@ -1,0 +1,161 @@
+//! Helpers shared by the process-layer tests: a manager with a private spill directory, the catalogue's
+//! default spec, and event-based waiting (never fixed sleeps).
+
+#![allow(dead_code)]
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use actix::prelude::*;
+use dsh_process::signal::pid_is_live;
+use dsh_process::*;
+
+/// Generous upper bound for anything that should happen "soon" on a noisy shared machine.
+pub const SOON: Duration = Duration::from_secs(10);
+
+pub struct Harness {
+    pub manager: Addr<ProcessManager>,
+    pub spill: tempfile::TempDir,
+}
+
+impl Harness {
+    pub fn new() -> Self {
+        Self::with_policy(Box::new(AdmitAll))
+    }
+
+    pub fn with_policy(policy: Box<dyn SupervisorPolicy>) -> Self {
+        let spill = tempfile::tempdir().expect("temp dir");
+        let config = ManagerConfig {
+            spill_dir: Some(spill.path().to_path_buf()),
+            keep_spill: false,
+            policy,
+        };
+        Self {
+            manager: ProcessManager::new(config).start(),
+            spill,
+        }
+    }
+
+    /// The catalogue's "spawn spec(cmd)": bash -c, test cwd, caps 64000, spill 64 MiB, grace 3 s.
+    pub fn spec(&self, cmd: &str) -> ProcessSpawnSpec {
+        let mut spec = ProcessSpawnSpec::new(
+            vec!["bash".into(), "-c".into(), cmd.into()],
+            std::env::current_dir().unwrap(),
+            64_000,
+            64 << 20,
+            Duration::from_secs(3),
+        );
+        spec.spill_dir = Some(self.spill.path().to_path_buf());
+        spec
+    }
+
+    pub async fn spawn(&self, spec: ProcessSpawnSpec) -> Result<SpawnedProcess, SpawnError> {
+        self.manager
+            .send(Spawn(spec))
+            .await
+            .expect("manager mailbox")
+    }
+
+    pub async fn wait(&self, id: ProcessId) -> ProcessOutcome {
+        within(SOON, self.manager.send(Wait { id }))
+            .await
+            .expect("mailbox")
+            .expect("wait")
+    }
+
+    pub async fn run(&self, spec: ProcessSpawnSpec) -> ProcessOutcome {
+        let spawned = self.spawn(spec).await.expect("spawn");
+        self.wait(spawned.id).await
+    }
+
+    pub async fn kill(&self, id: ProcessId) -> KillOutcome {
+        self.manager
+            .send(Kill { id })
+            .await
+            .expect("mailbox")
+            .expect("kill")
+    }
+
+    pub async fn read(&self, id: ProcessId, stream: StreamKind, offset: u64) -> ReadResult {
+        self.manager
+            .send(Read { id, stream, offset })
+            .await
+            .expect("mailbox")
+            .expect("read")
+    }
+
+    /// Polls stdout (from 0) until it contains `needle`.
+    pub async fn wait_for_stdout(&self, id: ProcessId, needle: &str) {
+        let deadline = Instant::now() + SOON;
+        loop {
+            if self
+                .read(id, StreamKind::Stdout, 0)
+                .await
+                .text
+                .contains(needle)
+            {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "stdout never contained {needle:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    pub async fn shutdown(&self) {
+        within(SOON + SOON, self.manager.send(Shutdown))
+            .await
+            .expect("mailbox");
+    }
+}
+
+/// Awaits `fut`, failing the test if it takes longer than `limit`.
+pub async fn within<T>(limit: Duration, fut: impl Future<Output = T>) -> T {
+    tokio::time::timeout(limit, fut)
+        .await
+        .expect("timed out waiting")
+}
+
+/// Waits until `pid` is gone or a zombie (per /proc), failing after `SOON`.
+pub async fn assert_gone(pid: i32) {
+    let deadline = Instant::now() + SOON;
+    while pid_is_live(pid) {
+        assert!(Instant::now() < deadline, "pid {pid} is still alive");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Waits until a file has non-empty content, then parses it as a pid.
+pub async fn read_pid_file(path: &std::path::Path) -> i32 {
+    let deadline = Instant::now() + SOON;
+    loop {
+        if let Some(pid) = std::fs::read_to_string(path)
+            .ok()
+            .and_then(|text| text.trim().parse().ok())
+        {
+            return pid;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "pid file {} never filled",
+            path.display()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Kills a leftover pid we started indirectly and waits for it to be gone.
+pub async fn cleanup_pid(pid: i32) {
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGKILL,
+    );
+    assert_gone(pid).await;
+}
+
+pub fn pid_file(dir: &tempfile::TempDir, name: &str) -> PathBuf {
+    dir.path().join(name)
+}

@@ -41,7 +41,7 @@ pub struct OutputCollector {
     max_spill_bytes: u64,
     /// Every byte ever received.
     total: u64,
-    /// The retained tail, as received (chunk-granular), oldest first.
+    /// The retained tail as received chunks, oldest first (the oldest may be cut at the front).
     chunks: VecDeque<Bytes>,
     /// Sum of `chunks` lengths.
     held: usize,
@@ -94,18 +94,25 @@ impl OutputCollector {
         }
         self.held += chunk.len();
         self.chunks.push_back(chunk);
-        while self.held > self.max_bytes && self.chunks.len() > 1 {
-            if let Some(old) = self.chunks.pop_front() {
-                self.held -= old.len();
-                self.dropped = true;
+        self.trim_to_cap();
+    }
+
+    /// Drops the oldest bytes until at most `max_bytes` remain: whole chunks first, then the front of
+    /// the oldest remaining chunk, so the kept tail is exactly the cap once the stream has overflowed.
+    fn trim_to_cap(&mut self) {
+        while let Some(front) = self.chunks.front() {
+            let excess = self.held.saturating_sub(self.max_bytes);
+            if excess == 0 {
+                break;
             }
-        }
-        if self.held > self.max_bytes
-            && let Some(only) = self.chunks.front_mut()
-        {
-            *only = only.slice(only.len() - self.max_bytes..);
-            self.held = self.max_bytes;
             self.dropped = true;
+            if front.len() <= excess {
+                self.held -= front.len();
+                self.chunks.pop_front();
+            } else if let Some(front) = self.chunks.front_mut() {
+                *front = front.slice(excess..);
+                self.held -= excess;
+            }
         }
     }
 

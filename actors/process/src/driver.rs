@@ -17,7 +17,7 @@
 use std::io;
 use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
@@ -40,11 +40,13 @@ const READ_SIZE: usize = 64 * 1024;
 /// never pins a large allocation.
 const ZERO_COPY_MIN: usize = 16 * 1024;
 
-/// The two collectors of one process, shared between its driver (writer) and readers.
+/// The two collectors of one process and, once it has settled, its outcome: shared between its driver
+/// (the only writer) and any number of readers, so reads never wait for an actor's mailbox.
 #[derive(Clone, Debug)]
 pub struct SharedOutput {
     stdout: Arc<Mutex<OutputCollector>>,
     stderr: Arc<Mutex<OutputCollector>>,
+    outcome: Arc<OnceLock<ProcessOutcome>>,
 }
 
 impl SharedOutput {
@@ -52,7 +54,13 @@ impl SharedOutput {
         Self {
             stdout: Arc::new(Mutex::new(stdout)),
             stderr: Arc::new(Mutex::new(stderr)),
+            outcome: Arc::new(OnceLock::new()),
         }
+    }
+
+    /// The outcome, once the process has settled (set before the manager hears of it).
+    pub fn outcome(&self) -> Option<&ProcessOutcome> {
+        self.outcome.get()
     }
 
     fn lock(&self, stream: StreamKind) -> MutexGuard<'_, OutputCollector> {
@@ -261,15 +269,16 @@ impl Driver {
             ?signal,
             "process settled"
         );
-        ProcessOutcome {
+        let outcome = ProcessOutcome {
             exit_code,
             signal,
             stdout: self.output.finalize(StreamKind::Stdout),
             stderr: self.output.finalize(StreamKind::Stderr),
             settlement,
             signals_sent,
-            spawn_error: None,
-        }
+        };
+        let _ = self.output.outcome.set(outcome.clone());
+        outcome
     }
 }
 

@@ -78,11 +78,13 @@ impl std::fmt::Debug for ManagerConfig {
 pub struct Spawn(pub ProcessSpawnSpec);
 
 /// A started process.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct SpawnedProcess {
     pub id: ProcessId,
     /// The leader's pid, which is also its process group and session id.
     pub pid: i32,
+    /// Direct, non-consuming access to its output (and outcome once settled), valid after exit.
+    pub output: SharedOutput,
 }
 
 /// Non-consuming read of one stream from a whole-stream offset; valid while running and after exit.
@@ -271,7 +273,7 @@ impl ProcessManager {
         entry.insert(Slot {
             generation: id.generation,
             pid,
-            output,
+            output: output.clone(),
             state: SlotState::Live {
                 group,
                 waiters: Vec::new(),
@@ -281,7 +283,7 @@ impl ProcessManager {
         self.live += 1;
         self.peak_live = self.peak_live.max(self.live);
         tracing::debug!(%id, pid, argv0 = %spec.argv[0], "spawned");
-        Ok(SpawnedProcess { id, pid })
+        Ok(SpawnedProcess { id, pid, output })
     }
 
     /// Starts queued spawns, oldest first, while the policy admits them.

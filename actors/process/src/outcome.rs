@@ -54,8 +54,6 @@ pub enum Settlement {
     /// The leader exited but a descendant still held a pipe after the drain grace; the descendant keeps
     /// running and the manager remembers its group.
     DrainGrace,
-    /// The child could not be started at all.
-    SpawnFailed,
 }
 
 /// The end of one process.
@@ -70,6 +68,4 @@ pub struct ProcessOutcome {
     pub settlement: Settlement,
     /// The group signals this supervisor sent, in order (`SIGTERM`, then maybe `SIGKILL`).
     pub signals_sent: Vec<&'static str>,
-    /// Set when the child never ran: the OS error, with its errno name.
-    pub spawn_error: Option<String>,
 }

@@ -5,7 +5,6 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use actix::prelude::*;
 use common::*;
 use dsh_process::signal::{pid_is_live, proc_stat};
 use dsh_process::*;
@@ -14,7 +13,10 @@ use dsh_process::*;
 async fn pm_01_registers_and_spawns() {
     let h = Harness::new();
     let out = h.run(h.spec("echo managed")).await;
-    assert_eq!((out.exit_code, out.stdout.text.as_str()), (Some(0), "managed\n"));
+    assert_eq!(
+        (out.exit_code, out.stdout.text.as_str()),
+        (Some(0), "managed\n")
+    );
     h.shutdown().await;
 }
 
@@ -25,7 +27,10 @@ async fn pm_02_shutdown_kills_running_processes_and_awaits_exit() {
     spec.grace = Duration::from_millis(200);
     let spawned = h.spawn(spec).await.unwrap();
     h.shutdown().await;
-    assert!(!pid_is_live(spawned.pid), "shutdown resolved only after the exit");
+    assert!(
+        !pid_is_live(spawned.pid),
+        "shutdown resolved only after the exit"
+    );
     let out = h.wait(spawned.id).await;
     assert_eq!(out.signal.as_deref(), Some("SIGTERM"));
 }
@@ -44,7 +49,13 @@ async fn pm_04_shutdown_tolerates_a_failed_spawn() {
     let h = Harness::new();
     let mut spec = h.spec("true");
     spec.cwd = "/nonexistent-dir-dsh-manager-test".into();
-    assert!(h.spawn(spec).await.unwrap_err().to_string().contains("ENOENT"));
+    assert!(
+        h.spawn(spec)
+            .await
+            .unwrap_err()
+            .to_string()
+            .contains("ENOENT")
+    );
     h.shutdown().await;
 }
 
@@ -74,15 +85,32 @@ async fn stale_and_unknown_ids_are_errors_never_another_process() {
     let h = Harness::new();
     let first = h.spawn(h.spec("true")).await.unwrap();
     h.wait(first.id).await;
-    h.manager.send(Release { id: first.id }).await.unwrap().unwrap();
+    h.manager
+        .send(Release { id: first.id })
+        .await
+        .unwrap()
+        .unwrap();
     // The slab reuses the slot at once; the old id must not reach the new process.
     let second = h.spawn(h.spec("sleep 60")).await.unwrap();
     let unknown = ProcessError::Unknown(first.id);
-    let read = Read { id: first.id, stream: StreamKind::Stdout, offset: 0 };
+    let read = Read {
+        id: first.id,
+        stream: StreamKind::Stdout,
+        offset: 0,
+    };
     assert_eq!(h.manager.send(read).await.unwrap(), Err(unknown.clone()));
-    assert_eq!(h.manager.send(Kill { id: first.id }).await.unwrap(), Err(unknown.clone()));
-    assert_eq!(h.manager.send(Wait { id: first.id }).await.unwrap(), Err(unknown.clone()));
-    assert_eq!(h.manager.send(Release { id: first.id }).await.unwrap(), Err(unknown));
+    assert_eq!(
+        h.manager.send(Kill { id: first.id }).await.unwrap(),
+        Err(unknown.clone())
+    );
+    assert_eq!(
+        h.manager.send(Wait { id: first.id }).await.unwrap(),
+        Err(unknown.clone())
+    );
+    assert_eq!(
+        h.manager.send(Release { id: first.id }).await.unwrap(),
+        Err(unknown)
+    );
     assert!(pid_is_live(second.pid), "the new process was not touched");
     h.shutdown().await;
     assert!(!pid_is_live(second.pid));
@@ -92,7 +120,11 @@ async fn stale_and_unknown_ids_are_errors_never_another_process() {
 async fn releasing_a_live_process_kills_it() {
     let h = Harness::new();
     let spawned = h.spawn(h.spec("sleep 60")).await.unwrap();
-    h.manager.send(Release { id: spawned.id }).await.unwrap().unwrap();
+    h.manager
+        .send(Release { id: spawned.id })
+        .await
+        .unwrap()
+        .unwrap();
     assert_gone(spawned.pid).await;
     h.shutdown().await;
 }
@@ -100,18 +132,27 @@ async fn releasing_a_live_process_kills_it() {
 #[actix_rt::test]
 async fn max_concurrent_2_queues_and_finishes_all_six_in_order() {
     let h = Harness::with_policy(Box::new(MaxConcurrent(2)));
-    let spawns: Vec<_> = (0..6).map(|i| h.manager.send(Spawn(h.spec(&format!("sleep 0.3; echo {i}"))))).collect();
+    let spawns: Vec<_> = (0..6)
+        .map(|i| {
+            h.manager
+                .send(Spawn(h.spec(&format!("sleep 0.3; echo {i}"))))
+        })
+        .collect();
     let mut waits = Vec::new();
     for spawn in spawns {
         let spawned = within(SOON, spawn).await.unwrap().unwrap();
         let stats = h.manager.send(Stats).await.unwrap();
         assert!(stats.live <= 2, "{stats:?}");
-        waits.push((spawned, h.manager.send(Wait { id: spawned.id })));
+        let wait = h.manager.send(Wait { id: spawned.id });
+        waits.push((spawned, wait));
     }
     for (i, (spawned, wait)) in waits.into_iter().enumerate() {
         let out = within(SOON, wait).await.unwrap().unwrap();
         assert_eq!(out.stdout.text, format!("{i}\n"));
-        assert!(spawned.id.generation() as usize == i + 1, "started in order");
+        assert!(
+            spawned.id.generation() as usize == i + 1,
+            "started in order"
+        );
     }
     let stats = h.manager.send(Stats).await.unwrap();
     assert_eq!(stats.peak_live, 2);
@@ -123,7 +164,10 @@ async fn max_concurrent_2_queues_and_finishes_all_six_in_order() {
 async fn max_concurrent_0_refuses_with_a_clear_error() {
     let h = Harness::with_policy(Box::new(MaxConcurrent(0)));
     let err = h.spawn(h.spec("true")).await.unwrap_err().to_string();
-    assert_eq!(err, "spawn refused by supervisor policy: MaxConcurrent(0) admits no process");
+    assert_eq!(
+        err,
+        "spawn refused by supervisor policy: MaxConcurrent(0) admits no process"
+    );
     h.shutdown().await;
 }
 
@@ -134,7 +178,10 @@ async fn shutdown_refuses_queued_spawns() {
     let queued = h.manager.send(Spawn(h.spec("echo never")));
     let shutdown = h.manager.send(Shutdown);
     let (queued, _) = futures::join!(queued, shutdown);
-    assert_eq!(queued.unwrap().unwrap_err().to_string(), "process manager is shut down");
+    assert_eq!(
+        queued.unwrap().unwrap_err().to_string(),
+        "process manager is shut down"
+    );
     assert!(!pid_is_live(running.pid));
 }
 
@@ -143,7 +190,10 @@ async fn shutdown_kills_a_descendant_left_holding_the_pipes() {
     let h = Harness::new();
     let dir = tempfile::tempdir().unwrap();
     let pidfile = pid_file(&dir, "holder");
-    let mut spec = h.spec(&format!("trap '' TERM; sleep 60 & echo $! > {}; echo done", pidfile.display()));
+    let mut spec = h.spec(&format!(
+        "trap '' TERM; sleep 60 & echo $! > {}; echo done",
+        pidfile.display()
+    ));
     spec.grace = Duration::from_millis(100);
     let out = h.run(spec).await;
     assert_eq!(out.settlement, Settlement::DrainGrace);
@@ -151,13 +201,20 @@ async fn shutdown_kills_a_descendant_left_holding_the_pipes() {
     assert!(pid_is_live(holder));
     assert_eq!(h.manager.send(Stats).await.unwrap().stragglers, 1);
     h.shutdown().await;
-    assert!(!pid_is_live(holder), "nothing outlives the runtime (DESIGN decision 5)");
+    assert!(
+        !pid_is_live(holder),
+        "nothing outlives the runtime (DESIGN decision 5)"
+    );
 }
 
 struct KillStragglers;
 impl SupervisorPolicy for KillStragglers {
     fn on_settled(&mut self, settled: &Settled<'_>) -> StragglerAction {
-        if settled.group_remains { StragglerAction::KillNow } else { StragglerAction::KeepUntilShutdown }
+        if settled.group_remains {
+            StragglerAction::KillNow
+        } else {
+            StragglerAction::KeepUntilShutdown
+        }
     }
 }
 
@@ -166,7 +223,10 @@ async fn a_policy_can_kill_stragglers_at_settlement() {
     let h = Harness::with_policy(Box::new(KillStragglers));
     let dir = tempfile::tempdir().unwrap();
     let pidfile = pid_file(&dir, "holder");
-    let mut spec = h.spec(&format!("sleep 60 & echo $! > {}; echo done", pidfile.display()));
+    let mut spec = h.spec(&format!(
+        "sleep 60 & echo $! > {}; echo done",
+        pidfile.display()
+    ));
     spec.grace = Duration::from_millis(100);
     h.run(spec).await;
     assert_gone(read_pid_file(&pidfile).await).await;
@@ -187,8 +247,15 @@ async fn a_gibibyte_of_output_keeps_memory_bounded_and_drops_the_oversize_spill(
     assert_eq!(out.exit_code, Some(0));
     assert!(out.stdout.truncated);
     assert_eq!(out.stdout.text.len(), 64_000);
-    assert_eq!(out.stdout.spill_path, None, "over the 64 MiB spill cap: no path is advertised");
-    assert_eq!(std::fs::read_dir(h.spill.path()).unwrap().count(), 0, "the oversize spill was deleted");
+    assert_eq!(
+        out.stdout.spill_path, None,
+        "over the 64 MiB spill cap: no path is advertised"
+    );
+    assert_eq!(
+        std::fs::read_dir(h.spill.path()).unwrap().count(),
+        0,
+        "the oversize spill was deleted"
+    );
     assert!(peak_mib < 64, "peak RSS {peak_mib} MiB");
     h.shutdown().await;
 }
@@ -215,19 +282,31 @@ async fn a_thousand_spawns_leak_no_descriptor_and_no_zombie() {
     for _ in 0..3 {
         let spawned = h.spawn(h.spec("echo warm")).await.unwrap();
         h.wait(spawned.id).await;
-        h.manager.send(Release { id: spawned.id }).await.unwrap().unwrap();
+        h.manager
+            .send(Release { id: spawned.id })
+            .await
+            .unwrap()
+            .unwrap();
     }
     let before = open_fds();
     for i in 0..1000 {
         let spawned = h.spawn(h.spec("echo x")).await.unwrap();
         let out = h.wait(spawned.id).await;
         assert_eq!(out.stdout.text, "x\n", "spawn {i}");
-        h.manager.send(Release { id: spawned.id }).await.unwrap().unwrap();
+        h.manager
+            .send(Release { id: spawned.id })
+            .await
+            .unwrap()
+            .unwrap();
     }
     assert_eq!(open_fds(), before, "file descriptors leaked");
     let deadline = Instant::now() + SOON;
     while !zombie_children().is_empty() {
-        assert!(Instant::now() < deadline, "zombie children: {:?}", zombie_children());
+        assert!(
+            Instant::now() < deadline,
+            "zombie children: {:?}",
+            zombie_children()
+        );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let stats = h.manager.send(Stats).await.unwrap();
@@ -244,7 +323,10 @@ async fn shutdown_with_fifty_live_groups_returns_within_grace_plus_two_seconds()
     for i in 0..50 {
         let pidfile = pid_file(&dir, &format!("grandchild-{i}"));
         let trap = if i % 3 == 0 { "trap '' TERM; " } else { "" };
-        let mut spec = h.spec(&format!("{trap}sleep 300 & echo $! > {}; echo up; wait; sleep 300", pidfile.display()));
+        let mut spec = h.spec(&format!(
+            "{trap}sleep 300 & echo $! > {}; echo up; wait; sleep 300",
+            pidfile.display()
+        ));
         spec.grace = grace;
         let process = h.spawn(spec).await.unwrap();
         spawned.push((process, pidfile));
@@ -258,7 +340,10 @@ async fn shutdown_with_fifty_live_groups_returns_within_grace_plus_two_seconds()
     let started = Instant::now();
     h.manager.send(Shutdown).await.unwrap();
     let took = started.elapsed();
-    assert!(took < grace + Duration::from_secs(2), "shutdown took {took:?}");
+    assert!(
+        took < grace + Duration::from_secs(2),
+        "shutdown took {took:?}"
+    );
     let alive: Vec<i32> = pids.into_iter().filter(|pid| pid_is_live(*pid)).collect();
     assert!(alive.is_empty(), "still alive after shutdown: {alive:?}");
 }

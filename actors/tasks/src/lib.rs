@@ -1,1 +1,24 @@
-//! placeholder
+//! dsh-tasks: the registry of background tasks.
+//!
+//! A task is work that outlives the tool call that started it: it gets an id (`bash-1`, `bash-2`, …
+//! per registry), optionally an owner (an agent's session id and mailbox), one consuming read cursor,
+//! a status (`running` → `completed` | `killed`), and a `reported` flag saying the owner already saw
+//! its end. The registry tells subscribers once per task when it ends ([`TaskDone`]), kills the tasks
+//! of owners that are gone, and kills and joins everything at shutdown.
+//!
+//! It knows nothing about processes: the work behind a task is a [`TaskProducer`].
+
+mod agent;
+mod errors;
+mod producer;
+mod registry;
+mod snapshot;
+
+pub use agent::{AgentRef, Inject, TaskOwner};
+pub use errors::TaskError;
+pub use producer::{TaskOutput, TaskProducer, TaskStatus};
+pub use registry::{
+    GetTask, KillOutcome, KillReply, KillTask, ListTasks, ReadReply, ReadTask, Register,
+    RegistryConfig, ReleaseOwner, Shutdown, Subscribe, TaskDone, TaskRegistry,
+};
+pub use snapshot::TaskSnapshot;

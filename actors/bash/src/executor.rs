@@ -1,0 +1,202 @@
+//! `LocalBashExecutor`: runs `bash -c <command>` through the process manager.
+//!
+//! It owns everything bash-shaped: argv, the model-friendly terminal environment, budgets from its
+//! config, and the foreground deadline with its timeout-versus-abort classification. Processes belong
+//! to the manager, so stopping this actor leaves background commands running.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use actix::prelude::*;
+use dsh_process::{
+    AbortSignal, ProcessManager, ProcessSpawnSpec, Release, Spawn, SpawnError, Wait,
+};
+use tokio::time::{Instant, sleep_until};
+
+use crate::background::BashProcess;
+use crate::config::BashConfig;
+use crate::errors::ExecError;
+use crate::messages::{BashRunResult, Resolve, Run, Start};
+use crate::request::BashExecSpec;
+
+/// Set for every command so pagers and colour codes do not garble what the model reads (Codex's set);
+/// a caller's own entry wins.
+pub const TERMINAL_ENV: [(&str, &str); 4] = [
+    ("NO_COLOR", "1"),
+    ("TERM", "dumb"),
+    ("PAGER", "cat"),
+    ("GIT_PAGER", "cat"),
+];
+
+/// The local executor actor.
+pub struct LocalBashExecutor {
+    config: BashConfig,
+    manager: Addr<ProcessManager>,
+}
+
+impl LocalBashExecutor {
+    /// Fails with `bash-local: <key> must be a positive finite number` for a zero budget.
+    pub fn new(config: BashConfig, manager: Addr<ProcessManager>) -> Result<Self, ExecError> {
+        config.validate()?;
+        Ok(Self { config, manager })
+    }
+
+    pub fn config(&self) -> &BashConfig {
+        &self.config
+    }
+}
+
+/// The process spawn for a bash spec: stdout cap as given, everything else from the config.
+fn process_spec(
+    config: &BashConfig,
+    spec: &BashExecSpec,
+    stdout_max_bytes: usize,
+    abort: Option<AbortSignal>,
+) -> ProcessSpawnSpec {
+    let mut env: BTreeMap<String, String> = TERMINAL_ENV
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    env.extend(spec.env.clone().unwrap_or_default());
+    ProcessSpawnSpec {
+        argv: vec!["bash".into(), "-c".into(), spec.command.clone()],
+        cwd: spec.workdir.clone(),
+        env,
+        dsh_env: spec.dsh_env.clone().unwrap_or_default(),
+        stdin: spec.stdin.clone(),
+        stdout_max_bytes,
+        stderr_max_bytes: config.max_output_bytes as usize,
+        max_spill_bytes: config.max_spill_bytes,
+        grace: Duration::from_millis(config.grace_ms),
+        spill_dir: None,
+        abort,
+    }
+}
+
+fn check_not_aborted(spec: &BashExecSpec) -> Result<(), ExecError> {
+    match spec.abort.as_ref().filter(|a| a.is_aborted()) {
+        Some(abort) => Err(SpawnError::AbortedBeforeSpawn(abort.reason_text()).into()),
+        None => Ok(()),
+    }
+}
+
+/// Why the fused deadline fired.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Cause {
+    TimedOut,
+    Aborted,
+}
+
+/// A foreground run: spawn, then wait under one fused deadline; the first of our timer and the
+/// caller's abort wins and kills the group.
+async fn run(
+    config: BashConfig,
+    manager: Addr<ProcessManager>,
+    spec: BashExecSpec,
+) -> Result<BashRunResult, ExecError> {
+    check_not_aborted(&spec)?;
+    let fused = AbortSignal::new();
+    let process = process_spec(&config, &spec, spec.stdout_max_bytes, Some(fused.clone()));
+    let spawned = manager
+        .send(Spawn(process))
+        .await
+        .map_err(|_| ExecError::ManagerGone)??;
+    let deadline = Instant::now() + Duration::from_millis(spec.timeout_ms);
+    let caller_abort = spec.abort.clone();
+    let wait = manager.send(Wait { id: spawned.id });
+    tokio::pin!(wait);
+    let mut cause = None;
+    let outcome = loop {
+        tokio::select! {
+            outcome = &mut wait => break outcome,
+            () = sleep_until(deadline), if cause.is_none() => {
+                cause = Some(Cause::TimedOut);
+                fused.abort(format!("BASH_TIMEOUT after {}ms", spec.timeout_ms));
+            }
+            () = wait_abort(caller_abort.as_ref()), if cause.is_none() => {
+                cause = Some(Cause::Aborted);
+                fused.abort(caller_abort.as_ref().map(AbortSignal::reason_text).unwrap_or_default());
+            }
+        }
+    };
+    manager.do_send(Release { id: spawned.id });
+    let outcome = outcome.map_err(|_| ExecError::ManagerGone)??;
+    Ok(BashRunResult {
+        exit_code: outcome.exit_code,
+        signal: outcome.signal,
+        timed_out: cause == Some(Cause::TimedOut),
+        aborted: cause == Some(Cause::Aborted),
+        timeout_ms: spec.timeout_ms,
+        stdout: outcome.stdout,
+        stderr: outcome.stderr,
+    })
+}
+
+async fn wait_abort(abort: Option<&AbortSignal>) {
+    match abort {
+        Some(abort) => abort.aborted().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// A background start. Validation failures are errors; an OS failure to start (missing workdir, no
+/// bash) gives a handle that settles `killed` and reports `spawn failed: …` in one read.
+async fn start(
+    config: BashConfig,
+    manager: Addr<ProcessManager>,
+    spec: BashExecSpec,
+) -> Result<BashProcess, ExecError> {
+    check_not_aborted(&spec)?;
+    let process = process_spec(
+        &config,
+        &spec,
+        config.max_output_bytes as usize,
+        spec.abort.clone(),
+    );
+    match manager
+        .send(Spawn(process))
+        .await
+        .map_err(|_| ExecError::ManagerGone)?
+    {
+        Ok(spawned) => Ok(BashProcess::running(manager, spawned, spec.abort)),
+        Err(
+            err @ (SpawnError::Workdir { .. } | SpawnError::Os { .. } | SpawnError::SpillDir(_)),
+        ) => {
+            tracing::debug!(%err, "background spawn failed");
+            Ok(BashProcess::failed(manager, format!("spawn failed: {err}")))
+        }
+        Err(err) => Err(err.into()),
+    }
+}
+
+impl Actor for LocalBashExecutor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        ctx.set_mailbox_capacity(4096);
+    }
+}
+
+impl Handler<Resolve> for LocalBashExecutor {
+    type Result = Result<BashExecSpec, ExecError>;
+
+    fn handle(&mut self, Resolve(request): Resolve, _: &mut Self::Context) -> Self::Result {
+        self.config.resolve(request)
+    }
+}
+
+impl Handler<Run> for LocalBashExecutor {
+    type Result = ResponseFuture<Result<BashRunResult, ExecError>>;
+
+    fn handle(&mut self, Run(spec): Run, _: &mut Self::Context) -> Self::Result {
+        Box::pin(run(self.config.clone(), self.manager.clone(), spec))
+    }
+}
+
+impl Handler<Start> for LocalBashExecutor {
+    type Result = ResponseFuture<Result<BashProcess, ExecError>>;
+
+    fn handle(&mut self, Start(spec): Start, _: &mut Self::Context) -> Self::Result {
+        Box::pin(start(self.config.clone(), self.manager.clone(), spec))
+    }
+}

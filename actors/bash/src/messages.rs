@@ -1,0 +1,41 @@
+//! The executor seam: these messages are the whole contract. Any actor that handles them (a sandboxed
+//! or remote executor) can stand in for [`crate::LocalBashExecutor`].
+
+use actix::prelude::*;
+use dsh_process::CollectedOutput;
+
+use crate::background::BashProcess;
+use crate::errors::ExecError;
+use crate::request::{BashExecRequest, BashExecSpec};
+
+/// Apply the executor's defaults and caps to a request.
+#[derive(Message, Debug)]
+#[rtype(result = "Result<BashExecSpec, ExecError>")]
+pub struct Resolve(pub BashExecRequest);
+
+/// Run a command in the foreground under one fused deadline (timeout or caller abort).
+#[derive(Message, Debug)]
+#[rtype(result = "Result<BashRunResult, ExecError>")]
+pub struct Run(pub BashExecSpec);
+
+/// Start a command in the background (no timeout) and return its handle at once.
+#[derive(Message, Debug)]
+#[rtype(result = "Result<BashProcess, ExecError>")]
+pub struct Start(pub BashExecSpec);
+
+/// The result of a foreground run. At most one of `timed_out` and `aborted` is set.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BashRunResult {
+    /// `None` when a signal ended the command.
+    pub exit_code: Option<i32>,
+    /// The signal that ended the command (`SIGTERM`), however it was sent.
+    pub signal: Option<String>,
+    /// Our own timer fired first (even if the command then trapped SIGTERM and exited 0).
+    pub timed_out: bool,
+    /// The caller's abort fired first.
+    pub aborted: bool,
+    /// The effective timeout.
+    pub timeout_ms: u64,
+    pub stdout: CollectedOutput,
+    pub stderr: CollectedOutput,
+}

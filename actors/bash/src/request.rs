@@ -1,0 +1,94 @@
+//! Requests and specs, and `resolve`, which turns the first into the second (reference §1.4.2):
+//! defaults filled in, the timeout clamped to the cap, invalid numbers refused. Optional fields the
+//! caller left out stay absent.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use dsh_process::AbortSignal;
+
+use crate::config::BashConfig;
+use crate::errors::ExecError;
+
+/// What a caller asks for. Numbers are `f64` because they come from model-made JSON.
+#[derive(Clone, Debug, Default)]
+pub struct BashExecRequest {
+    pub command: String,
+    pub workdir: Option<PathBuf>,
+    pub timeout_ms: Option<f64>,
+    /// A trusted caller's foreground stdout budget (never taken from a model).
+    pub stdout_max_bytes: Option<f64>,
+    pub stdin: Option<Vec<u8>>,
+    pub env: Option<BTreeMap<String, String>>,
+    pub dsh_env: Option<BTreeMap<String, String>>,
+    /// Cancels a foreground run (reported as `aborted`) or kills a background one.
+    pub abort: Option<AbortSignal>,
+}
+
+impl BashExecRequest {
+    pub fn new(command: impl Into<String>) -> Self {
+        Self {
+            command: command.into(),
+            ..Self::default()
+        }
+    }
+}
+
+/// A resolved request: every budget explicit.
+#[derive(Clone, Debug)]
+pub struct BashExecSpec {
+    pub command: String,
+    pub workdir: PathBuf,
+    /// Effective foreground timeout: `min(requested or default, max)`.
+    pub timeout_ms: u64,
+    pub stdout_max_bytes: usize,
+    pub stdin: Option<Vec<u8>>,
+    pub env: Option<BTreeMap<String, String>>,
+    pub dsh_env: Option<BTreeMap<String, String>>,
+    pub abort: Option<AbortSignal>,
+}
+
+fn positive(value: f64) -> bool {
+    value.is_finite() && value > 0.0
+}
+
+impl BashConfig {
+    /// Applies defaults and caps to a request.
+    pub fn resolve(&self, request: BashExecRequest) -> Result<BashExecSpec, ExecError> {
+        if request.timeout_ms.is_some_and(|t| !positive(t)) {
+            return Err(ExecError::Invalid(
+                "bash-local: request.timeoutMs must be a positive finite number".into(),
+            ));
+        }
+        let timeout_ms = request
+            .timeout_ms
+            .map(|t| t.ceil().min(u64::MAX as f64) as u64)
+            .unwrap_or(self.timeout_ms)
+            .min(self.max_timeout_ms);
+        let stdout_max_bytes = match request.stdout_max_bytes {
+            Some(bytes) if !positive(bytes) => {
+                return Err(ExecError::Invalid(
+                    "bash-local: request.stdoutMaxBytes must be a positive finite number".into(),
+                ));
+            }
+            Some(bytes) => bytes.ceil().min(usize::MAX as f64) as usize,
+            None => self.max_output_bytes as usize,
+        };
+        let workdir = match request.workdir.or_else(|| self.cwd.clone()) {
+            Some(dir) => dir,
+            None => std::env::current_dir().map_err(|err| {
+                ExecError::Invalid(format!("cannot read the current directory: {err}"))
+            })?,
+        };
+        Ok(BashExecSpec {
+            command: request.command,
+            workdir,
+            timeout_ms,
+            stdout_max_bytes,
+            stdin: request.stdin,
+            env: request.env,
+            dsh_env: request.dsh_env,
+            abort: request.abort,
+        })
+    }
+}

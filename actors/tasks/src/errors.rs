@@ -1,0 +1,16 @@
+//! Registry errors, with the seeds' exact texts (reference §1.12).
+
+/// Why a task operation was refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TaskError {
+    #[error("unknown bash task \"{0}\"")]
+    Unknown(String),
+    #[error("task {0} belongs to another session")]
+    Foreign(String),
+    #[error("invalid task kind: expected a non-empty string")]
+    EmptyKind,
+    #[error("invalid task label: expected a non-empty string")]
+    EmptyLabel,
+    #[error("task registry is shut down")]
+    ShutDown,
+}

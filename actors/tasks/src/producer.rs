@@ -1,0 +1,50 @@
+//! What the registry needs from the work behind a task. The registry knows nothing about processes or
+//! bash: a producer reads its own output (consuming), starts its own kill, and says when it has ended.
+
+use std::path::PathBuf;
+
+use futures::future::BoxFuture;
+
+/// Where a task stands.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TaskStatus {
+    Running,
+    /// Ended on its own; non-zero exits are still `Completed`.
+    Completed {
+        exit_code: i32,
+    },
+    /// Ended by a kill, an abort or a signal; `signal` is the signal that ended it, once known.
+    Killed {
+        signal: Option<String>,
+    },
+}
+
+impl TaskStatus {
+    pub fn is_running(&self) -> bool {
+        matches!(self, TaskStatus::Running)
+    }
+}
+
+/// One consuming read: what the task produced since the previous read.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TaskOutput {
+    /// New output; for bash, stdout then a `[stderr]`-marked section.
+    pub delta: String,
+    /// Some output between the previous read and this one was dropped from memory.
+    pub lossy: bool,
+    /// The full-output files that currently exist (stdout first).
+    pub spill_paths: Vec<PathBuf>,
+}
+
+/// The work behind a task.
+pub trait TaskProducer: Send + 'static {
+    /// Returns the output produced since the previous call and advances the cursor. Must be cheap and
+    /// must never block: the registry calls it inside its actor.
+    fn read(&self) -> TaskOutput;
+
+    /// Starts stopping the work (for bash: SIGTERM to the group, SIGKILL after the grace). Idempotent.
+    fn kill(&self);
+
+    /// Resolves once, when the work has ended and its output is final, with its terminal status.
+    fn finished(&self) -> BoxFuture<'static, TaskStatus>;
+}

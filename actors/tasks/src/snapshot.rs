@@ -1,0 +1,25 @@
+//! The public view of one task record.
+
+use std::time::SystemTime;
+
+use crate::producer::TaskStatus;
+
+/// A copy of a task record at one moment.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TaskSnapshot {
+    /// `<kind>-<n>`, e.g. `bash-1`.
+    pub id: String,
+    pub kind: String,
+    /// One-line label; for bash, the command.
+    pub label: String,
+    /// The owner's session id; `None` for tasks open to every caller.
+    pub owner_session: Option<String>,
+    /// `Killed { signal: None }` right after a kill, until the work has ended.
+    pub status: TaskStatus,
+    /// The work has ended and its output is final.
+    pub settled: bool,
+    pub started_at: SystemTime,
+    pub finished_at: Option<SystemTime>,
+    /// The owner already saw the end (through a read after it, or a kill): no notice is needed.
+    pub reported: bool,
+}

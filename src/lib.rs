@@ -1,1 +1,37 @@
-//! dsh
+//! dsh: an actor-based runtime that gives AI agents a bash tool they can trust.
+//!
+//! [`Runtime`] wires the actors — `ProcessManager` (one `ProcessGroup` per child), `TaskRegistry`,
+//! `LocalBashExecutor`, `ToolBash` — and hands out a `Send + Sync + Clone` handle usable from any tokio
+//! code: [`Runtime::call`] runs a tool call, [`Runtime::tool_definitions`] lists the tools for a model,
+//! [`Runtime::shutdown`] kills and joins everything.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), dsh::RuntimeError> {
+//! let runtime = dsh::Runtime::builder().timeout_ms(30_000).start()?;
+//! let result = runtime
+//!     .call(dsh::ToolCall::new("bash", serde_json::json!({"command": "ls", "description": "List files"})))
+//!     .await;
+//! println!("{}", result.text);
+//! runtime.shutdown().await;
+//! # Ok(()) }
+//! ```
+//!
+//! Crate layout: `actors/process` (dsh-process), `actors/tasks` (dsh-tasks), `actors/bash` (dsh-bash),
+//! `actors/tool-bash` (dsh-tool-bash); this crate adds the facade and the `dsh-bash` binary's front ends.
+
+mod runtime;
+
+pub use runtime::{Runtime, RuntimeBuilder, RuntimeError};
+
+pub use dsh_bash::{AbortSignal, BashConfig, SupervisorPolicy};
+pub use dsh_process::{ManagerStats, MaxConcurrent};
+pub use dsh_tasks::{AgentRef, Inject, TaskSnapshot};
+pub use dsh_tool_bash::{PROMPT_SECTION, ToolCall, ToolDefinition, ToolResult};
+
+/// The actor crates, for hosts that talk to the actors by message.
+pub mod actors {
+    pub use dsh_bash as bash;
+    pub use dsh_process as process;
+    pub use dsh_tasks as tasks;
+    pub use dsh_tool_bash as tool_bash;
+}

@@ -1,0 +1,116 @@
+//! Run-time validation of model-made arguments. The schema is only advice to a model; what arrives is
+//! whatever JSON it produced, so every field is checked before anything runs.
+//!
+//! Two layers, as in the seeds (reference §1.7.4): schema violations, all collected and joined
+//! (`invalid arguments: missing required property "command"; "timeoutMs" must be a number`), then value
+//! checks, first failure wins. Unknown keys are ignored and never forwarded.
+
+use serde_json::{Map, Value};
+
+/// Validated `bash` arguments. `description` is display-only and not kept.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BashArgs {
+    pub command: String,
+    pub timeout_ms: Option<f64>,
+    pub workdir: Option<String>,
+    pub run_in_background: bool,
+}
+
+#[derive(Clone, Copy)]
+enum Kind {
+    String,
+    Number,
+    Boolean,
+}
+
+impl Kind {
+    fn matches(self, value: &Value) -> bool {
+        match self {
+            Kind::String => value.is_string(),
+            Kind::Number => value.is_number(),
+            Kind::Boolean => value.is_boolean(),
+        }
+    }
+
+    fn noun(self) -> &'static str {
+        match self {
+            Kind::String => "a string",
+            Kind::Number => "a number",
+            Kind::Boolean => "a boolean",
+        }
+    }
+}
+
+/// Checks presence and JSON types of `fields` (name, kind, required), collecting every violation.
+fn check_schema<'a>(
+    arguments: &'a Value,
+    fields: &[(&str, Kind, bool)],
+) -> Result<&'a Map<String, Value>, String> {
+    let Some(object) = arguments.as_object() else {
+        return Err("invalid arguments: expected an object".to_owned());
+    };
+    let mut violations = Vec::new();
+    for (name, kind, required) in fields {
+        match object.get(*name) {
+            None if *required => violations.push(format!("missing required property \"{name}\"")),
+            Some(value) if !kind.matches(value) => {
+                violations.push(format!("\"{name}\" must be {}", kind.noun()))
+            }
+            _ => {}
+        }
+    }
+    if violations.is_empty() {
+        Ok(object)
+    } else {
+        Err(format!("invalid arguments: {}", violations.join("; ")))
+    }
+}
+
+/// Validates `bash` arguments.
+pub fn parse_bash_args(arguments: &Value) -> Result<BashArgs, String> {
+    let object = check_schema(
+        arguments,
+        &[
+            ("command", Kind::String, true),
+            ("description", Kind::String, true),
+            ("timeoutMs", Kind::Number, false),
+            ("workdir", Kind::String, false),
+            ("run_in_background", Kind::Boolean, false),
+        ],
+    )?;
+    let text = |key: &str| object.get(key).and_then(Value::as_str);
+    let command = text("command").unwrap_or_default();
+    if command.trim().is_empty() {
+        return Err("invalid command: expected a non-empty string".to_owned());
+    }
+    if text("description").unwrap_or_default().trim().is_empty() {
+        return Err("invalid description: expected a non-empty string".to_owned());
+    }
+    let timeout_ms = match object.get("timeoutMs") {
+        Some(value) => {
+            let number = value.as_f64().filter(|n| n.is_finite() && *n > 0.0);
+            Some(number.ok_or_else(|| {
+                format!("invalid timeoutMs: expected a positive number, got {value}")
+            })?)
+        }
+        None => None,
+    };
+    Ok(BashArgs {
+        command: command.to_owned(),
+        timeout_ms,
+        workdir: text("workdir").map(str::to_owned),
+        run_in_background: object
+            .get("run_in_background")
+            .and_then(Value::as_bool)
+            .unwrap_or(false),
+    })
+}
+
+/// Validates the `task_id` argument of `bash_output` and `bash_kill`.
+pub fn parse_task_id(arguments: &Value) -> Result<String, String> {
+    let object = check_schema(arguments, &[("task_id", Kind::String, true)])?;
+    match object.get("task_id").and_then(Value::as_str) {
+        Some(id) if !id.is_empty() => Ok(id.to_owned()),
+        _ => Err("invalid task_id: expected a string, got \"\"".to_owned()),
+    }
+}

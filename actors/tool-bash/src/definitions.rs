@@ -1,0 +1,129 @@
+//! The model-facing tool definitions: names, descriptions and JSON Schemas of `bash`, `bash_output` and
+//! `bash_kill`, worded as in the seeds (reference §1.7.3, §1.12), in the shapes OpenAI, Anthropic and
+//! MCP tool lists expect.
+
+use serde::Serialize;
+use serde_json::{Value, json};
+
+/// The prompt section the seeds add next to the tool (reference §1.7.2).
+pub const PROMPT_SECTION: &str =
+    "Check the [exit code: N] marker on every bash result; investigate failures before moving on.";
+
+/// One tool: what a model is shown.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ToolDefinition {
+    pub name: &'static str,
+    pub description: String,
+    /// JSON Schema (draft 2020-12) of the arguments object. The root is open: unknown keys are
+    /// accepted and ignored.
+    pub input_schema: Value,
+}
+
+impl ToolDefinition {
+    /// `{"type": "function", "function": {name, description, parameters}}` (OpenAI chat/responses).
+    pub fn openai(&self) -> Value {
+        json!({"type": "function", "function": {"name": self.name, "description": self.description, "parameters": self.input_schema}})
+    }
+
+    /// `{name, description, input_schema}` (Anthropic messages).
+    pub fn anthropic(&self) -> Value {
+        json!({"name": self.name, "description": self.description, "input_schema": self.input_schema})
+    }
+
+    /// `{name, description, inputSchema}` (MCP `tools/list`).
+    pub fn mcp(&self) -> Value {
+        json!({"name": self.name, "description": self.description, "inputSchema": self.input_schema})
+    }
+}
+
+/// What the definitions depend on.
+#[derive(Clone, Copy, Debug)]
+pub struct DefinitionFacts {
+    pub timeout_ms: u64,
+    pub max_timeout_ms: u64,
+    pub background: bool,
+}
+
+/// The three tools (only `bash` when background work is disabled).
+pub fn tool_definitions(facts: DefinitionFacts) -> Vec<ToolDefinition> {
+    let mut tools = vec![bash_definition(facts)];
+    if facts.background {
+        tools.push(task_tool(
+            "bash_output",
+            "Read new output from a background bash task started with `bash` + `run_in_background`. \
+             Returns only output produced since the previous bash_output call, plus the task status. \
+             Tasks keep running while you do other work; poll again later for more output.",
+        ));
+        tools.push(task_tool(
+            "bash_kill",
+            "Kill a running background bash task (SIGTERM, then SIGKILL) by task id.",
+        ));
+    }
+    tools
+}
+
+fn bash_definition(facts: DefinitionFacts) -> ToolDefinition {
+    let mut description = String::from(
+        "Execute a bash command (`bash -c`) and return its stdout/stderr. \
+         Each call runs in a fresh shell: no state (cwd, variables, functions) persists between calls — \
+         pass `workdir` instead of using `cd`. Non-zero exits are reported as `[exit code: N]`. \
+         Harness facts are exposed to the command as managed `$DSH_*` environment variables \
+         (`DSH_HOME`, `DSH_SHELL`, `DSH_SESSION_ID`). \
+         Long output is truncated to its tail; the full output is saved to a file whose path is reported.",
+    );
+    if facts.background {
+        description.push_str(
+            " Set `run_in_background: true` for long-running commands: the call returns a task id immediately; \
+             poll it with `bash_output` and stop it with `bash_kill`.",
+        );
+    } else {
+        description.push_str(
+            " Background execution is not available; long-running commands must finish within the timeout.",
+        );
+    }
+    let mut properties = serde_json::Map::new();
+    properties.insert(
+        "command".into(),
+        json!({"type": "string", "description": "The bash command to execute."}),
+    );
+    properties.insert(
+        "description".into(),
+        json!({"type": "string", "description": "Clear, concise description of what this command does in active voice, \
+            5-10 words (shown in the UI). Examples: \"ls\" → \"List files in current directory\"; \
+            \"git status\" → \"Show working tree status\"; \"npm install\" → \"Install package dependencies\"."}),
+    );
+    properties.insert(
+        "timeoutMs".into(),
+        json!({"type": "number", "description": format!(
+            "Timeout in milliseconds (default {}, max {}). The command is killed on expiry.",
+            facts.timeout_ms, facts.max_timeout_ms
+        )}),
+    );
+    properties.insert(
+        "workdir".into(),
+        json!({"type": "string", "description": "Working directory for this command. Relative paths resolve against the workspace."}),
+    );
+    if facts.background {
+        properties.insert(
+            "run_in_background".into(),
+            json!({"type": "boolean", "description": "Run in the background and return a task id immediately. No timeout applies."}),
+        );
+    }
+    ToolDefinition {
+        name: "bash",
+        description,
+        input_schema: json!({"type": "object", "properties": properties, "required": ["command", "description"]}),
+    }
+}
+
+fn task_tool(name: &'static str, description: &str) -> ToolDefinition {
+    ToolDefinition {
+        name,
+        description: description.to_owned(),
+        input_schema: json!({
+            "type": "object",
+            "properties": {"task_id": {"type": "string", "description": "Task id returned by the bash tool."}},
+            "required": ["task_id"],
+        }),
+    }
+}

@@ -1,0 +1,119 @@
+//! Model-visible text: foreground results (reference §1.7.7), background reads, status lines, kill
+//! replies and completion notices in the `bash_output`/`bash_kill` dialect (reference §1.12).
+
+use dsh_bash::{BashRunResult, CollectedOutput, TaskOutput, TaskStatus};
+
+/// A stream's text, with the truncation marker and spill path when its head was dropped.
+fn stream_text(output: &CollectedOutput) -> String {
+    if !output.truncated {
+        return output.text.clone();
+    }
+    let path = output.spill_path.as_ref().map(|p| p.display().to_string());
+    format!(
+        "{}\n[output truncated; full output: {}]",
+        output.text,
+        path.as_deref().unwrap_or("(unavailable)")
+    )
+}
+
+/// stdout, then a `[stderr]` section, then the markers; the exit marker is always last.
+pub fn render_result(result: &BashRunResult) -> String {
+    let out = stream_text(&result.stdout);
+    let err = stream_text(&result.stderr);
+    let mut body = out;
+    if !err.is_empty() {
+        if !body.is_empty() && !body.ends_with('\n') {
+            body.push('\n');
+        }
+        body.push_str("[stderr]\n");
+        body.push_str(&err);
+    }
+    if body.is_empty() {
+        body.push_str("(no output)");
+    }
+    let mut markers = Vec::new();
+    // Reported however the process ended: a command can trap SIGTERM and exit 0 after our timer fired.
+    if result.timed_out {
+        markers.push(format!("[timed out after {}ms]", result.timeout_ms));
+    }
+    match (&result.signal, result.exit_code) {
+        (Some(signal), _) => markers.push(format!("[killed by signal: {signal}]")),
+        (None, Some(0)) => {}
+        (None, Some(code)) => markers.push(format!("[exit code: {code}]")),
+        (None, None) => markers.push("[exit code: unknown]".to_owned()),
+    }
+    if markers.is_empty() {
+        return body;
+    }
+    if !body.ends_with('\n') {
+        body.push('\n');
+    }
+    body + &markers.join("\n")
+}
+
+/// `[status: running]`, `[status: completed, exit code: N]`, `[status: killed by SIGTERM]`, `[status: killed]`.
+pub fn status_line(status: &TaskStatus) -> String {
+    match status {
+        TaskStatus::Running => "[status: running]".to_owned(),
+        TaskStatus::Completed { exit_code } => {
+            format!("[status: completed, exit code: {exit_code}]")
+        }
+        TaskStatus::Killed {
+            signal: Some(signal),
+        } => format!("[status: killed by {signal}]"),
+        TaskStatus::Killed { signal: None } => "[status: killed]".to_owned(),
+    }
+}
+
+/// A `bash_output` reply: the delta or `(no new output)`, the loss notice, then the status line.
+pub fn render_read(output: &TaskOutput, status: &TaskStatus) -> String {
+    let mut text = if output.delta.is_empty() {
+        "(no new output)".to_owned()
+    } else {
+        output.delta.clone()
+    };
+    if output.lossy {
+        let paths: Vec<String> = output
+            .spill_paths
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
+        let paths = if paths.is_empty() {
+            "(unavailable)".to_owned()
+        } else {
+            paths.join(", ")
+        };
+        if !text.ends_with('\n') {
+            text.push('\n');
+        }
+        text.push_str(&format!(
+            "[some output was dropped from memory; full output: {paths}]"
+        ));
+    }
+    if !text.ends_with('\n') {
+        text.push('\n');
+    }
+    text + &status_line(status)
+}
+
+/// The completion notice injected into the owner's session.
+pub fn render_notice(task_id: &str, status: &TaskStatus) -> String {
+    format!(
+        "background bash task {task_id} finished {}. Read its output with bash_output.",
+        status_line(status)
+    )
+}
+
+/// The `bash` reply for a background start.
+pub fn render_started(task_id: &str) -> String {
+    format!("started background task {task_id}")
+}
+
+/// The `bash_kill` reply.
+pub fn render_kill(task_id: &str, killed: bool) -> String {
+    if killed {
+        format!("killed background task {task_id}")
+    } else {
+        format!("task {task_id} had already finished")
+    }
+}

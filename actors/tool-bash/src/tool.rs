@@ -1,0 +1,314 @@
+//! The `ToolBash` actor: receives model tool calls, validates them, calls the executor or the task
+//! registry, renders what the model sees, and delivers completion notices to the agent that owns a task.
+//!
+//! Non-zero exits, timeouts and kills are results (`is_error: false`); only infrastructure failures
+//! (bad arguments, spawn errors, aborts, unknown or foreign tasks) are errors, rendered `Error: <message>`.
+
+use std::path::{Path, PathBuf};
+
+use actix::prelude::*;
+use dsh_bash::{AbortSignal, BashExecRequest, LocalBashExecutor, Resolve, Run, Start};
+use dsh_tasks::{
+    AgentRef, KillOutcome, KillTask, ReadTask, Register, Subscribe, TaskDone, TaskRegistry,
+};
+use serde_json::Value;
+
+use crate::args::{parse_bash_args, parse_task_id};
+use crate::definitions::{DefinitionFacts, ToolDefinition, tool_definitions};
+use crate::managed_env::managed_env;
+use crate::render::{render_kill, render_notice, render_read, render_result, render_started};
+
+/// One model tool call.
+#[derive(Message, Clone, Debug)]
+#[rtype(result = "ToolResult")]
+pub struct ToolCall {
+    /// `bash`, `bash_output` or `bash_kill`.
+    pub name: String,
+    /// The arguments exactly as the model produced them.
+    pub arguments: Value,
+    /// The calling agent, if any: its session owns background tasks it starts and gets their notices.
+    pub caller: Option<AgentRef>,
+    /// Cancels a foreground call (reported as `command aborted`). Background tasks ignore it.
+    pub cancel: Option<AbortSignal>,
+}
+
+impl ToolCall {
+    pub fn new(name: impl Into<String>, arguments: Value) -> Self {
+        Self {
+            name: name.into(),
+            arguments,
+            caller: None,
+            cancel: None,
+        }
+    }
+
+    pub fn with_caller(mut self, caller: AgentRef) -> Self {
+        self.caller = Some(caller);
+        self
+    }
+
+    pub fn with_cancel(mut self, cancel: AbortSignal) -> Self {
+        self.cancel = Some(cancel);
+        self
+    }
+}
+
+/// What the model sees.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ToolResult {
+    pub text: String,
+    pub is_error: bool,
+}
+
+impl ToolResult {
+    pub fn ok(text: impl Into<String>) -> Self {
+        Self {
+            text: text.into(),
+            is_error: false,
+        }
+    }
+
+    /// An error result: `Error: <message>`.
+    pub fn error(message: impl std::fmt::Display) -> Self {
+        Self {
+            text: format!("Error: {message}"),
+            is_error: true,
+        }
+    }
+}
+
+/// The executor seam as recipients, so any actor handling the three messages can stand in.
+#[derive(Clone)]
+pub struct ExecutorRef {
+    pub resolve: Recipient<Resolve>,
+    pub run: Recipient<Run>,
+    pub start: Recipient<Start>,
+}
+
+impl ExecutorRef {
+    pub fn from_addr<A>(addr: Addr<A>) -> Self
+    where
+        A: Actor<Context = Context<A>> + Handler<Resolve> + Handler<Run> + Handler<Start>,
+    {
+        Self {
+            resolve: addr.clone().recipient(),
+            run: addr.clone().recipient(),
+            start: addr.recipient(),
+        }
+    }
+}
+
+impl From<Addr<LocalBashExecutor>> for ExecutorRef {
+    fn from(addr: Addr<LocalBashExecutor>) -> Self {
+        Self::from_addr(addr)
+    }
+}
+
+/// Tool-layer settings.
+#[derive(Clone, Debug)]
+pub struct ToolBashConfig {
+    /// The workspace: a relative `workdir` resolves against it. `None`: the runtime process's cwd.
+    pub cwd: Option<PathBuf>,
+    /// The resolved, absolute `DSH_HOME` given to every command.
+    pub dsh_home: PathBuf,
+    /// Offer `run_in_background`, `bash_output` and `bash_kill`.
+    pub background: bool,
+    /// The executor's default and maximum timeouts, quoted in the schema.
+    pub timeout_ms: u64,
+    pub max_timeout_ms: u64,
+}
+
+/// The tool actor.
+pub struct ToolBash {
+    config: ToolBashConfig,
+    executor: ExecutorRef,
+    registry: Addr<TaskRegistry>,
+}
+
+impl ToolBash {
+    pub fn new(
+        config: ToolBashConfig,
+        executor: ExecutorRef,
+        registry: Addr<TaskRegistry>,
+    ) -> Self {
+        Self {
+            config,
+            executor,
+            registry,
+        }
+    }
+
+    /// The definitions to show a model.
+    pub fn definitions(config: &ToolBashConfig) -> Vec<ToolDefinition> {
+        tool_definitions(DefinitionFacts {
+            timeout_ms: config.timeout_ms,
+            max_timeout_ms: config.max_timeout_ms,
+            background: config.background,
+        })
+    }
+}
+
+impl Actor for ToolBash {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        ctx.set_mailbox_capacity(4096);
+        self.registry.do_send(Subscribe(ctx.address().recipient()));
+    }
+}
+
+impl Handler<ToolCall> for ToolBash {
+    type Result = ResponseFuture<ToolResult>;
+
+    fn handle(&mut self, call: ToolCall, _: &mut Self::Context) -> Self::Result {
+        let config = self.config.clone();
+        let executor = self.executor.clone();
+        let registry = self.registry.clone();
+        Box::pin(async move {
+            if call.cancel.as_ref().is_some_and(AbortSignal::is_aborted) {
+                return ToolResult::error("tool call aborted before dispatch");
+            }
+            let outcome = match call.name.as_str() {
+                "bash" => bash(&config, &executor, &registry, call).await,
+                "bash_output" if config.background => bash_output(&registry, call).await,
+                "bash_kill" if config.background => bash_kill(&registry, call).await,
+                other => Err(format!(
+                    "unknown tool \"{other}\"; available tools: {}",
+                    ToolBash::definitions(&config)
+                        .iter()
+                        .map(|d| d.name)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )),
+            };
+            outcome.unwrap_or_else(ToolResult::error)
+        })
+    }
+}
+
+/// A relative `workdir` resolves against the workspace; an absolute one is used as given.
+fn resolve_workdir(workdir: Option<String>, workspace: Option<&Path>) -> Option<PathBuf> {
+    match (workdir.map(PathBuf::from), workspace) {
+        (Some(dir), Some(root)) if dir.is_relative() => Some(root.join(dir)),
+        (Some(dir), _) => Some(dir),
+        (None, root) => root.map(Path::to_path_buf),
+    }
+}
+
+async fn bash(
+    config: &ToolBashConfig,
+    executor: &ExecutorRef,
+    registry: &Addr<TaskRegistry>,
+    call: ToolCall,
+) -> Result<ToolResult, String> {
+    let args = parse_bash_args(&call.arguments)?;
+    if args.run_in_background && !config.background {
+        return Err(
+            "run_in_background is disabled for this deployment (enableRunInBackground: false)"
+                .into(),
+        );
+    }
+    let session = call.caller.as_ref().map(|c| c.session_id.as_str());
+    // Only named arguments are forwarded: a model cannot set env, stdin or output budgets.
+    let request = BashExecRequest {
+        command: args.command.clone(),
+        workdir: resolve_workdir(args.workdir, config.cwd.as_deref()),
+        timeout_ms: args.timeout_ms,
+        dsh_env: Some(managed_env(&config.dsh_home, session)),
+        abort: if args.run_in_background {
+            None
+        } else {
+            call.cancel.clone()
+        },
+        ..BashExecRequest::default()
+    };
+    let unavailable = |_| "the bash executor is not running".to_owned();
+    let spec = executor
+        .resolve
+        .send(Resolve(request))
+        .await
+        .map_err(unavailable)?
+        .map_err(|e| e.to_string())?;
+    if args.run_in_background {
+        let handle = executor
+            .start
+            .send(Start(spec))
+            .await
+            .map_err(unavailable)?
+            .map_err(|e| e.to_string())?;
+        let register = Register {
+            kind: "bash".into(),
+            label: args.command,
+            owner: call.caller,
+            producer: Box::new(handle),
+        };
+        let id = registry
+            .send(register)
+            .await
+            .map_err(|_| "the task registry is not running".to_owned())?
+            .map_err(|e| e.to_string())?;
+        return Ok(ToolResult::ok(render_started(&id)));
+    }
+    let result = executor
+        .run
+        .send(Run(spec))
+        .await
+        .map_err(unavailable)?
+        .map_err(|e| e.to_string())?;
+    if result.aborted {
+        return Err("command aborted".into());
+    }
+    Ok(ToolResult::ok(render_result(&result)))
+}
+
+async fn bash_output(registry: &Addr<TaskRegistry>, call: ToolCall) -> Result<ToolResult, String> {
+    let id = parse_task_id(&call.arguments)?;
+    let caller = call.caller.map(|c| c.session_id);
+    let reply = registry
+        .send(ReadTask { id, caller })
+        .await
+        .map_err(|_| "the task registry is not running".to_owned())?
+        .map_err(|e| e.to_string())?;
+    Ok(ToolResult::ok(render_read(
+        &reply.output,
+        &reply.snapshot.status,
+    )))
+}
+
+async fn bash_kill(registry: &Addr<TaskRegistry>, call: ToolCall) -> Result<ToolResult, String> {
+    let id = parse_task_id(&call.arguments)?;
+    let caller = call.caller.map(|c| c.session_id);
+    let reply = registry
+        .send(KillTask {
+            id: id.clone(),
+            caller,
+        })
+        .await
+        .map_err(|_| "the task registry is not running".to_owned())?
+        .map_err(|e| e.to_string())?;
+    Ok(ToolResult::ok(render_kill(
+        &id,
+        reply.outcome == KillOutcome::Killed,
+    )))
+}
+
+impl Handler<TaskDone> for ToolBash {
+    type Result = ();
+
+    /// Notices go only to the exact owner, only if it has not already seen the end (it killed the task),
+    /// and are dropped silently when its mailbox is closed.
+    fn handle(&mut self, done: TaskDone, _: &mut Self::Context) {
+        let Some(owner) = done.owner else { return };
+        if done.snapshot.reported {
+            return;
+        }
+        if let Some(inbox) = owner.inbox() {
+            let text = render_notice(&done.snapshot.id, &done.snapshot.status);
+            tracing::debug!(task = %done.snapshot.id, session = %owner.session_id, "delivering completion notice");
+            inbox.do_send(dsh_tasks::Inject {
+                text,
+                source: "tool-bash",
+            });
+        }
+    }
+}

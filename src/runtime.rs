@@ -1,0 +1,318 @@
+//! The runtime facade: builds the actors, exposes a thread-safe handle, and shuts everything down in
+//! order (tasks first, so no notice is sent for work the shutdown kills; then every process group).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use actix::prelude::*;
+use dsh_bash::{BashConfig, ExecError, LocalBashExecutor, SupervisorPolicy};
+use dsh_process::{AdmitAll, ManagerConfig, ManagerStats, MaxConcurrent, ProcessManager, Stats};
+use dsh_tasks::{ListTasks, RegistryConfig, ReleaseOwner, TaskRegistry, TaskSnapshot};
+use dsh_tool_bash::{
+    ExecutorRef, ToolBash, ToolBashConfig, ToolCall, ToolDefinition, ToolResult, resolve_dsh_home,
+};
+use tokio::sync::oneshot;
+
+/// Why a runtime could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    #[error(transparent)]
+    Config(#[from] ExecError),
+    #[error("cannot start the runtime thread: {0}")]
+    Thread(std::io::Error),
+    #[error("the runtime thread exited before it was ready")]
+    ThreadExited,
+}
+
+/// Every setting of a runtime. Defaults are the seeds' (timeout 120 s, max 600 s, 64 000 bytes per
+/// stream in memory, 64 MiB per spill file, grace 3 s).
+pub struct RuntimeBuilder {
+    bash: BashConfig,
+    dsh_home: Option<PathBuf>,
+    background: bool,
+    spill_dir: Option<PathBuf>,
+    keep_spill: bool,
+    policy: Box<dyn SupervisorPolicy>,
+    registry: RegistryConfig,
+}
+
+impl Default for RuntimeBuilder {
+    fn default() -> Self {
+        Self {
+            bash: BashConfig::default(),
+            dsh_home: None,
+            background: true,
+            spill_dir: None,
+            keep_spill: false,
+            policy: Box::new(AdmitAll),
+            registry: RegistryConfig::default(),
+        }
+    }
+}
+
+impl RuntimeBuilder {
+    /// The workspace: default working directory, and the base of relative `workdir`s.
+    pub fn cwd(mut self, cwd: impl Into<PathBuf>) -> Self {
+        self.bash.cwd = Some(cwd.into());
+        self
+    }
+    pub fn timeout_ms(mut self, ms: u64) -> Self {
+        self.bash.timeout_ms = ms;
+        self
+    }
+    pub fn max_timeout_ms(mut self, ms: u64) -> Self {
+        self.bash.max_timeout_ms = ms;
+        self
+    }
+    pub fn max_output_bytes(mut self, bytes: u64) -> Self {
+        self.bash.max_output_bytes = bytes;
+        self
+    }
+    pub fn max_spill_bytes(mut self, bytes: u64) -> Self {
+        self.bash.max_spill_bytes = bytes;
+        self
+    }
+    pub fn grace_ms(mut self, ms: u64) -> Self {
+        self.bash.grace_ms = ms;
+        self
+    }
+    /// `DSH_HOME` for commands (else `$DSH_HOME`, else `~/.dsh`).
+    pub fn dsh_home(mut self, path: impl Into<PathBuf>) -> Self {
+        self.dsh_home = Some(path.into());
+        self
+    }
+    /// Offer background tasks (`run_in_background`, `bash_output`, `bash_kill`). Default on.
+    pub fn background(mut self, enabled: bool) -> Self {
+        self.background = enabled;
+        self
+    }
+    /// Spill files go here instead of a private temp directory.
+    pub fn spill_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.spill_dir = Some(dir.into());
+        self
+    }
+    /// Keep the private spill directory after shutdown.
+    pub fn keep_spill(mut self, keep: bool) -> Self {
+        self.keep_spill = keep;
+        self
+    }
+    /// At most `n` commands run at once; more wait in order.
+    pub fn max_concurrent(mut self, n: usize) -> Self {
+        self.policy = Box::new(MaxConcurrent(n));
+        self
+    }
+    /// Any supervisor policy (admission and stragglers).
+    pub fn policy(mut self, policy: Box<dyn SupervisorPolicy>) -> Self {
+        self.policy = policy;
+        self
+    }
+    /// Settled background task records kept before the oldest (read ones first) are evicted.
+    pub fn max_finished_tasks(mut self, n: usize) -> Self {
+        self.registry.max_finished = n;
+        self
+    }
+
+    /// Starts the actors on the current actix arbiter (inside `actix::System` or `actix_rt::test`).
+    pub fn start_in_current_system(self) -> Result<Runtime, RuntimeError> {
+        self.build(false)
+    }
+
+    /// Starts the actors on a thread of their own, running its own actix system; usable from anywhere.
+    pub fn start(self) -> Result<Runtime, RuntimeError> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::Builder::new()
+            .name("dsh-runtime".into())
+            .spawn(move || {
+                let system = System::new();
+                system.block_on(async move {
+                    let _ = tx.send(self.build(true));
+                });
+                // Runs until the supervisor stops the system after shutdown.
+                let _ = system.run();
+            })
+            .map_err(RuntimeError::Thread)?;
+        rx.recv().map_err(|_| RuntimeError::ThreadExited)?
+    }
+
+    fn build(self, owns_system: bool) -> Result<Runtime, RuntimeError> {
+        self.bash.validate()?;
+        let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+        let dsh_home = resolve_dsh_home(
+            self.dsh_home.as_deref(),
+            std::env::var("DSH_HOME").ok(),
+            std::env::var_os("HOME").map(PathBuf::from),
+            self.bash.cwd.as_deref().unwrap_or(&cwd),
+        );
+        let manager = ProcessManager::new(ManagerConfig {
+            spill_dir: self.spill_dir,
+            keep_spill: self.keep_spill,
+            policy: self.policy,
+        })
+        .start();
+        let registry = TaskRegistry::new(self.registry).start();
+        let tool_config = ToolBashConfig {
+            cwd: self.bash.cwd.clone(),
+            dsh_home,
+            background: self.background,
+            timeout_ms: self.bash.timeout_ms,
+            max_timeout_ms: self.bash.max_timeout_ms,
+        };
+        let definitions = ToolBash::definitions(&tool_config);
+        let executor = LocalBashExecutor::new(self.bash, manager.clone())?.start();
+        let tool =
+            ToolBash::new(tool_config, ExecutorRef::from(executor), registry.clone()).start();
+        let supervisor = RuntimeSupervisor {
+            manager: manager.clone(),
+            registry: registry.clone(),
+            state: ShutdownState::Running,
+            owns_system,
+        }
+        .start();
+        Ok(Runtime {
+            inner: Arc::new(Inner {
+                tool,
+                registry,
+                manager,
+                supervisor,
+                definitions,
+            }),
+        })
+    }
+}
+
+/// A handle to a running dsh runtime. `Send + Sync + Clone`; dropping the last clone shuts it down.
+#[derive(Clone)]
+pub struct Runtime {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    tool: Addr<ToolBash>,
+    registry: Addr<TaskRegistry>,
+    manager: Addr<ProcessManager>,
+    supervisor: Addr<RuntimeSupervisor>,
+    definitions: Vec<ToolDefinition>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // Cannot await here; the supervisor kills and joins everything on its own.
+        self.supervisor.do_send(ShutdownRuntime);
+    }
+}
+
+impl Runtime {
+    pub fn builder() -> RuntimeBuilder {
+        RuntimeBuilder::default()
+    }
+
+    /// Runs one tool call to completion and returns what the model should see.
+    pub async fn call(&self, call: ToolCall) -> ToolResult {
+        match self.inner.tool.send(call).await {
+            Ok(result) => result,
+            Err(_) => ToolResult::error("the dsh runtime is shut down"),
+        }
+    }
+
+    /// The tools to offer a model (see [`ToolDefinition::openai`], `anthropic`, `mcp`).
+    pub fn tool_definitions(&self) -> &[ToolDefinition] {
+        &self.inner.definitions
+    }
+
+    /// The background tasks a caller may see, in start order.
+    pub async fn tasks(&self, session_id: Option<&str>) -> Vec<TaskSnapshot> {
+        self.inner
+            .registry
+            .send(ListTasks {
+                caller: session_id.map(Into::into),
+            })
+            .await
+            .unwrap_or_default()
+    }
+
+    /// Kills and joins a session's background tasks and forgets them (e.g. when an agent ends).
+    pub async fn release_session(&self, session_id: &str) {
+        let _ = self
+            .inner
+            .registry
+            .send(ReleaseOwner {
+                session_id: session_id.into(),
+            })
+            .await;
+    }
+
+    /// Process counters (live, queued, peak, stragglers).
+    pub async fn process_stats(&self) -> ManagerStats {
+        self.inner.manager.send(Stats).await.unwrap_or_default()
+    }
+
+    /// The tool actor, for hosts that talk to it by message.
+    pub fn tool_addr(&self) -> Addr<ToolBash> {
+        self.inner.tool.clone()
+    }
+
+    /// Kills and joins every task and process, then stops the runtime's own thread if it has one.
+    /// Idempotent; later calls return once the first has finished.
+    pub async fn shutdown(&self) {
+        let _ = self.inner.supervisor.send(ShutdownRuntime).await;
+    }
+}
+
+/// Sequences shutdown once, however many callers ask.
+struct RuntimeSupervisor {
+    manager: Addr<ProcessManager>,
+    registry: Addr<TaskRegistry>,
+    state: ShutdownState,
+    /// Stop the actix system afterwards (the runtime started its own thread).
+    owns_system: bool,
+}
+
+enum ShutdownState {
+    Running,
+    InProgress(Vec<oneshot::Sender<()>>),
+    Done,
+}
+
+#[derive(Message)]
+#[rtype(result = "()")]
+struct ShutdownRuntime;
+
+impl Actor for RuntimeSupervisor {
+    type Context = Context<Self>;
+}
+
+impl Handler<ShutdownRuntime> for RuntimeSupervisor {
+    type Result = ResponseFuture<()>;
+
+    fn handle(&mut self, _: ShutdownRuntime, ctx: &mut Self::Context) -> Self::Result {
+        let (tx, rx) = oneshot::channel();
+        match &mut self.state {
+            ShutdownState::Done => return Box::pin(async {}),
+            ShutdownState::InProgress(waiters) => waiters.push(tx),
+            ShutdownState::Running => {
+                self.state = ShutdownState::InProgress(vec![tx]);
+                let (registry, manager) = (self.registry.clone(), self.manager.clone());
+                let sequence = async move {
+                    let _ = registry.send(dsh_tasks::Shutdown).await;
+                    let _ = manager.send(dsh_process::Shutdown).await;
+                };
+                ctx.spawn(sequence.into_actor(self).map(|(), supervisor, _| {
+                    tracing::debug!("dsh runtime shut down");
+                    if let ShutdownState::InProgress(waiters) =
+                        std::mem::replace(&mut supervisor.state, ShutdownState::Done)
+                    {
+                        for waiter in waiters {
+                            let _ = waiter.send(());
+                        }
+                    }
+                    if supervisor.owns_system {
+                        System::current().stop();
+                    }
+                }));
+            }
+        }
+        Box::pin(async move {
+            let _ = rx.await;
+        })
+    }
+}

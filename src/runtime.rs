@@ -246,6 +246,12 @@ impl Runtime {
         self.inner.manager.send(Stats).await.unwrap_or_default()
     }
 
+    /// SIGKILLs every process group at once without waiting (for a second interrupt). Follow with
+    /// [`Runtime::shutdown`] to join them.
+    pub fn kill_all_now(&self) {
+        self.inner.manager.do_send(dsh_process::KillAllNow);
+    }
+
     /// The tool actor, for hosts that talk to it by message.
     pub fn tool_addr(&self) -> Addr<ToolBash> {
         self.inner.tool.clone()

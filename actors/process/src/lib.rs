@@ -35,8 +35,8 @@ pub use env::{DSH_ENV_PREFIX, build_child_env, is_scrubbed_name};
 pub use errors::{ProcessError, SpawnError, os_error_text};
 pub use ids::ProcessId;
 pub use manager::{
-    Kill, KillOutcome, ManagerConfig, ManagerStats, ProcessManager, Read, Release, Shutdown, Spawn,
-    SpawnedProcess, Stats, Wait,
+    Kill, KillAllNow, KillOutcome, ManagerConfig, ManagerStats, ProcessManager, Read, Release,
+    Shutdown, Spawn, SpawnedProcess, Stats, Wait,
 };
 pub use outcome::{CollectedOutput, ProcessOutcome, ReadResult, Settlement, StreamKind};
 pub use policy::{

@@ -131,6 +131,12 @@ pub struct Release {
 #[rtype(result = "()")]
 pub struct Shutdown;
 
+/// SIGKILL every live group and every straggler group now, without waiting for anything: the answer
+/// to a second Ctrl-C. A normal [`Shutdown`] should follow (or already be under way) to join them.
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+pub struct KillAllNow;
+
 /// Counts, for tests, benchmarks and health checks.
 #[derive(Message, Debug)]
 #[rtype(result = "ManagerStats")]
@@ -504,6 +510,23 @@ impl Handler<Stats> for ProcessManager {
             queued: self.queue.len(),
             peak_live: self.peak_live,
             stragglers: self.stragglers.len(),
+        }
+    }
+}
+
+impl Handler<KillAllNow> for ProcessManager {
+    type Result = ();
+
+    fn handle(&mut self, _: KillAllNow, _: &mut Self::Context) {
+        for (_, slot) in self.slots.iter() {
+            if let SlotState::Live { .. } = slot.state {
+                signal_group(slot.pid, Signal::SIGKILL);
+            }
+        }
+        for pgid in &self.stragglers {
+            if !live_group_members(*pgid).is_empty() {
+                signal_group(*pgid, Signal::SIGKILL);
+            }
         }
     }
 }

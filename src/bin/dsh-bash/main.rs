@@ -1,0 +1,94 @@
+//! `dsh-bash`: the dsh runtime as a command.
+//!
+//! - `dsh-bash run [flags] -- COMMAND…` runs one foreground `bash` call and prints what a model would see
+//!   (exit 0 for a result, 1 for an error result, 2 for bad usage);
+//! - `dsh-bash mcp` serves the three tools over the Model Context Protocol on stdio;
+//! - `dsh-bash jsonl` serves them as newline-delimited JSON on stdin/stdout.
+//!
+//! Logs go to stderr only (`RUST_LOG`, default `warn`); stdout belongs to the protocol.
+
+mod flags;
+mod jsonl;
+mod mcp;
+mod notices;
+mod run;
+mod signals;
+
+use clap::{Parser, Subcommand};
+
+use crate::flags::RuntimeFlags;
+
+/// A bash tool for AI agents: process groups, timeouts, bounded output, background tasks.
+#[derive(Parser, Debug)]
+#[command(name = "dsh-bash", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    mode: Mode,
+}
+
+#[derive(Subcommand, Debug)]
+enum Mode {
+    /// Run one foreground `bash` call and print exactly the text the model would see.
+    Run {
+        #[command(flatten)]
+        flags: RuntimeFlags,
+        /// Working directory for this call (relative to --cwd).
+        #[arg(long)]
+        workdir: Option<String>,
+        /// The command; several words are joined with spaces and run by `bash -c`.
+        #[arg(
+            required = true,
+            trailing_var_arg = true,
+            allow_hyphen_values = true,
+            value_name = "COMMAND"
+        )]
+        command: Vec<String>,
+    },
+    /// Serve `bash`, `bash_output` and `bash_kill` over MCP on stdio (one connection = one agent session).
+    Mcp {
+        #[command(flatten)]
+        flags: RuntimeFlags,
+    },
+    /// Serve the tools as JSON lines on stdin/stdout (see README for the protocol).
+    Jsonl {
+        #[command(flatten)]
+        flags: RuntimeFlags,
+    },
+}
+
+fn main() {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .init();
+    // Kept alive until `exit`: dropping it would wait for a stdin read still pending on tokio's blocking
+    // pool (a server stopped by a signal has not seen EOF).
+    let system = actix::System::new();
+    let outcome = system.block_on(async move {
+        match cli.mode {
+            Mode::Run {
+                flags,
+                workdir,
+                command,
+            } => run::main(flags, workdir, command).await,
+            Mode::Mcp { flags } => mcp::main(flags).await,
+            Mode::Jsonl { flags } => jsonl::main(flags).await,
+        }
+    });
+    let code = match outcome {
+        Ok(code) => code,
+        Err(message) => {
+            eprintln!("dsh-bash: {message}");
+            2
+        }
+    };
+    // Everything was killed and joined before the mode returned.
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    std::process::exit(code)
+}

@@ -1,0 +1,37 @@
+//! `dsh-bash run`: one foreground `bash` call, printed exactly as the model would see it.
+
+use std::io::Write;
+
+use dsh::{AbortSignal, ToolCall};
+use serde_json::json;
+
+use crate::flags::RuntimeFlags;
+use crate::signals::Interrupts;
+
+pub async fn main(
+    flags: RuntimeFlags,
+    workdir: Option<String>,
+    command: Vec<String>,
+) -> Result<i32, String> {
+    let mut interrupts = Interrupts::install();
+    let runtime = flags.start()?;
+    let mut arguments = json!({"command": command.join(" "), "description": "dsh-bash run"});
+    if let Some(dir) = workdir {
+        arguments["workdir"] = json!(dir);
+    }
+    let cancel = AbortSignal::new();
+    let call = runtime.call(ToolCall::new("bash", arguments).with_cancel(cancel.clone()));
+    tokio::pin!(call);
+    let result = tokio::select! {
+        result = &mut call => result,
+        () = interrupts.next() => {
+            cancel.abort("interrupted");
+            call.await
+        }
+    };
+    runtime.shutdown().await;
+    let mut stdout = std::io::stdout().lock();
+    let _ = stdout.write_all(result.text.as_bytes());
+    let _ = stdout.flush();
+    Ok(if result.is_error { 1 } else { 0 })
+}

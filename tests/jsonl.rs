@@ -1,0 +1,327 @@
+//! `dsh-bash jsonl`: the protocol of DESIGN.md, driven as a real subprocess.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use dsh::actors::process::signal::pid_is_live;
+use serde_json::{Value, json};
+
+const SOON: Duration = Duration::from_secs(60);
+
+/// A running `dsh-bash jsonl` with a thread collecting its output lines.
+struct Server {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: mpsc::Receiver<Value>,
+}
+
+impl Server {
+    fn start(extra: &[&str]) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_dsh-bash"))
+            .arg("jsonl")
+            .args(["--grace-ms", "300"])
+            .args(extra)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start dsh-bash jsonl");
+        let stdin = child.stdin.take();
+        let stdout: ChildStdout = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                let value: Value = serde_json::from_str(&line)
+                    .unwrap_or_else(|e| panic!("not JSON: {line:?}: {e}"));
+                if tx.send(value).is_err() {
+                    break;
+                }
+            }
+        });
+        Self {
+            child,
+            stdin,
+            lines,
+        }
+    }
+
+    fn send(&mut self, line: &str) {
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        stdin.write_all(line.as_bytes()).unwrap();
+        stdin.write_all(b"\n").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    fn request(&mut self, id: Value, session: Option<&str>, tool: &str, arguments: Value) {
+        let mut request = json!({"id": id, "tool": tool, "arguments": arguments});
+        if let Some(session) = session {
+            request["session"] = json!(session);
+        }
+        self.send(&request.to_string());
+    }
+
+    fn next(&self) -> Value {
+        self.lines
+            .recv_timeout(SOON)
+            .expect("no line from the server")
+    }
+
+    /// Waits for the reply with this id, keeping other lines aside.
+    fn reply(&self, id: &Value, others: &mut Vec<Value>) -> Value {
+        loop {
+            let line = self.next();
+            if line.get("id") == Some(id) && line.get("text").is_some() {
+                return line;
+            }
+            others.push(line);
+        }
+    }
+
+    /// Closes stdin and waits for exit 0.
+    fn finish(mut self) -> Vec<Value> {
+        drop(self.stdin.take());
+        let deadline = Instant::now() + SOON;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                assert_eq!(status.code(), Some(0));
+                break;
+            }
+            assert!(Instant::now() < deadline, "server did not exit after EOF");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        self.lines.try_iter().collect()
+    }
+}
+
+fn bash(command: &str) -> Value {
+    json!({"command": command, "description": "test"})
+}
+
+#[test]
+fn a_hundred_concurrent_requests_all_answered_with_their_ids() {
+    let dir = tempfile::tempdir().unwrap();
+    let counter = dir.path().join("started");
+    let mut server = Server::start(&[]);
+    // Each request records that it started, then waits until all 100 have started: they can only all
+    // finish quickly if they really run at the same time. Each then prints how many had started.
+    for i in 0..100 {
+        let command = format!(
+            "echo x >> {f}; for n in $(seq 1 400); do [ $(wc -l < {f}) -ge 100 ] && break; sleep 0.05; done; echo {i}:$(wc -l < {f})",
+            f = counter.display()
+        );
+        if i == 50 {
+            server.send("{\"this is\": not json");
+        }
+        server.request(
+            json!({"n": i, "tag": format!("req-{i}")}),
+            None,
+            "bash",
+            bash(&command),
+        );
+    }
+    let mut answered = HashMap::new();
+    let mut malformed = Vec::new();
+    while answered.len() < 100 {
+        let line = server.next();
+        if line.get("error").is_some() {
+            assert_eq!(line["id"], Value::Null);
+            malformed.push(line);
+            continue;
+        }
+        let n = line["id"]["n"].as_u64().unwrap();
+        assert_eq!(
+            line["id"]["tag"],
+            format!("req-{n}"),
+            "the id is echoed verbatim"
+        );
+        assert_eq!(line["is_error"], false);
+        assert_eq!(
+            line["text"],
+            format!("{n}:100\n"),
+            "all 100 were running at once"
+        );
+        assert!(
+            answered.insert(n, line).is_none(),
+            "request {n} answered twice"
+        );
+    }
+    assert_eq!(malformed.len(), 1);
+    assert!(
+        malformed[0]["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("invalid JSON")
+    );
+    assert!(server.finish().is_empty());
+}
+
+#[test]
+fn malformed_lines_get_an_error_and_the_server_goes_on() {
+    let mut server = Server::start(&[]);
+    for line in [
+        "[1,2]",
+        "{\"id\": 5}",
+        "{\"id\": 6, \"tool\": 7}",
+        "not json at all",
+        "{\"tool\":\"bash\",\"session\":3}",
+    ] {
+        server.send(line);
+        let reply = server.next();
+        assert_eq!(reply["id"], Value::Null, "{line}");
+        assert!(
+            reply["error"].as_str().is_some_and(|e| !e.is_empty()),
+            "{line}: {reply}"
+        );
+    }
+    server.request(json!("after"), None, "bash", bash("echo still here"));
+    let reply = server.next();
+    assert_eq!(
+        reply,
+        json!({"id": "after", "text": "still here\n", "is_error": false})
+    );
+    // Key order follows DESIGN.md: id first.
+    server.request(json!(1), None, "nope", json!({}));
+    let reply = server.next();
+    assert!(
+        reply
+            .to_string()
+            .starts_with("{\"id\":1,\"text\":\"Error: unknown tool"),
+        "{reply}"
+    );
+    server.finish();
+}
+
+#[test]
+fn a_cancel_aborts_its_call_and_unknown_cancels_are_ignored() {
+    let mut server = Server::start(&[]);
+    server.request(json!("long"), None, "bash", bash("echo started; sleep 60"));
+    // Let it start: a quick call sent after it is answered once both are in flight.
+    server.request(json!("probe"), None, "bash", bash("sleep 0.3"));
+    let mut others = Vec::new();
+    server.reply(&json!("probe"), &mut others);
+    server.send("{\"cancel\": \"nobody\"}");
+    server.send("{\"cancel\": \"long\"}");
+    let reply = server.reply(&json!("long"), &mut others);
+    assert_eq!(reply["is_error"], true);
+    assert_eq!(reply["text"], "Error: command aborted");
+    assert!(others.is_empty(), "{others:?}");
+    server.finish();
+}
+
+#[test]
+fn sessions_own_their_tasks_and_get_notices() {
+    let mut server = Server::start(&[]);
+    server.request(
+        json!(1),
+        Some("alice"),
+        "bash",
+        json!({"command": "echo bg", "description": "d", "run_in_background": true}),
+    );
+    let mut others = Vec::new();
+    assert_eq!(
+        server.reply(&json!(1), &mut others)["text"],
+        "started background task bash-1"
+    );
+    let notice = if others.is_empty() {
+        server.next()
+    } else {
+        others.remove(0)
+    };
+    assert_eq!(
+        notice,
+        json!({"session": "alice", "notice": "background bash task bash-1 finished [status: completed, exit code: 0]. Read its output with bash_output."})
+    );
+    server.request(
+        json!(2),
+        Some("bob"),
+        "bash_output",
+        json!({"task_id": "bash-1"}),
+    );
+    assert_eq!(
+        server.reply(&json!(2), &mut others)["text"],
+        "Error: task bash-1 belongs to another session"
+    );
+    server.request(
+        json!(3),
+        Some("alice"),
+        "bash_output",
+        json!({"task_id": "bash-1"}),
+    );
+    assert_eq!(
+        server.reply(&json!(3), &mut others)["text"],
+        "bg\n[status: completed, exit code: 0]"
+    );
+    server.finish();
+}
+
+/// Starts `sleep 300` in the background and returns its pid (read through bash_output).
+fn background_sleeper(server: &mut Server, id: i64) -> i32 {
+    server.request(json!(id), None, "bash", json!({"command": "echo $$; exec sleep 300", "description": "d", "run_in_background": true}));
+    let mut others = Vec::new();
+    let task = server.reply(&json!(id), &mut others)["text"]
+        .as_str()
+        .unwrap()
+        .trim_start_matches("started background task ")
+        .to_owned();
+    let deadline = Instant::now() + SOON;
+    loop {
+        server.request(
+            json!(id + 1000),
+            None,
+            "bash_output",
+            json!({"task_id": task}),
+        );
+        let text = server.reply(&json!(id + 1000), &mut others)["text"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        if let Some(pid) = text.lines().next().and_then(|l| l.parse().ok()) {
+            return pid;
+        }
+        assert!(Instant::now() < deadline);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn eof_with_running_background_tasks_leaves_no_process_behind() {
+    let mut server = Server::start(&[]);
+    let pids: Vec<i32> = (0..3).map(|i| background_sleeper(&mut server, i)).collect();
+    assert!(pids.iter().all(|pid| pid_is_live(*pid)));
+    server.finish();
+    let alive: Vec<&i32> = pids.iter().filter(|pid| pid_is_live(**pid)).collect();
+    assert!(alive.is_empty(), "left running after EOF: {alive:?}");
+}
+
+#[test]
+fn sigterm_kills_and_joins_everything_and_answers_running_calls() {
+    let mut server = Server::start(&[]);
+    let pid = background_sleeper(&mut server, 1);
+    server.request(
+        json!("fg"),
+        None,
+        "bash",
+        bash("echo $$ > /dev/null; sleep 300"),
+    );
+    std::thread::sleep(Duration::from_millis(200));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(server.child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let mut others = Vec::new();
+    let reply = server.reply(&json!("fg"), &mut others);
+    assert!(
+        reply["text"]
+            .as_str()
+            .unwrap()
+            .contains("[killed by signal: SIGTERM]"),
+        "{reply}"
+    );
+    let status = server.child.wait().unwrap();
+    assert_eq!(status.code(), Some(0));
+    assert!(!pid_is_live(pid), "the background task was killed");
+}

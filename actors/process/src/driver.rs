@@ -22,8 +22,8 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use nix::sys::signal::Signal;
-use tokio::io::{AsyncRead, AsyncReadExt};
-use tokio::process::{Child, ChildStderr, ChildStdout};
+use tokio::net::unix::pipe;
+use tokio::process::Child;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, sleep_until};
@@ -36,8 +36,8 @@ use crate::spawn::Started;
 
 /// Bytes asked for per read; a pipe holds 64 KiB.
 const READ_SIZE: usize = 64 * 1024;
-/// Reads at least this large keep their buffer (no copy); smaller ones are copied out so a tiny chunk
-/// never pins a large allocation.
+/// Reads at least this large keep their buffer (no copy); smaller ones are copied out (so a tiny chunk
+/// never pins a large allocation) and the buffer is released.
 const ZERO_COPY_MIN: usize = 16 * 1024;
 
 /// The two collectors of one process and, once it has settled, its outcome: shared between its driver
@@ -131,8 +131,8 @@ impl Drop for GroupGuard {
 pub(crate) struct Driver {
     child: Child,
     pgid: i32,
-    stdout: Option<ChildStdout>,
-    stderr: Option<ChildStderr>,
+    stdout: Option<pipe::Receiver>,
+    stderr: Option<pipe::Receiver>,
     stdin_writer: Option<JoinHandle<()>>,
     output: SharedOutput,
     grace: Duration,
@@ -188,9 +188,9 @@ impl Driver {
             };
             // Unbiased on purpose: a flooding stdout must not starve a kill request or a timer.
             let event = tokio::select! {
-                read = read_chunk(self.stdout.as_mut(), &mut out_buf), if self.stdout.is_some() =>
+                read = read_chunk(self.stdout.as_ref(), &mut out_buf), if self.stdout.is_some() =>
                     Event::Output(StreamKind::Stdout, read),
-                read = read_chunk(self.stderr.as_mut(), &mut err_buf), if self.stderr.is_some() =>
+                read = read_chunk(self.stderr.as_ref(), &mut err_buf), if self.stderr.is_some() =>
                     Event::Output(StreamKind::Stderr, read),
                 status = self.child.wait(), if exit.is_none() => Event::LeaderExited(status),
                 request = self.control.recv(), if control_open => match request {
@@ -283,26 +283,33 @@ impl Driver {
 }
 
 /// Reads one chunk; `Ok(None)` at end of file. Pending forever for a closed pipe (its branch is off).
+///
+/// Waits for readability first and only then makes room in `buf`, and gives a buffer back after a
+/// small read: a quiet child holds no read buffer, a chatty one reuses a 64 KiB one.
 async fn read_chunk(
-    pipe: Option<&mut (impl AsyncRead + Unpin)>,
+    pipe: Option<&pipe::Receiver>,
     buf: &mut BytesMut,
 ) -> io::Result<Option<Bytes>> {
     let Some(pipe) = pipe else {
         return std::future::pending().await;
     };
-    if buf.capacity() - buf.len() < READ_SIZE / 4 {
-        buf.reserve(READ_SIZE);
-    }
-    let n = pipe.read_buf(buf).await?;
-    if n == 0 {
-        return Ok(None);
-    }
-    if n >= ZERO_COPY_MIN {
-        Ok(Some(buf.split().freeze()))
-    } else {
+    loop {
+        pipe.readable().await?;
+        if buf.capacity() - buf.len() < READ_SIZE / 4 {
+            buf.reserve(READ_SIZE);
+        }
+        let n = match pipe.try_read_buf(buf) {
+            Ok(0) => return Ok(None),
+            Ok(n) => n,
+            Err(err) if err.kind() == io::ErrorKind::WouldBlock => continue,
+            Err(err) => return Err(err),
+        };
+        if n >= ZERO_COPY_MIN {
+            return Ok(Some(buf.split().freeze()));
+        }
         let chunk = Bytes::copy_from_slice(buf);
-        buf.clear();
-        Ok(Some(chunk))
+        *buf = BytesMut::new();
+        return Ok(Some(chunk));
     }
 }
 

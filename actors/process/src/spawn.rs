@@ -18,7 +18,8 @@ use nix::sys::signal::{
     SaFlags, SigAction, SigHandler, SigSet, SigmaskHow, Signal, sigaction, sigprocmask,
 };
 use tokio::io::AsyncWriteExt;
-use tokio::process::{Child, ChildStderr, ChildStdout, Command};
+use tokio::net::unix::pipe;
+use tokio::process::{Child, Command};
 use tokio::task::JoinHandle;
 
 use crate::errors::SpawnError;
@@ -27,8 +28,10 @@ use crate::errors::SpawnError;
 pub(crate) struct Started {
     pub child: Child,
     pub pid: i32,
-    pub stdout: ChildStdout,
-    pub stderr: ChildStderr,
+    /// The read ends, as non-blocking pipe receivers: the driver waits for readability before it
+    /// allocates a buffer, so an idle child costs no read buffer at all.
+    pub stdout: pipe::Receiver,
+    pub stderr: pipe::Receiver,
     /// The task writing the given stdin bytes, if any.
     pub stdin_writer: Option<JoinHandle<()>>,
 }
@@ -80,13 +83,21 @@ pub(crate) fn start_child(
         source,
     })?;
     let pid = child.id().map(|p| p as i32).unwrap_or(-1);
-    let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
-        // Cannot happen with piped stdio; fail closed rather than supervise a half-wired child.
-        let _ = child.start_kill();
-        return Err(SpawnError::Os {
-            program: argv[0].clone(),
-            source: io::Error::other("stdio pipes missing"),
-        });
+    let pipes = match (child.stdout.take(), child.stderr.take()) {
+        (Some(stdout), Some(stderr)) => receiver(stdout.into_owned_fd())
+            .and_then(|out| Ok((out, receiver(stderr.into_owned_fd())?))),
+        _ => Err(io::Error::other("stdio pipes missing")),
+    };
+    let (stdout, stderr) = match pipes {
+        Ok(pair) => pair,
+        Err(source) => {
+            // Cannot happen with piped stdio; fail closed rather than supervise a half-wired child.
+            kill_unsupervised(pid);
+            return Err(SpawnError::Os {
+                program: argv[0].clone(),
+                source,
+            });
+        }
     };
     let stdin_writer = match (stdin, child.stdin.take()) {
         (Some(bytes), Some(mut pipe)) => Some(tokio::spawn(async move {
@@ -104,6 +115,15 @@ pub(crate) fn start_child(
         stderr,
         stdin_writer,
     })
+}
+
+fn receiver(fd: io::Result<std::os::fd::OwnedFd>) -> io::Result<pipe::Receiver> {
+    pipe::Receiver::from_owned_fd(fd?)
+}
+
+/// Kills the group of a child we are not going to supervise.
+fn kill_unsupervised(pid: i32) {
+    crate::signal::signal_group(pid, Signal::SIGKILL);
 }
 
 /// Runs in the child between fork and exec.

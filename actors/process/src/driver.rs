@@ -23,7 +23,6 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use nix::sys::signal::Signal;
 use tokio::net::unix::pipe;
-use tokio::process::Child;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, sleep_until};
@@ -31,6 +30,7 @@ use tokio::time::{Instant, sleep_until};
 use crate::abort::AbortSignal;
 use crate::collector::OutputCollector;
 use crate::outcome::{CollectedOutput, ProcessOutcome, ReadResult, Settlement, StreamKind};
+use crate::reap::ExitWatcher;
 use crate::signal::{signal_group, signal_name};
 use crate::spawn::Started;
 
@@ -129,7 +129,7 @@ impl Drop for GroupGuard {
 
 /// Everything the driver owns for one child.
 pub(crate) struct Driver {
-    child: Child,
+    exit: ExitWatcher,
     pgid: i32,
     stdout: Option<pipe::Receiver>,
     stderr: Option<pipe::Receiver>,
@@ -155,7 +155,7 @@ impl Driver {
                 pgid: started.pid,
                 armed: true,
             },
-            child: started.child,
+            exit: started.exit,
             stdout: Some(started.stdout),
             stderr: Some(started.stderr),
             stdin_writer: started.stdin_writer,
@@ -192,7 +192,7 @@ impl Driver {
                     Event::Output(StreamKind::Stdout, read),
                 read = read_chunk(self.stderr.as_ref(), &mut err_buf), if self.stderr.is_some() =>
                     Event::Output(StreamKind::Stderr, read),
-                status = self.child.wait(), if exit.is_none() => Event::LeaderExited(status),
+                status = self.exit.wait(), if exit.is_none() => Event::LeaderExited(status),
                 request = self.control.recv(), if control_open => match request {
                     Some(Control::Kill) => Event::KillRequested,
                     None => Event::ControlClosed,

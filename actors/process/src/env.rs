@@ -38,21 +38,38 @@ pub fn validate_channels(
     Ok(())
 }
 
+/// The ambient environment with credential-shaped and `DSH_*` names removed. The manager takes this
+/// snapshot once, when it starts, instead of re-reading and re-scrubbing the environment per spawn.
+pub fn scrub_ambient(
+    ambient: impl IntoIterator<Item = (OsString, OsString)>,
+) -> BTreeMap<OsString, OsString> {
+    ambient
+        .into_iter()
+        .filter(|(name, _)| !is_scrubbed_name(&name.to_string_lossy()))
+        .collect()
+}
+
+/// The child environment: the scrubbed ambient set, then `env`, then `dsh_env` (later entries win).
+pub fn merge_child_env(
+    scrubbed: &BTreeMap<OsString, OsString>,
+    env: &BTreeMap<String, String>,
+    dsh_env: &BTreeMap<String, String>,
+) -> Result<BTreeMap<OsString, OsString>, SpawnError> {
+    validate_channels(env, dsh_env)?;
+    let mut merged = scrubbed.clone();
+    for (key, value) in env.iter().chain(dsh_env.iter()) {
+        merged.insert(key.into(), value.into());
+    }
+    Ok(merged)
+}
+
 /// Builds the complete child environment from `ambient` (normally `std::env::vars_os()`).
 pub fn build_child_env(
     ambient: impl IntoIterator<Item = (OsString, OsString)>,
     env: &BTreeMap<String, String>,
     dsh_env: &BTreeMap<String, String>,
 ) -> Result<BTreeMap<OsString, OsString>, SpawnError> {
-    validate_channels(env, dsh_env)?;
-    let mut merged: BTreeMap<OsString, OsString> = ambient
-        .into_iter()
-        .filter(|(name, _)| !is_scrubbed_name(&name.to_string_lossy()))
-        .collect();
-    for (key, value) in env.iter().chain(dsh_env.iter()) {
-        merged.insert(key.into(), value.into());
-    }
-    Ok(merged)
+    merge_child_env(&scrub_ambient(ambient), env, dsh_env)
 }
 
 #[cfg(test)]

@@ -24,6 +24,7 @@ mod ids;
 pub mod manager;
 pub mod outcome;
 pub mod policy;
+mod reap;
 pub mod signal;
 mod spawn;
 pub mod spec;

@@ -28,14 +28,14 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::collector::OutputCollector;
 use crate::driver::{Driver, SharedOutput};
-use crate::env::build_child_env;
+use crate::env::{merge_child_env, scrub_ambient};
 use crate::errors::{ProcessError, SpawnError};
 use crate::group::{GroupSettled, KillGroup, ProcessGroup};
 use crate::ids::ProcessId;
 use crate::outcome::{ProcessOutcome, ReadResult, StreamKind};
 use crate::policy::{Admission, AdmitAll, Load, Settled, StragglerAction, SupervisorPolicy};
 use crate::signal::{group_exists, live_group_members, signal_group};
-use crate::spawn::start_child;
+use crate::spawn::{ProgramCache, start_child};
 use crate::spec::ProcessSpawnSpec;
 use crate::spill::create_private_dir;
 
@@ -195,6 +195,10 @@ pub struct ProcessManager {
     /// Group ids of settled processes whose group still had members.
     stragglers: Vec<i32>,
     shutting_down: bool,
+    /// The harness environment, scrubbed, as it was when the manager was created.
+    ambient: std::collections::BTreeMap<std::ffi::OsString, std::ffi::OsString>,
+    /// Where programs were found on `PATH`, so a spawn does not search it again.
+    programs: ProgramCache,
 }
 
 impl ProcessManager {
@@ -209,6 +213,8 @@ impl ProcessManager {
             private_spill_dir: None,
             stragglers: Vec::new(),
             shutting_down: false,
+            ambient: scrub_ambient(std::env::vars_os()),
+            programs: ProgramCache::default(),
         }
     }
 
@@ -251,7 +257,7 @@ impl ProcessManager {
             return Err(SpawnError::AbortedBeforeSpawn(abort.reason_text()));
         }
         let spill_dir = self.spill_dir_for(&spec)?;
-        let started = start_child(&spec.argv, &spec.cwd, env, spec.stdin)?;
+        let started = start_child(&spec.argv, &spec.cwd, env, spec.stdin, &mut self.programs)?;
         let pid = started.pid;
         let output = SharedOutput::new(
             OutputCollector::new(
@@ -397,7 +403,7 @@ impl ProcessManager {
         if spec.argv.first().is_none_or(|program| program.is_empty()) {
             return Err(SpawnError::EmptyArgv);
         }
-        build_child_env(std::env::vars_os(), &spec.env, &spec.dsh_env)
+        merge_child_env(&self.ambient, &spec.env, &spec.dsh_env)
     }
 }
 

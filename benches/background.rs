@@ -1,0 +1,257 @@
+//! Background benches under load (no raw baseline exists for these; the targets are absolute):
+//! - fleet: 1,000 background `sleep 30` tasks — start all, `bash_output` each twice, `bash_kill` all, await
+//!   their ends. Reports runtime RSS per live task, `bash_output` p99 while all 1,000 run, and the time from
+//!   the first kill until every task has ended and been joined.
+//! - notices: 1,000 owned background tasks that print the time and exit — every notice delivered exactly
+//!   once, and the p99 from exit to notice.
+
+#[path = "support/mod.rs"]
+mod support;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use actix::prelude::*;
+use criterion::Criterion;
+use dsh::{AgentRef, Inject, Runtime, ToolCall};
+use serde_json::json;
+
+const TASKS: usize = 1000;
+
+async fn start_all(runtime: &Runtime, command: &str, agent: Option<&AgentRef>) -> Vec<String> {
+    let mut ids = Vec::with_capacity(TASKS);
+    for batch in (0..TASKS).collect::<Vec<_>>().chunks(100) {
+        let calls = batch.iter().map(|_| {
+            let mut call = ToolCall::new(
+                "bash",
+                json!({"command": command, "description": "bench", "run_in_background": true}),
+            );
+            if let Some(agent) = agent {
+                call = call.with_caller(agent.clone());
+            }
+            runtime.call(call)
+        });
+        for result in futures::future::join_all(calls).await {
+            ids.push(
+                result
+                    .text
+                    .strip_prefix("started background task ")
+                    .expect(&result.text)
+                    .to_owned(),
+            );
+        }
+    }
+    ids
+}
+
+#[derive(Default, Debug, Clone, Copy)]
+struct FleetMetrics {
+    rss_per_task_kib: f64,
+    read_p99_ms: f64,
+    kill_join_ms: f64,
+}
+
+async fn fleet_cycle(runtime: &Runtime) -> FleetMetrics {
+    let rss_before = support::rss_kib();
+    let ids = start_all(runtime, "sleep 30", None).await;
+    let stats = runtime.process_stats().await;
+    assert_eq!(stats.live, TASKS);
+    let rss_per_task_kib = (support::rss_kib().saturating_sub(rss_before)) as f64 / TASKS as f64;
+    let mut latencies = Vec::with_capacity(2 * TASKS);
+    for _round in 0..2 {
+        for id in &ids {
+            let start = Instant::now();
+            let result = runtime
+                .call(ToolCall::new("bash_output", json!({"task_id": id})))
+                .await;
+            latencies.push(start.elapsed());
+            assert_eq!(result.text, "(no new output)\n[status: running]");
+        }
+    }
+    let kill_start = Instant::now();
+    let kills = ids
+        .iter()
+        .map(|id| runtime.call(ToolCall::new("bash_kill", json!({"task_id": id}))));
+    for result in futures::future::join_all(kills).await {
+        assert!(
+            result.text.starts_with("killed background task"),
+            "{}",
+            result.text
+        );
+    }
+    loop {
+        if runtime.process_stats().await.live == 0 {
+            break;
+        }
+        assert!(
+            kill_start.elapsed() < Duration::from_secs(60),
+            "kills never finished"
+        );
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let kill_join_ms = kill_start.elapsed().as_secs_f64() * 1e3;
+    FleetMetrics {
+        rss_per_task_kib,
+        read_p99_ms: support::percentile_ms(&mut latencies, 99.0),
+        kill_join_ms,
+    }
+}
+
+/// Records when each notice arrived, by task id.
+struct NoticeClock {
+    arrivals: Arc<Mutex<HashMap<String, Vec<SystemTime>>>>,
+}
+
+impl Actor for NoticeClock {
+    type Context = Context<Self>;
+}
+
+impl Handler<Inject> for NoticeClock {
+    type Result = ();
+    fn handle(&mut self, notice: Inject, _: &mut Self::Context) {
+        let now = SystemTime::now();
+        let id = notice
+            .text
+            .split_whitespace()
+            .nth(3)
+            .unwrap_or_default()
+            .to_owned();
+        self.arrivals
+            .lock()
+            .unwrap()
+            .entry(id)
+            .or_default()
+            .push(now);
+    }
+}
+
+async fn notices_cycle(runtime: &Runtime, session: &str) -> (f64, f64) {
+    let arrivals: Arc<Mutex<HashMap<String, Vec<SystemTime>>>> = Arc::default();
+    let clock = NoticeClock {
+        arrivals: arrivals.clone(),
+    }
+    .start();
+    let agent = AgentRef::new(session, clock.recipient());
+    let ids = start_all(runtime, "exec date +%s%N", Some(&agent)).await;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while arrivals.lock().unwrap().len() < TASKS {
+        assert!(
+            Instant::now() < deadline,
+            "only {} notices",
+            arrivals.lock().unwrap().len()
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // Give a duplicate the chance to show up before counting.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let arrivals = arrivals.lock().unwrap().clone();
+    let mut latencies = Vec::with_capacity(TASKS);
+    for id in &ids {
+        let times = arrivals
+            .get(id)
+            .unwrap_or_else(|| panic!("no notice for {id}"));
+        assert_eq!(times.len(), 1, "{id} notified {} times", times.len());
+        let output = runtime
+            .call(ToolCall::new("bash_output", json!({"task_id": id})).with_caller(agent.clone()))
+            .await;
+        let printed_ns: u128 = output
+            .text
+            .lines()
+            .next()
+            .unwrap()
+            .parse()
+            .expect(&output.text);
+        let arrived_ns = times[0].duration_since(UNIX_EPOCH).unwrap().as_nanos();
+        latencies.push(Duration::from_nanos(
+            arrived_ns.saturating_sub(printed_ns) as u64
+        ));
+    }
+    runtime.release_session(session).await;
+    (
+        support::percentile_ms(&mut latencies.clone(), 50.0),
+        support::percentile_ms(&mut latencies, 99.0),
+    )
+}
+
+fn main() {
+    let system = actix::System::new();
+    let mut c = Criterion::default().configure_from_args();
+    let (runtime, _spill) = system.block_on(async { support::runtime() });
+
+    let fleet: Arc<Mutex<Vec<FleetMetrics>>> = Arc::default();
+    let mut group = c.benchmark_group("background_fleet_1000");
+    group
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(1))
+        .measurement_time(Duration::from_secs(5));
+    group.bench_function("start_read2_kill_join", |b| {
+        b.iter_custom(|iters| {
+            system.block_on(async {
+                let start = Instant::now();
+                for _ in 0..iters {
+                    let metrics = fleet_cycle(&runtime).await;
+                    fleet.lock().unwrap().push(metrics);
+                }
+                start.elapsed()
+            })
+        })
+    });
+    group.finish();
+
+    let notices: Arc<Mutex<Vec<(f64, f64)>>> = Arc::default();
+    let mut group = c.benchmark_group("notices_1000");
+    group
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(1))
+        .measurement_time(Duration::from_secs(5));
+    let mut round = 0;
+    group.bench_function("owned_tasks_exit_to_notice", |b| {
+        b.iter_custom(|iters| {
+            system.block_on(async {
+                let start = Instant::now();
+                for _ in 0..iters {
+                    round += 1;
+                    let latency = notices_cycle(&runtime, &format!("bench-{round}")).await;
+                    notices.lock().unwrap().push(latency);
+                }
+                start.elapsed()
+            })
+        })
+    });
+    group.finish();
+    c.final_summary();
+    system.block_on(runtime.shutdown());
+
+    let fleet = fleet.lock().unwrap();
+    // Empty when criterion only listed the benches.
+    if let Some(&first) = fleet.first() {
+        let worst = |f: fn(&FleetMetrics) -> f64| fleet.iter().map(f).fold(0.0, f64::max);
+        println!(
+            "RESULT fleet: RSS per live task {:.1} KiB (first cycle; target <= 100), bash_output p99 {:.3} ms (worst of {} cycles: {:.3}; target <= 2), kill+join {:.0} ms (worst {:.0}; target <= grace 3000 + 1000)",
+            first.rss_per_task_kib,
+            first.read_p99_ms,
+            fleet.len(),
+            worst(|m| m.read_p99_ms),
+            first.kill_join_ms,
+            worst(|m| m.kill_join_ms),
+        );
+    }
+    let notices = notices.lock().unwrap();
+    if notices.is_empty() {
+        return;
+    }
+    let worst_p99 = notices.iter().map(|n| n.1).fold(0.0, f64::max);
+    let median_p99 = {
+        let mut p99s: Vec<f64> = notices.iter().map(|n| n.1).collect();
+        p99s.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        p99s[p99s.len() / 2]
+    };
+    println!(
+        "RESULT notices: every notice exactly once over {} cycles of {TASKS}; exit->notice p50 {:.2} ms, p99 median {:.2} ms (worst {:.2}; target <= 10)",
+        notices.len(),
+        notices[0].0,
+        median_p99,
+        worst_p99
+    );
+}

@@ -1,0 +1,344 @@
+//! Foreground benches, each beside its raw baseline in the same run:
+//! - spawn latency: one `bash` call of `true` through the runtime handle vs tokio running `bash -c true`;
+//! - concurrent foreground: 200 concurrent `echo $i` calls vs 200 concurrent raw tokio commands;
+//! - output flood: `head -c 1G /dev/zero` through a foreground call (default caps) vs tokio reading it to
+//!   nowhere; plus the peak RSS of `dsh-bash run` doing the same.
+
+#[path = "support/mod.rs"]
+mod support;
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use criterion::Criterion;
+use tokio::io::AsyncReadExt;
+
+const FLOOD: &str = "head -c 1073741824 /dev/zero";
+
+fn spawn_latency(c: &mut Criterion, system: &actix::SystemRunner) {
+    let (runtime, _spill) = system.block_on(async { support::runtime() });
+    let mut group = c.benchmark_group("spawn_latency");
+    group
+        .sample_size(30)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(4));
+    group.bench_function("dsh_bash_true", |b| {
+        b.iter_custom(|iters| {
+            system.block_on(async {
+                let start = Instant::now();
+                for _ in 0..iters {
+                    let result = support::bash(&runtime, "true").await;
+                    assert_eq!(result.text, "(no output)");
+                }
+                let took = start.elapsed();
+                support::record("spawn/dsh", took / iters as u32);
+                took
+            })
+        })
+    });
+    let manager = system.block_on(async {
+        actix::Actor::start(dsh::actors::process::ProcessManager::new(Default::default()))
+    });
+    group.bench_function("process_manager_true", |b| {
+        use dsh::actors::process::{ProcessSpawnSpec, Release, Spawn, Wait};
+        b.iter_custom(|iters| {
+            system.block_on(async {
+                let cwd = std::env::current_dir().unwrap();
+                let start = Instant::now();
+                for _ in 0..iters {
+                    let argv = vec!["bash".to_owned(), "-c".to_owned(), "true".to_owned()];
+                    let spec =
+                        ProcessSpawnSpec::new(argv, &cwd, 64_000, 64 << 20, Duration::from_secs(3));
+                    let spawned = manager.send(Spawn(spec)).await.unwrap().unwrap();
+                    let outcome = manager
+                        .send(Wait { id: spawned.id })
+                        .await
+                        .unwrap()
+                        .unwrap();
+                    assert_eq!(outcome.exit_code, Some(0));
+                    manager.do_send(Release { id: spawned.id });
+                }
+                let took = start.elapsed();
+                support::record("spawn/manager", took / iters as u32);
+                took
+            })
+        })
+    });
+    group.bench_function("tokio_bash_true", |b| {
+        b.iter_custom(|iters| {
+            system.block_on(async {
+                let start = Instant::now();
+                for _ in 0..iters {
+                    assert!(support::raw_bash("true").await.status.success());
+                }
+                let took = start.elapsed();
+                support::record("spawn/raw", took / iters as u32);
+                took
+            })
+        })
+    });
+    group.bench_function("tokio_bash_true_setsid", |b| {
+        b.iter_custom(|iters| {
+            system.block_on(async {
+                let start = Instant::now();
+                for _ in 0..iters {
+                    assert!(raw_setsid("true").await.status.success());
+                }
+                let took = start.elapsed();
+                support::record("spawn/raw_setsid", took / iters as u32);
+                took
+            })
+        })
+    });
+    group.finish();
+    system.block_on(runtime.shutdown());
+}
+
+/// The raw baseline with the same `pre_exec` as dsh (setsid): std must then fork instead of posix_spawn.
+async fn raw_setsid(command: &str) -> std::process::Output {
+    let mut cmd = tokio::process::Command::new("bash");
+    cmd.args(["-c", command])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    // SAFETY: setsid is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| {
+            nix::unistd::setsid()
+                .map(|_| ())
+                .map_err(std::io::Error::from)
+        });
+    }
+    cmd.output().await.expect("raw bash")
+}
+
+fn concurrent_foreground(c: &mut Criterion, system: &actix::SystemRunner) {
+    let (runtime, _spill) = system.block_on(async { support::runtime() });
+    let mut group = c.benchmark_group("concurrent_foreground_200");
+    group
+        .sample_size(10)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(6));
+    group.bench_function("dsh", |b| {
+        b.iter_custom(|iters| {
+            system.block_on(async {
+                let start = Instant::now();
+                for _ in 0..iters {
+                    let calls = (0..200).map(|i| {
+                        let runtime = runtime.clone();
+                        async move { support::bash(&runtime, &format!("echo {i}")).await }
+                    });
+                    let results = futures::future::join_all(calls).await;
+                    assert!(
+                        results
+                            .iter()
+                            .enumerate()
+                            .all(|(i, r)| r.text == format!("{i}\n"))
+                    );
+                }
+                let took = start.elapsed();
+                support::record("concurrent/dsh", took / iters as u32);
+                took
+            })
+        })
+    });
+    group.bench_function("tokio", |b| {
+        b.iter_custom(|iters| {
+            system.block_on(async {
+                let start = Instant::now();
+                for _ in 0..iters {
+                    let outputs = futures::future::join_all(
+                        (0..200)
+                            .map(|i| async move { support::raw_bash(&format!("echo {i}")).await }),
+                    )
+                    .await;
+                    assert!(outputs.iter().all(|o| o.status.success()));
+                }
+                let took = start.elapsed();
+                support::record("concurrent/raw", took / iters as u32);
+                took
+            })
+        })
+    });
+    group.finish();
+    system.block_on(runtime.shutdown());
+}
+
+fn output_flood(c: &mut Criterion, system: &actix::SystemRunner) {
+    let (runtime, _spill) = system.block_on(async { support::runtime() });
+    let mut group = c.benchmark_group("output_flood_1GiB");
+    group
+        .sample_size(10)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(10));
+    group.bench_function("dsh", |b| {
+        b.iter_custom(|iters| {
+            system.block_on(async {
+                let start = Instant::now();
+                for _ in 0..iters {
+                    let result = support::bash(&runtime, FLOOD).await;
+                    assert!(
+                        result.text.contains("[output truncated"),
+                        "{}",
+                        &result.text[result.text.len() - 100..]
+                    );
+                }
+                let took = start.elapsed();
+                support::record("flood/dsh", took / iters as u32);
+                took
+            })
+        })
+    });
+    group.bench_function("tokio_read_to_nowhere", |b| {
+        b.iter_custom(|iters| {
+            system.block_on(async {
+                let start = Instant::now();
+                for _ in 0..iters {
+                    let mut child = tokio::process::Command::new("bash")
+                        .args(["-c", FLOOD])
+                        .stdin(std::process::Stdio::null())
+                        .stdout(std::process::Stdio::piped())
+                        .stderr(std::process::Stdio::piped())
+                        .spawn()
+                        .unwrap();
+                    let mut stdout = child.stdout.take().unwrap();
+                    let mut buf = vec![0u8; 64 * 1024];
+                    let mut total = 0u64;
+                    loop {
+                        let n = stdout.read(&mut buf).await.unwrap();
+                        if n == 0 {
+                            break;
+                        }
+                        total += n as u64;
+                    }
+                    assert_eq!(total, 1 << 30);
+                    assert!(child.wait().await.unwrap().success());
+                }
+                let took = start.elapsed();
+                support::record("flood/raw", took / iters as u32);
+                took
+            })
+        })
+    });
+    group.finish();
+    system.block_on(runtime.shutdown());
+}
+
+/// Peak RSS of the `dsh-bash` process (the whole runtime) flooding 1 GiB, from `getrusage` of the waited
+/// child: dsh-bash is the largest of its own process tree.
+fn flood_peak_rss_mib() -> f64 {
+    let before = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_CHILDREN)
+        .unwrap()
+        .max_rss();
+    let status = Command::new(env!("CARGO_BIN_EXE_dsh-bash"))
+        .args(["run", "--", FLOOD])
+        .output()
+        .unwrap();
+    assert!(status.status.success());
+    let after = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_CHILDREN)
+        .unwrap()
+        .max_rss();
+    assert!(after >= before);
+    after as f64 / 1024.0
+}
+
+/// Spawn latency measured in pairs: each round runs one dsh call, one raw tokio command and one direct
+/// process-manager spawn back to back (rotating the order), so load from other tenants of this shared
+/// machine hits all three alike. The ratio of medians is the figure to trust; criterion's separate
+/// runs above drift by ±10% between groups.
+fn paired_spawn_latency(system: &actix::SystemRunner) {
+    use dsh::actors::process::{ProcessManager, ProcessSpawnSpec, Release, Spawn, Wait};
+    const ROUNDS: usize = 600;
+    let (runtime, _spill) = system.block_on(async { support::runtime() });
+    let manager =
+        system.block_on(async { actix::Actor::start(ProcessManager::new(Default::default())) });
+    let cwd = std::env::current_dir().unwrap();
+    let mut times: [Vec<Duration>; 3] = Default::default();
+    system.block_on(async {
+        for round in 0..ROUNDS {
+            for k in 0..3 {
+                let which = (round + k) % 3;
+                let start = Instant::now();
+                match which {
+                    0 => assert_eq!(support::bash(&runtime, "true").await.text, "(no output)"),
+                    1 => assert!(support::raw_bash("true").await.status.success()),
+                    _ => {
+                        let argv = vec!["bash".to_owned(), "-c".to_owned(), "true".to_owned()];
+                        let spec = ProcessSpawnSpec::new(
+                            argv,
+                            &cwd,
+                            64_000,
+                            64 << 20,
+                            Duration::from_secs(3),
+                        );
+                        let spawned = manager.send(Spawn(spec)).await.unwrap().unwrap();
+                        manager
+                            .send(Wait { id: spawned.id })
+                            .await
+                            .unwrap()
+                            .unwrap();
+                        manager.do_send(Release { id: spawned.id });
+                    }
+                }
+                times[which].push(start.elapsed());
+            }
+        }
+        runtime.shutdown().await;
+    });
+    let [dsh, raw, mgr] = times.map(|mut t| {
+        t.sort();
+        t[t.len() / 2].as_secs_f64() * 1e3
+    });
+    println!(
+        "RESULT spawn latency, paired x{ROUNDS}: dsh {dsh:.3} ms, process manager alone {mgr:.3} ms, raw tokio {raw:.3} ms; \
+         dsh/raw {:.3} (target <= 1.10), manager/raw {:.3}",
+        dsh / raw,
+        mgr / raw
+    );
+}
+
+fn main() {
+    let system = actix::System::new();
+    let mut c = Criterion::default().configure_from_args();
+    spawn_latency(&mut c, &system);
+    concurrent_foreground(&mut c, &system);
+    output_flood(&mut c, &system);
+    c.final_summary();
+    if support::report_ratio(
+        "spawn latency (criterion medians)",
+        "spawn/dsh",
+        "spawn/raw",
+    )
+    .is_some()
+    {
+        support::report_ratio(
+            "spawn latency vs a fork+setsid baseline",
+            "spawn/dsh",
+            "spawn/raw_setsid",
+        );
+        support::report_ratio("process manager alone", "spawn/manager", "spawn/raw");
+        paired_spawn_latency(&system);
+    }
+    if let Some(ratio) = support::report_ratio(
+        "concurrent foreground x200",
+        "concurrent/dsh",
+        "concurrent/raw",
+    ) {
+        println!(
+            "RESULT concurrent foreground x200: throughput ratio {:.3} (target >= 0.90)",
+            1.0 / ratio
+        );
+    }
+    if support::report_ratio(
+        "output flood 1 GiB (target <= 1.25)",
+        "flood/dsh",
+        "flood/raw",
+    )
+    .is_some()
+    {
+        println!(
+            "RESULT output flood peak RSS of dsh-bash: {:.1} MiB (target < 64)",
+            flood_peak_rss_mib()
+        );
+    }
+}

@@ -1,0 +1,127 @@
+//! The jsonl front end under load: 2,000 requests of `true` over `dsh-bash jsonl` with 32 in flight,
+//! beside the same 2,000 commands run by raw tokio with 32 in flight.
+
+#[path = "support/mod.rs"]
+mod support;
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use criterion::Criterion;
+use futures::StreamExt;
+
+const REQUESTS: usize = 2000;
+const IN_FLIGHT: usize = 32;
+
+struct Server {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+}
+
+impl Server {
+    fn start() -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_dsh-bash"))
+            .arg("jsonl")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("dsh-bash jsonl");
+        let stdin = child.stdin.take().unwrap();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        Self {
+            child,
+            stdin,
+            stdout,
+        }
+    }
+
+    fn send(&mut self, id: usize) {
+        writeln!(
+            self.stdin,
+            r#"{{"id":{id},"tool":"bash","arguments":{{"command":"true","description":"bench"}}}}"#
+        )
+        .unwrap();
+    }
+
+    /// 2,000 requests, never more than 32 unanswered.
+    fn run_batch(&mut self) {
+        let mut sent = 0;
+        while sent < IN_FLIGHT {
+            self.send(sent);
+            sent += 1;
+        }
+        self.stdin.flush().unwrap();
+        let mut line = String::new();
+        for _ in 0..REQUESTS {
+            line.clear();
+            self.stdout.read_line(&mut line).unwrap();
+            assert!(
+                line.contains(r#""text":"(no output)","is_error":false"#),
+                "{line}"
+            );
+            if sent < REQUESTS {
+                self.send(sent);
+                self.stdin.flush().unwrap();
+                sent += 1;
+            }
+        }
+    }
+}
+
+fn main() {
+    let mut c = Criterion::default().configure_from_args();
+    let mut server = Server::start();
+    let tokio_rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut group = c.benchmark_group("jsonl_2000_true_32_in_flight");
+    group
+        .sample_size(10)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(10));
+    group.bench_function("dsh_jsonl", |b| {
+        b.iter_custom(|iters| {
+            let start = Instant::now();
+            for _ in 0..iters {
+                server.run_batch();
+            }
+            let took = start.elapsed();
+            support::record("jsonl/dsh", took / iters as u32);
+            took
+        })
+    });
+    group.bench_function("tokio", |b| {
+        b.iter_custom(|iters| {
+            tokio_rt.block_on(async {
+                let start = Instant::now();
+                for _ in 0..iters {
+                    let done = futures::stream::iter(0..REQUESTS)
+                        .map(|_| support::raw_bash("true"))
+                        .buffer_unordered(IN_FLIGHT)
+                        .filter(|o| std::future::ready(o.status.success()))
+                        .count()
+                        .await;
+                    assert_eq!(done, REQUESTS);
+                }
+                let took = start.elapsed();
+                support::record("jsonl/raw", took / iters as u32);
+                took
+            })
+        })
+    });
+    group.finish();
+    c.final_summary();
+    drop(server.stdin);
+    assert!(server.child.wait().unwrap().success());
+    if let Some(ratio) =
+        support::report_ratio("jsonl 2000 x true, 32 in flight", "jsonl/dsh", "jsonl/raw")
+    {
+        println!(
+            "RESULT jsonl: throughput ratio {:.3} (target >= 0.85)",
+            1.0 / ratio
+        );
+    }
+}

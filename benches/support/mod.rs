@@ -1,0 +1,97 @@
+//! Shared bench helpers: a runtime on an actix system, per-iteration timings kept beside criterion's
+//! own statistics so each bench can print its ratio to the raw baseline measured in the same run, and
+//! memory readings.
+
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use dsh::{Runtime, ToolCall, ToolResult};
+use serde_json::json;
+
+static SAMPLES: Mutex<BTreeMap<String, Vec<f64>>> = Mutex::new(BTreeMap::new());
+
+/// Records that one iteration of `name` took `per_iter`.
+pub fn record(name: &str, per_iter: Duration) {
+    SAMPLES
+        .lock()
+        .unwrap()
+        .entry(name.to_owned())
+        .or_default()
+        .push(per_iter.as_secs_f64());
+}
+
+/// The median seconds per iteration of `name`, if it ran (a filtered run skips benches).
+pub fn median(name: &str) -> Option<f64> {
+    let mut values = SAMPLES
+        .lock()
+        .unwrap()
+        .get(name)
+        .cloned()
+        .unwrap_or_default();
+    values.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    values.get(values.len() / 2).copied()
+}
+
+/// Prints `dsh / baseline` of the medians (a time ratio: lower is better), if both ran.
+pub fn report_ratio(label: &str, dsh: &str, baseline: &str) -> Option<f64> {
+    let (ours, raw) = (median(dsh)?, median(baseline)?);
+    let ratio = ours / raw;
+    println!(
+        "RESULT {label}: dsh {:.3} ms, baseline {:.3} ms, time ratio {ratio:.3}",
+        ours * 1e3,
+        raw * 1e3
+    );
+    Some(ratio)
+}
+
+/// A runtime with the default configuration and spills in a temp dir, started in the current system.
+pub fn runtime() -> (Runtime, tempfile::TempDir) {
+    let spill = tempfile::tempdir().unwrap();
+    let runtime = Runtime::builder()
+        .spill_dir(spill.path())
+        .start_in_current_system()
+        .expect("runtime");
+    (runtime, spill)
+}
+
+pub async fn bash(runtime: &Runtime, command: &str) -> ToolResult {
+    runtime
+        .call(ToolCall::new(
+            "bash",
+            json!({"command": command, "description": "bench"}),
+        ))
+        .await
+}
+
+/// Raw baseline: `bash -c <command>` through tokio with piped output, awaited.
+pub async fn raw_bash(command: &str) -> std::process::Output {
+    tokio::process::Command::new("bash")
+        .args(["-c", command])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .await
+        .expect("raw bash")
+}
+
+/// This process's resident set (VmRSS) in KiB.
+pub fn rss_kib() -> u64 {
+    status_field("VmRSS:")
+}
+
+fn status_field(field: &str) -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let line = status.lines().find(|l| l.starts_with(field)).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// The p-th percentile (0..=100) of durations, in milliseconds.
+pub fn percentile_ms(values: &mut [Duration], p: f64) -> f64 {
+    values.sort();
+    let index = ((values.len() as f64 - 1.0) * p / 100.0).round() as usize;
+    values[index].as_secs_f64() * 1e3
+}

@@ -27,6 +27,7 @@ pub mod policy;
 mod reap;
 pub mod signal;
 mod spawn;
+mod spawner;
 pub mod spec;
 pub mod spill;
 

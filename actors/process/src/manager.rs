@@ -35,7 +35,8 @@ use crate::ids::ProcessId;
 use crate::outcome::{ProcessOutcome, ReadResult, StreamKind};
 use crate::policy::{Admission, AdmitAll, Load, Settled, StragglerAction, SupervisorPolicy};
 use crate::signal::{group_exists, live_group_members, signal_group};
-use crate::spawn::{ProgramCache, start_child};
+use crate::spawn::{ProgramCache, RawChild, Started, check_workdir, spawn_raw};
+use crate::spawner::{SpawnJob, Spawner};
 use crate::spec::ProcessSpawnSpec;
 use crate::spill::create_private_dir;
 
@@ -174,11 +175,21 @@ enum SlotState {
     Settled(ProcessOutcome),
 }
 
+type Reply = oneshot::Sender<Result<SpawnedProcess, SpawnError>>;
+
 /// A spawn waiting for admission.
 struct Queued {
     spec: ProcessSpawnSpec,
-    env: std::collections::BTreeMap<std::ffi::OsString, std::ffi::OsString>,
-    reply: oneshot::Sender<Result<SpawnedProcess, SpawnError>>,
+    env: ChildEnv,
+    reply: Reply,
+}
+
+/// An admitted spawn while its `posix_spawn` runs.
+struct Launch {
+    spec: ProcessSpawnSpec,
+    env: ChildEnv,
+    spill_dir: PathBuf,
+    reply: Reply,
 }
 
 /// The supervisor of all processes of one runtime.
@@ -199,6 +210,12 @@ pub struct ProcessManager {
     ambient: std::collections::BTreeMap<std::ffi::OsString, std::ffi::OsString>,
     /// Where programs were found on `PATH`, so a spawn does not search it again.
     programs: ProgramCache,
+    /// Admitted spawns whose `posix_spawn` has not finished yet.
+    starting: usize,
+    /// The thread that spawns while children are running.
+    spawner: Spawner,
+    /// Woken when no spawn is in flight (shutdown waits for that).
+    idle_waiters: Vec<oneshot::Sender<()>>,
 }
 
 impl ProcessManager {
@@ -215,6 +232,9 @@ impl ProcessManager {
             shutting_down: false,
             ambient: scrub_ambient(std::env::vars_os()),
             programs: ProgramCache::default(),
+            starting: 0,
+            spawner: Spawner::default(),
+            idle_waiters: Vec::new(),
         }
     }
 
@@ -246,18 +266,126 @@ impl ProcessManager {
         Ok(dir)
     }
 
-    /// Starts an admitted spawn under a new `ProcessGroup` actor.
-    fn start_now(
+    /// Starts an admitted spawn. With nothing else live or starting it spawns right here (lowest
+    /// latency); otherwise `posix_spawn`, which blocks until the child has exec'd, runs on the spawner
+    /// thread, so a burst of spawns never stalls the supervision of children that are already running.
+    fn launch(
         &mut self,
         spec: ProcessSpawnSpec,
         env: ChildEnv,
+        reply: Reply,
         ctx: &mut Context<Self>,
-    ) -> Result<SpawnedProcess, SpawnError> {
+    ) {
         if let Some(abort) = spec.abort.as_ref().filter(|a| a.is_aborted()) {
-            return Err(SpawnError::AbortedBeforeSpawn(abort.reason_text()));
+            let _ = reply.send(Err(SpawnError::AbortedBeforeSpawn(abort.reason_text())));
+            return;
         }
-        let spill_dir = self.spill_dir_for(&spec)?;
-        let started = start_child(&spec.argv, &spec.cwd, env, spec.stdin, &mut self.programs)?;
+        let prepared = self.spill_dir_for(&spec).and_then(|spill_dir| {
+            check_workdir(&spec.cwd)?;
+            Ok((spill_dir, self.programs.program_for(&spec.argv[0], &env)?))
+        });
+        let (spill_dir, program) = match prepared {
+            Ok(prepared) => prepared,
+            Err(err) => {
+                let _ = reply.send(Err(err));
+                return;
+            }
+        };
+        self.starting += 1;
+        let launch = Launch {
+            spec,
+            env,
+            spill_dir,
+            reply,
+        };
+        if self.live == 0 && self.starting == 1 {
+            let raw = spawn_raw(
+                &program,
+                &launch.spec.argv,
+                &launch.spec.cwd,
+                &launch.env,
+                launch.spec.stdin.is_some(),
+            );
+            self.finish_launch(raw, launch, ctx);
+            return;
+        }
+        let (done, result) = oneshot::channel();
+        self.spawner.submit(SpawnJob {
+            program,
+            argv: launch.spec.argv.clone(),
+            cwd: launch.spec.cwd.clone(),
+            env: launch.env.clone(),
+            with_stdin: launch.spec.stdin.is_some(),
+            done,
+        });
+        ctx.spawn(result.into_actor(self).map(move |result, manager, ctx| {
+            let raw = result.unwrap_or_else(|_| {
+                Err(SpawnError::Os {
+                    program: launch.spec.argv[0].clone(),
+                    source: std::io::Error::other("the spawner thread is gone"),
+                })
+            });
+            manager.finish_launch(raw, launch, ctx);
+        }));
+    }
+
+    /// Attaches a freshly spawned child (or reports why it failed), then lets queued spawns and a
+    /// pending shutdown proceed.
+    fn finish_launch(
+        &mut self,
+        raw: Result<RawChild, SpawnError>,
+        launch: Launch,
+        ctx: &mut Context<Self>,
+    ) {
+        self.starting -= 1;
+        let Launch {
+            spec,
+            env,
+            spill_dir,
+            reply,
+        } = launch;
+        let started = raw.and_then(|raw| raw.attach(&spec.argv[0], spec.stdin.clone()));
+        match started {
+            Err(err) => {
+                if matches!(err, SpawnError::Os { .. }) {
+                    self.programs.forget_program(&spec.argv[0], &env);
+                }
+                let _ = reply.send(Err(err));
+            }
+            Ok(started) => {
+                let spawned = self.register(started, spec, spill_dir, ctx);
+                // Nobody is waiting for it any more, or we are shutting down: never leave it unsupervised.
+                let abandoned = reply.send(Ok(spawned.clone())).is_err();
+                let shutting_down = self.shutting_down;
+                if (abandoned || shutting_down)
+                    && let Ok(slot) = self.slot_mut(spawned.id)
+                    && let SlotState::Live {
+                        group,
+                        release_when_settled,
+                        ..
+                    } = &mut slot.state
+                {
+                    *release_when_settled = !shutting_down;
+                    group.do_send(KillGroup);
+                }
+            }
+        }
+        self.admit_queued(ctx);
+        if self.starting == 0 {
+            for waiter in self.idle_waiters.drain(..) {
+                let _ = waiter.send(());
+            }
+        }
+    }
+
+    /// Puts a started child under a new `ProcessGroup` actor and records it.
+    fn register(
+        &mut self,
+        started: Started,
+        spec: ProcessSpawnSpec,
+        spill_dir: PathBuf,
+        ctx: &mut Context<Self>,
+    ) -> SpawnedProcess {
         let pid = started.pid;
         let output = SharedOutput::new(
             OutputCollector::new(
@@ -295,7 +423,7 @@ impl ProcessManager {
         self.live += 1;
         self.peak_live = self.peak_live.max(self.live);
         tracing::debug!(%id, pid, argv0 = %spec.argv[0], "spawned");
-        Ok(SpawnedProcess { id, pid, output })
+        SpawnedProcess { id, pid, output }
     }
 
     /// Starts queued spawns, oldest first, while the policy admits them.
@@ -310,7 +438,7 @@ impl ProcessManager {
                 continue;
             }
             let load = Load {
-                running: self.live,
+                running: self.live + self.starting,
                 queued: self.queue.len() - 1,
             };
             let admission = self.config.policy.admit(load);
@@ -320,11 +448,12 @@ impl ProcessManager {
             let Some(Queued { spec, env, reply }) = self.queue.pop_front() else {
                 break;
             };
-            let result = match admission {
-                Admission::Refuse(reason) => Err(SpawnError::Refused(reason)),
-                _ => self.start_now(spec, env, ctx),
-            };
-            let _ = reply.send(result);
+            match admission {
+                Admission::Refuse(reason) => {
+                    let _ = reply.send(Err(SpawnError::Refused(reason)));
+                }
+                _ => self.launch(spec, env, reply, ctx),
+            }
         }
     }
 
@@ -367,27 +496,29 @@ impl Handler<Spawn> for ProcessManager {
     type Result = ResponseFuture<Result<SpawnedProcess, SpawnError>>;
 
     fn handle(&mut self, Spawn(spec): Spawn, ctx: &mut Self::Context) -> Self::Result {
-        let result = self.validate(&spec).and_then(|env| {
-            let load = Load {
-                running: self.live,
-                queued: self.queue.len(),
-            };
-            match self.config.policy.admit(load) {
-                Admission::Admit if self.queue.is_empty() => self.start_now(spec, env, ctx).map(Ok),
-                Admission::Admit | Admission::Queue => {
-                    let (reply, rx) = oneshot::channel();
-                    self.queue.push_back(Queued { spec, env, reply });
-                    self.admit_queued(ctx);
-                    Ok(Err(rx))
-                }
-                Admission::Refuse(reason) => Err(SpawnError::Refused(reason)),
+        let (reply, rx) = oneshot::channel();
+        match self.validate(&spec) {
+            Err(err) => {
+                let _ = reply.send(Err(err));
             }
-        });
-        match result {
-            Ok(Err(rx)) => Box::pin(async move { rx.await.unwrap_or(Err(SpawnError::ShutDown)) }),
-            Ok(Ok(spawned)) => Box::pin(std::future::ready(Ok(spawned))),
-            Err(err) => Box::pin(std::future::ready(Err(err))),
+            Ok(env) => {
+                let load = Load {
+                    running: self.live + self.starting,
+                    queued: self.queue.len(),
+                };
+                match self.config.policy.admit(load) {
+                    Admission::Admit if self.queue.is_empty() => self.launch(spec, env, reply, ctx),
+                    Admission::Admit | Admission::Queue => {
+                        self.queue.push_back(Queued { spec, env, reply });
+                        self.admit_queued(ctx);
+                    }
+                    Admission::Refuse(reason) => {
+                        let _ = reply.send(Err(SpawnError::Refused(reason)));
+                    }
+                }
+            }
         }
+        Box::pin(async move { rx.await.unwrap_or(Err(SpawnError::ShutDown)) })
     }
 }
 
@@ -540,11 +671,43 @@ impl Handler<KillAllNow> for ProcessManager {
 impl Handler<Shutdown> for ProcessManager {
     type Result = ResponseActFuture<Self, ()>;
 
+    /// Refuses queued spawns, waits for spawns already under way (each is killed as it lands), then
+    /// kills every live group, joins them, kills stragglers and removes the private spill directory.
     fn handle(&mut self, _: Shutdown, _: &mut Self::Context) -> Self::Result {
         self.shutting_down = true;
         for queued in self.queue.drain(..) {
             let _ = queued.reply.send(Err(SpawnError::ShutDown));
         }
+        let idle = if self.starting == 0 {
+            None
+        } else {
+            let (tx, rx) = oneshot::channel();
+            self.idle_waiters.push(tx);
+            Some(rx)
+        };
+        let spawns_landed = async move {
+            if let Some(idle) = idle {
+                let _ = idle.await;
+            }
+        };
+        Box::pin(
+            spawns_landed
+                .into_actor(self)
+                .then(|(), manager, _| manager.kill_and_join_live().into_actor(manager))
+                .then(|(), manager, _| {
+                    kill_stragglers(std::mem::take(&mut manager.stragglers)).into_actor(manager)
+                })
+                .map(|(), manager, _| {
+                    manager.remove_private_spill_dir();
+                    tracing::debug!("process manager shut down");
+                }),
+        )
+    }
+}
+
+impl ProcessManager {
+    /// Kills every live group; resolves when all of them have settled.
+    fn kill_and_join_live(&mut self) -> impl std::future::Future<Output = ()> + use<> {
         let mut settlements = Vec::new();
         for (_, slot) in self.slots.iter_mut() {
             if let SlotState::Live { group, waiters, .. } = &mut slot.state {
@@ -559,20 +722,7 @@ impl Handler<Shutdown> for ProcessManager {
             stragglers = self.stragglers.len(),
             "shutting down"
         );
-        let join = async move {
-            futures_join_all(settlements).await;
-        };
-        Box::pin(
-            join.into_actor(self)
-                .then(|(), manager, _| {
-                    let stragglers = std::mem::take(&mut manager.stragglers);
-                    kill_stragglers(stragglers).into_actor(manager)
-                })
-                .map(|(), manager, _| {
-                    manager.remove_private_spill_dir();
-                    tracing::debug!("process manager shut down");
-                }),
-        )
+        futures_join_all(settlements)
     }
 }
 

@@ -82,23 +82,49 @@ impl ProgramCache {
     }
 }
 
-/// Starts `argv` in `cwd` with exactly `env`. Must be called inside a tokio runtime.
-pub(crate) fn start_child(
+impl ProgramCache {
+    /// Looks `argv[0]` up on the child's `PATH` (cached). `ENOENT` when it is not there.
+    pub(crate) fn program_for(
+        &mut self,
+        name: &str,
+        env: &BTreeMap<OsString, OsString>,
+    ) -> Result<PathBuf, SpawnError> {
+        let path = env.get(OsStr::new("PATH")).map(OsString::as_os_str);
+        self.resolve(name, path).ok_or_else(|| SpawnError::Os {
+            program: name.to_owned(),
+            source: io::Error::from_raw_os_error(libc::ENOENT),
+        })
+    }
+
+    /// Drops the cached location of `name` after a spawn from it failed.
+    pub(crate) fn forget_program(&mut self, name: &str, env: &BTreeMap<OsString, OsString>) {
+        self.forget(name, env.get(OsStr::new("PATH")).map(OsString::as_os_str));
+    }
+}
+
+/// A child started by `posix_spawn` but not yet attached to the async runtime. `Send`, so the blocking
+/// spawn can run on any thread.
+#[derive(Debug)]
+pub(crate) struct RawChild {
+    pid: i32,
+    stdout: OwnedFd,
+    stderr: OwnedFd,
+    stdin: Option<OwnedFd>,
+}
+
+/// The blocking half of a start: pipes and `posix_spawn` of the resolved `program`. Blocks until the
+/// child has exec'd, so the manager runs it off its thread when other spawns are in flight.
+pub(crate) fn spawn_raw(
+    program: &Path,
     argv: &[String],
     cwd: &Path,
-    env: BTreeMap<OsString, OsString>,
-    stdin: Option<Vec<u8>>,
-    programs: &mut ProgramCache,
-) -> Result<Started, SpawnError> {
-    check_workdir(cwd)?;
+    env: &BTreeMap<OsString, OsString>,
+    with_stdin: bool,
+) -> Result<RawChild, SpawnError> {
     let os = |source: io::Error| SpawnError::Os {
         program: argv[0].clone(),
         source,
     };
-    let path_var = env.get(OsStr::new("PATH")).cloned();
-    let program = programs
-        .resolve(&argv[0], path_var.as_deref())
-        .ok_or_else(|| os(io::Error::from_raw_os_error(libc::ENOENT)))?;
     let argv_c = argv
         .iter()
         .map(|a| c_string(a.as_bytes()))
@@ -111,12 +137,12 @@ pub(crate) fn start_child(
         .map_err(os)?;
     let cwd_c = c_string(cwd.as_os_str().as_bytes()).map_err(os)?;
     let program_c = c_string(program.as_os_str().as_bytes()).map_err(os)?;
-
     let (out_r, out_w) = pipe_above_stdio().map_err(os)?;
     let (err_r, err_w) = pipe_above_stdio().map_err(os)?;
-    let stdin_pipe = match &stdin {
-        Some(_) => Some(pipe_above_stdio().map_err(os)?),
-        None => None,
+    let stdin_pipe = if with_stdin {
+        Some(pipe_above_stdio().map_err(os)?)
+    } else {
+        None
     };
     let child_stdin = stdin_pipe.as_ref().map(|(read, _)| read.as_raw_fd());
     let pid = spawn_in_session(
@@ -128,32 +154,55 @@ pub(crate) fn start_child(
         out_w.as_raw_fd(),
         err_w.as_raw_fd(),
     )
-    .inspect_err(|_| programs.forget(&argv[0], path_var.as_deref()))
     .map_err(os)?;
     // The child has its copies; ours must close so end of file can be seen.
-    drop((out_w, err_w));
-    let exit = ExitWatcher::new(pid);
-    let stdout = pipe::Receiver::from_owned_fd(out_r).map_err(os)?;
-    let stderr = pipe::Receiver::from_owned_fd(err_r).map_err(os)?;
-    let stdin_writer = match (stdin, stdin_pipe) {
-        (Some(bytes), Some((read, write))) => {
-            drop(read);
-            let mut sender = pipe::Sender::from_owned_fd(write).map_err(os)?;
-            Some(tokio::spawn(async move {
-                // EPIPE (the child exited without reading) and other write errors do not matter: the
-                // outcome is decided by the exit and the output alone.
-                let _ = sender.write_all(&bytes).await;
-            }))
-        }
-        _ => None,
-    };
-    Ok(Started {
+    Ok(RawChild {
         pid,
-        exit,
-        stdout,
-        stderr,
-        stdin_writer,
+        stdout: out_r,
+        stderr: err_r,
+        stdin: stdin_pipe.map(|(_read, write)| write),
     })
+}
+
+impl RawChild {
+    /// The async half: watch the exit, register the pipes, start writing stdin. Must run inside the
+    /// tokio runtime that will supervise the child.
+    pub(crate) fn attach(
+        self,
+        program: &str,
+        stdin: Option<Vec<u8>>,
+    ) -> Result<Started, SpawnError> {
+        let exit = ExitWatcher::new(self.pid);
+        let os = |source: io::Error| {
+            // Cannot happen for our own pipes; fail closed rather than supervise a half-wired child
+            // (`exit` reaps it once it dies).
+            crate::signal::signal_group(self.pid, nix::sys::signal::Signal::SIGKILL);
+            SpawnError::Os {
+                program: program.to_owned(),
+                source,
+            }
+        };
+        let stdout = pipe::Receiver::from_owned_fd(self.stdout).map_err(os)?;
+        let stderr = pipe::Receiver::from_owned_fd(self.stderr).map_err(os)?;
+        let stdin_writer = match (stdin, self.stdin) {
+            (Some(bytes), Some(write)) => {
+                let mut sender = pipe::Sender::from_owned_fd(write).map_err(os)?;
+                Some(tokio::spawn(async move {
+                    // EPIPE (the child exited without reading) and other write errors do not matter:
+                    // the outcome is decided by the exit and the output alone.
+                    let _ = sender.write_all(&bytes).await;
+                }))
+            }
+            _ => None,
+        };
+        Ok(Started {
+            pid: self.pid,
+            exit,
+            stdout,
+            stderr,
+            stdin_writer,
+        })
+    }
 }
 
 fn c_string(bytes: &[u8]) -> io::Result<CString> {

@@ -186,6 +186,20 @@ impl Handler<ToolCall> for ToolBash {
     }
 }
 
+/// A reply from another actor as tool text: a closed mailbox says which actor is gone; an error keeps
+/// its own message.
+fn flatten<T, E: std::fmt::Display>(
+    reply: Result<Result<T, E>, MailboxError>,
+    actor: &str,
+) -> Result<T, String> {
+    reply
+        .map_err(|_| format!("the {actor} is not running"))?
+        .map_err(|err| err.to_string())
+}
+
+const EXECUTOR: &str = "bash executor";
+const REGISTRY: &str = "task registry";
+
 /// A relative `workdir` resolves against the workspace; an absolute one is used as given.
 fn resolve_workdir(workdir: Option<String>, workspace: Option<&Path>) -> Option<PathBuf> {
     match (workdir.map(PathBuf::from), workspace) {
@@ -222,39 +236,19 @@ async fn bash(
         },
         ..BashExecRequest::default()
     };
-    let unavailable = |_| "the bash executor is not running".to_owned();
-    let spec = executor
-        .resolve
-        .send(Resolve(request))
-        .await
-        .map_err(unavailable)?
-        .map_err(|e| e.to_string())?;
+    let spec = flatten(executor.resolve.send(Resolve(request)).await, EXECUTOR)?;
     if args.run_in_background {
-        let handle = executor
-            .start
-            .send(Start(spec))
-            .await
-            .map_err(unavailable)?
-            .map_err(|e| e.to_string())?;
+        let handle = flatten(executor.start.send(Start(spec)).await, EXECUTOR)?;
         let register = Register {
             kind: "bash".into(),
             label: args.command,
             owner: call.caller,
             producer: Box::new(handle),
         };
-        let id = registry
-            .send(register)
-            .await
-            .map_err(|_| "the task registry is not running".to_owned())?
-            .map_err(|e| e.to_string())?;
+        let id = flatten(registry.send(register).await, REGISTRY)?;
         return Ok(ToolResult::ok(render_started(&id)));
     }
-    let result = executor
-        .run
-        .send(Run(spec))
-        .await
-        .map_err(unavailable)?
-        .map_err(|e| e.to_string())?;
+    let result = flatten(executor.run.send(Run(spec)).await, EXECUTOR)?;
     if result.aborted {
         return Err("command aborted".into());
     }
@@ -264,11 +258,7 @@ async fn bash(
 async fn bash_output(registry: &Addr<TaskRegistry>, call: ToolCall) -> Result<ToolResult, String> {
     let id = parse_task_id(&call.arguments)?;
     let caller = call.caller.map(|c| c.session_id);
-    let reply = registry
-        .send(ReadTask { id, caller })
-        .await
-        .map_err(|_| "the task registry is not running".to_owned())?
-        .map_err(|e| e.to_string())?;
+    let reply = flatten(registry.send(ReadTask { id, caller }).await, REGISTRY)?;
     Ok(ToolResult::ok(render_read(
         &reply.output,
         &reply.snapshot.status,
@@ -278,14 +268,15 @@ async fn bash_output(registry: &Addr<TaskRegistry>, call: ToolCall) -> Result<To
 async fn bash_kill(registry: &Addr<TaskRegistry>, call: ToolCall) -> Result<ToolResult, String> {
     let id = parse_task_id(&call.arguments)?;
     let caller = call.caller.map(|c| c.session_id);
-    let reply = registry
-        .send(KillTask {
-            id: id.clone(),
-            caller,
-        })
-        .await
-        .map_err(|_| "the task registry is not running".to_owned())?
-        .map_err(|e| e.to_string())?;
+    let reply = flatten(
+        registry
+            .send(KillTask {
+                id: id.clone(),
+                caller,
+            })
+            .await,
+        REGISTRY,
+    )?;
     Ok(ToolResult::ok(render_kill(
         &id,
         reply.outcome == KillOutcome::Killed,

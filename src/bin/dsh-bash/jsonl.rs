@@ -21,7 +21,7 @@ use tokio::task::JoinSet;
 
 use crate::flags::RuntimeFlags;
 use crate::notices::session_agent;
-use crate::signals::Interrupts;
+use crate::signals::{self, Interrupts};
 
 /// Output lines go through one writer task so concurrent replies never interleave.
 type Out = mpsc::UnboundedSender<String>;
@@ -190,15 +190,7 @@ pub async fn main(flags: RuntimeFlags) -> Result<i32, String> {
     };
     if interrupted {
         // Kill everything now; the running calls are answered with what they got.
-        let shutdown = runtime.shutdown();
-        tokio::pin!(shutdown);
-        tokio::select! {
-            () = &mut shutdown => {}
-            () = interrupts.next() => {
-                runtime.kill_all_now();
-                shutdown.await;
-            }
-        }
+        signals::shutdown(&runtime, &mut interrupts).await;
     }
     while server.calls.join_next().await.is_some() {}
     runtime.shutdown().await;

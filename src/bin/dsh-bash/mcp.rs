@@ -18,7 +18,7 @@ use serde_json::Value;
 
 use crate::flags::RuntimeFlags;
 use crate::notices::session_agent;
-use crate::signals::Interrupts;
+use crate::signals::{self, Interrupts};
 
 /// The connection's session: its agent identity and the notices not yet shown to the model.
 struct Session {
@@ -195,14 +195,6 @@ pub async fn main(flags: RuntimeFlags) -> Result<i32, String> {
             cancel.cancel();
         }
     }
-    let shutdown = runtime.shutdown();
-    tokio::pin!(shutdown);
-    tokio::select! {
-        () = &mut shutdown => {}
-        () = interrupts.next() => {
-            runtime.kill_all_now();
-            shutdown.await;
-        }
-    }
+    signals::shutdown(&runtime, &mut interrupts).await;
     Ok(0)
 }

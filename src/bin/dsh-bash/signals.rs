@@ -4,6 +4,7 @@
 //! The streams are created once and kept: tokio delivers a signal only to streams that exist when it
 //! arrives, so a stream made afresh in a loop can miss one (and the default action no longer applies).
 
+use dsh::Runtime;
 use tokio::signal::unix::{Signal, SignalKind, signal};
 
 /// SIGINT and SIGTERM, installed once.
@@ -36,6 +37,19 @@ impl Interrupts {
                 }
             }
             None => std::future::pending().await,
+        }
+    }
+}
+
+/// Kills and joins every process of `runtime`; a signal arriving meanwhile SIGKILLs every group at once.
+pub async fn shutdown(runtime: &Runtime, interrupts: &mut Interrupts) {
+    let shutdown = runtime.shutdown();
+    tokio::pin!(shutdown);
+    tokio::select! {
+        () = &mut shutdown => {}
+        () = interrupts.next() => {
+            runtime.kill_all_now();
+            shutdown.await;
         }
     }
 }

@@ -8,7 +8,6 @@
 //! - [`spec`], [`env`], [`abort`]: what a spawn is given; the credential scrub and `DSH_*` channels.
 //! - `spawn`, `reap`, `driver`: plain tokio + nix code that starts one child (`posix_spawn` into a new
 //!   session), reaps it through its pidfd, and supervises it to settlement.
-//! - `spawner`: the thread that runs `posix_spawn` while other children are being supervised.
 //! - [`collector`], [`spill`]: per-stream bounded output and spill files.
 //! - [`signal`]: group signalling and `/proc` liveness probes.
 //! - [`manager`], [`group`]: the two actors, thin owners around the code above.
@@ -29,7 +28,6 @@ pub mod policy;
 mod reap;
 pub mod signal;
 mod spawn;
-mod spawner;
 pub mod spec;
 pub mod spill;
 

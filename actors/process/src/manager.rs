@@ -36,7 +36,6 @@ use crate::outcome::{ProcessOutcome, ReadResult, StreamKind};
 use crate::policy::{Admission, AdmitAll, Load, Settled, StragglerAction, SupervisorPolicy};
 use crate::signal::{group_exists, live_group_members, signal_group};
 use crate::spawn::{ProgramCache, RawChild, Started, check_workdir, spawn_raw};
-use crate::spawner::{SpawnJob, Spawner};
 use crate::spec::ProcessSpawnSpec;
 use crate::spill::create_private_dir;
 
@@ -184,11 +183,12 @@ struct Queued {
     reply: Reply,
 }
 
-/// An admitted spawn while its `posix_spawn` runs.
+/// An admitted spawn waiting for its turn (see `launch_next`).
 struct Launch {
     spec: ProcessSpawnSpec,
     env: ChildEnv,
     spill_dir: PathBuf,
+    program: PathBuf,
     reply: Reply,
 }
 
@@ -212,8 +212,10 @@ pub struct ProcessManager {
     programs: ProgramCache,
     /// Admitted spawns whose `posix_spawn` has not finished yet.
     starting: usize,
-    /// The thread that spawns while children are running.
-    spawner: Spawner,
+    /// Admitted spawns waiting for their turn, oldest first.
+    pending: VecDeque<Launch>,
+    /// A `launch_next` chain is under way.
+    launching: bool,
     /// Woken when no spawn is in flight (shutdown waits for that).
     idle_waiters: Vec<oneshot::Sender<()>>,
 }
@@ -233,7 +235,8 @@ impl ProcessManager {
             ambient: scrub_ambient(std::env::vars_os()),
             programs: ProgramCache::default(),
             starting: 0,
-            spawner: Spawner::default(),
+            pending: VecDeque::new(),
+            launching: false,
             idle_waiters: Vec::new(),
         }
     }
@@ -266,9 +269,8 @@ impl ProcessManager {
         Ok(dir)
     }
 
-    /// Starts an admitted spawn. With nothing else live or starting it spawns right here (lowest
-    /// latency); otherwise `posix_spawn`, which blocks until the child has exec'd, runs on the spawner
-    /// thread, so a burst of spawns never stalls the supervision of children that are already running.
+    /// Starts an admitted spawn: checks it, then queues it for [`Self::launch_next`], which spawns one
+    /// child per turn of this thread.
     fn launch(
         &mut self,
         spec: ProcessSpawnSpec,
@@ -292,41 +294,55 @@ impl ProcessManager {
             }
         };
         self.starting += 1;
-        let launch = Launch {
+        self.pending.push_back(Launch {
             spec,
             env,
             spill_dir,
+            program,
             reply,
+        });
+        if !self.launching {
+            self.launching = true;
+            if self.live == 0 && self.pending.len() == 1 {
+                // Nothing to supervise yet: spawn at once, with no extra turn.
+                self.launch_next(ctx);
+            } else {
+                self.yield_then_launch(ctx);
+            }
+        }
+    }
+
+    /// Lets the other tasks of this thread run, then spawns the next pending launch.
+    fn yield_then_launch(&mut self, ctx: &mut Context<Self>) {
+        ctx.spawn(
+            tokio::task::yield_now()
+                .into_actor(self)
+                .map(|(), manager, ctx| manager.launch_next(ctx)),
+        );
+    }
+
+    /// Spawns the oldest pending launch right here, then, if more are pending, yields to the other
+    /// tasks of this thread (the supervisors of running children) before spawning the next. A burst of
+    /// spawns thus interleaves with exits and reads instead of holding them all back, without a second
+    /// thread competing for the cores. A lone spawn runs at once, with no extra hop.
+    fn launch_next(&mut self, ctx: &mut Context<Self>) {
+        let Some(launch) = self.pending.pop_front() else {
+            self.launching = false;
+            return;
         };
-        if self.live == 0 && self.starting == 1 {
-            let raw = spawn_raw(
-                &program,
-                &launch.spec.argv,
-                &launch.spec.cwd,
-                &launch.env,
-                launch.spec.stdin.is_some(),
-            );
-            self.finish_launch(raw, launch, ctx);
+        let raw = spawn_raw(
+            &launch.program,
+            &launch.spec.argv,
+            &launch.spec.cwd,
+            &launch.env,
+            launch.spec.stdin.is_some(),
+        );
+        self.finish_launch(raw, launch, ctx);
+        if self.pending.is_empty() {
+            self.launching = false;
             return;
         }
-        let (done, result) = oneshot::channel();
-        self.spawner.submit(SpawnJob {
-            program,
-            argv: launch.spec.argv.clone(),
-            cwd: launch.spec.cwd.clone(),
-            env: launch.env.clone(),
-            with_stdin: launch.spec.stdin.is_some(),
-            done,
-        });
-        ctx.spawn(result.into_actor(self).map(move |result, manager, ctx| {
-            let raw = result.unwrap_or_else(|_| {
-                Err(SpawnError::Os {
-                    program: launch.spec.argv[0].clone(),
-                    source: std::io::Error::other("the spawner thread is gone"),
-                })
-            });
-            manager.finish_launch(raw, launch, ctx);
-        }));
+        self.yield_then_launch(ctx);
     }
 
     /// Attaches a freshly spawned child (or reports why it failed), then lets queued spawns and a
@@ -343,6 +359,7 @@ impl ProcessManager {
             env,
             spill_dir,
             reply,
+            ..
         } = launch;
         let started = raw.and_then(|raw| raw.attach(&spec.argv[0], spec.stdin.clone()));
         match started {
@@ -677,6 +694,10 @@ impl Handler<Shutdown> for ProcessManager {
         self.shutting_down = true;
         for queued in self.queue.drain(..) {
             let _ = queued.reply.send(Err(SpawnError::ShutDown));
+        }
+        for launch in self.pending.drain(..) {
+            self.starting -= 1;
+            let _ = launch.reply.send(Err(SpawnError::ShutDown));
         }
         let idle = if self.starting == 0 {
             None

@@ -405,3 +405,33 @@ async fn the_handle_works_from_plain_tokio_code_on_another_thread() {
     let r = rt.call(ToolCall::new("bash", bash_args("echo late"))).await;
     assert!(r.is_error, "calls after shutdown are errors: {}", r.text);
 }
+
+#[actix_rt::test]
+async fn dropping_the_last_handle_kills_and_joins_everything() {
+    let rt = dsh::Runtime::builder()
+        .grace_ms(200)
+        .start()
+        .expect("own-thread runtime");
+    let id = start_bg(&rt, None, "echo $$; exec sleep 300").await;
+    let seen = poll_output(&rt, None, &id, |s| {
+        s.lines().any(|l| l.parse::<i32>().is_ok())
+    })
+    .await;
+    let pid: i32 = seen.lines().find_map(|l| l.parse().ok()).unwrap();
+    assert!(dsh::actors::process::signal::pid_is_live(pid));
+    let clone = rt.clone();
+    drop(rt);
+    assert!(
+        dsh::actors::process::signal::pid_is_live(pid),
+        "a clone still holds the runtime"
+    );
+    drop(clone);
+    let deadline = std::time::Instant::now() + SOON;
+    while dsh::actors::process::signal::pid_is_live(pid) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the task outlived the last handle"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}

@@ -224,22 +224,29 @@ fn output_flood(c: &mut Criterion, system: &actix::SystemRunner) {
     system.block_on(runtime.shutdown());
 }
 
-/// Peak RSS of the `dsh-bash` process (the whole runtime) flooding 1 GiB, from `getrusage` of the waited
-/// child: dsh-bash is the largest of its own process tree.
+/// Peak RSS (VmHWM) of the `dsh-bash` process — the whole runtime — while it floods 1 GiB, read from
+/// `/proc/<pid>/status` until it exits (VmHWM only grows, so the last reading is the peak).
 fn flood_peak_rss_mib() -> f64 {
-    let before = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_CHILDREN)
-        .unwrap()
-        .max_rss();
-    let status = Command::new(env!("CARGO_BIN_EXE_dsh-bash"))
+    let mut child = Command::new(env!("CARGO_BIN_EXE_dsh-bash"))
         .args(["run", "--", FLOOD])
-        .output()
+        .stdout(std::process::Stdio::null())
+        .spawn()
         .unwrap();
-    assert!(status.status.success());
-    let after = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_CHILDREN)
-        .unwrap()
-        .max_rss();
-    assert!(after >= before);
-    after as f64 / 1024.0
+    let status_path = format!("/proc/{}/status", child.id());
+    let mut peak_kib = 0u64;
+    loop {
+        if let Ok(status) = std::fs::read_to_string(&status_path)
+            && let Some(hwm) = status.lines().find(|l| l.starts_with("VmHWM:"))
+        {
+            peak_kib = peak_kib.max(hwm.split_whitespace().nth(1).unwrap().parse().unwrap());
+        }
+        if let Some(exit) = child.try_wait().unwrap() {
+            assert!(exit.success());
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    peak_kib as f64 / 1024.0
 }
 
 /// Spawn latency measured in pairs: each round runs one dsh call, one raw tokio command and one direct

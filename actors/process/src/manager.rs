@@ -210,14 +210,10 @@ pub struct ProcessManager {
     ambient: std::collections::BTreeMap<std::ffi::OsString, std::ffi::OsString>,
     /// Where programs were found on `PATH`, so a spawn does not search it again.
     programs: ProgramCache,
-    /// Admitted spawns whose `posix_spawn` has not finished yet.
-    starting: usize,
     /// Admitted spawns waiting for their turn, oldest first.
     pending: VecDeque<Launch>,
     /// A `launch_next` chain is under way.
     launching: bool,
-    /// Woken when no spawn is in flight (shutdown waits for that).
-    idle_waiters: Vec<oneshot::Sender<()>>,
 }
 
 impl ProcessManager {
@@ -234,10 +230,8 @@ impl ProcessManager {
             shutting_down: false,
             ambient: scrub_ambient(std::env::vars_os()),
             programs: ProgramCache::default(),
-            starting: 0,
             pending: VecDeque::new(),
             launching: false,
-            idle_waiters: Vec::new(),
         }
     }
 
@@ -293,7 +287,6 @@ impl ProcessManager {
                 return;
             }
         };
-        self.starting += 1;
         self.pending.push_back(Launch {
             spec,
             env,
@@ -345,15 +338,13 @@ impl ProcessManager {
         self.yield_then_launch(ctx);
     }
 
-    /// Attaches a freshly spawned child (or reports why it failed), then lets queued spawns and a
-    /// pending shutdown proceed.
+    /// Attaches a freshly spawned child (or reports why it failed), then lets queued spawns proceed.
     fn finish_launch(
         &mut self,
         raw: Result<RawChild, SpawnError>,
         launch: Launch,
         ctx: &mut Context<Self>,
     ) {
-        self.starting -= 1;
         let Launch {
             spec,
             env,
@@ -371,10 +362,8 @@ impl ProcessManager {
             }
             Ok(started) => {
                 let spawned = self.register(started, spec, spill_dir, ctx);
-                // Nobody is waiting for it any more, or we are shutting down: never leave it unsupervised.
-                let abandoned = reply.send(Ok(spawned.clone())).is_err();
-                let shutting_down = self.shutting_down;
-                if (abandoned || shutting_down)
+                // Nobody is waiting for it any more: never leave it unsupervised.
+                if reply.send(Ok(spawned.clone())).is_err()
                     && let Ok(slot) = self.slot_mut(spawned.id)
                     && let SlotState::Live {
                         group,
@@ -382,17 +371,12 @@ impl ProcessManager {
                         ..
                     } = &mut slot.state
                 {
-                    *release_when_settled = !shutting_down;
+                    *release_when_settled = true;
                     group.do_send(KillGroup);
                 }
             }
         }
         self.admit_queued(ctx);
-        if self.starting == 0 {
-            for waiter in self.idle_waiters.drain(..) {
-                let _ = waiter.send(());
-            }
-        }
     }
 
     /// Puts a started child under a new `ProcessGroup` actor and records it.
@@ -455,7 +439,7 @@ impl ProcessManager {
                 continue;
             }
             let load = Load {
-                running: self.live + self.starting,
+                running: self.live + self.pending.len(),
                 queued: self.queue.len() - 1,
             };
             let admission = self.config.policy.admit(load);
@@ -520,7 +504,7 @@ impl Handler<Spawn> for ProcessManager {
             }
             Ok(env) => {
                 let load = Load {
-                    running: self.live + self.starting,
+                    running: self.live + self.pending.len(),
                     queued: self.queue.len(),
                 };
                 match self.config.policy.admit(load) {
@@ -688,33 +672,19 @@ impl Handler<KillAllNow> for ProcessManager {
 impl Handler<Shutdown> for ProcessManager {
     type Result = ResponseActFuture<Self, ()>;
 
-    /// Refuses queued spawns, waits for spawns already under way (each is killed as it lands), then
-    /// kills every live group, joins them, kills stragglers and removes the private spill directory.
+    /// Refuses queued and pending spawns (spawning is synchronous, so none is half done), then kills
+    /// every live group, joins them, kills stragglers and removes the private spill directory.
     fn handle(&mut self, _: Shutdown, _: &mut Self::Context) -> Self::Result {
         self.shutting_down = true;
         for queued in self.queue.drain(..) {
             let _ = queued.reply.send(Err(SpawnError::ShutDown));
         }
         for launch in self.pending.drain(..) {
-            self.starting -= 1;
             let _ = launch.reply.send(Err(SpawnError::ShutDown));
         }
-        let idle = if self.starting == 0 {
-            None
-        } else {
-            let (tx, rx) = oneshot::channel();
-            self.idle_waiters.push(tx);
-            Some(rx)
-        };
-        let spawns_landed = async move {
-            if let Some(idle) = idle {
-                let _ = idle.await;
-            }
-        };
         Box::pin(
-            spawns_landed
+            self.kill_and_join_live()
                 .into_actor(self)
-                .then(|(), manager, _| manager.kill_and_join_live().into_actor(manager))
                 .then(|(), manager, _| {
                     kill_stragglers(std::mem::take(&mut manager.stragglers)).into_actor(manager)
                 })

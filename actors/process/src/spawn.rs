@@ -66,44 +66,35 @@ pub(crate) struct ProgramCache {
 }
 
 impl ProgramCache {
-    fn resolve(&mut self, name: &str, path: Option<&OsStr>) -> Option<PathBuf> {
-        let key = (path.map(OsStr::to_os_string), name.to_owned());
-        if let Some(found) = self.found.get(&key) {
-            return Some(found.clone());
-        }
-        let found = find_program(name, path)?;
-        self.found.insert(key, found.clone());
-        Some(found)
+    fn key(name: &str, env: &BTreeMap<OsString, OsString>) -> (Option<OsString>, String) {
+        (env.get(OsStr::new("PATH")).cloned(), name.to_owned())
     }
 
-    fn forget(&mut self, name: &str, path: Option<&OsStr>) {
-        self.found
-            .remove(&(path.map(OsStr::to_os_string), name.to_owned()));
-    }
-}
-
-impl ProgramCache {
     /// Looks `argv[0]` up on the child's `PATH` (cached). `ENOENT` when it is not there.
     pub(crate) fn program_for(
         &mut self,
         name: &str,
         env: &BTreeMap<OsString, OsString>,
     ) -> Result<PathBuf, SpawnError> {
-        let path = env.get(OsStr::new("PATH")).map(OsString::as_os_str);
-        self.resolve(name, path).ok_or_else(|| SpawnError::Os {
+        let key = Self::key(name, env);
+        if let Some(found) = self.found.get(&key) {
+            return Ok(found.clone());
+        }
+        let found = find_program(name, key.0.as_deref()).ok_or_else(|| SpawnError::Os {
             program: name.to_owned(),
             source: io::Error::from_raw_os_error(libc::ENOENT),
-        })
+        })?;
+        self.found.insert(key, found.clone());
+        Ok(found)
     }
 
     /// Drops the cached location of `name` after a spawn from it failed.
     pub(crate) fn forget_program(&mut self, name: &str, env: &BTreeMap<OsString, OsString>) {
-        self.forget(name, env.get(OsStr::new("PATH")).map(OsString::as_os_str));
+        self.found.remove(&Self::key(name, env));
     }
 }
 
-/// A child started by `posix_spawn` but not yet attached to the async runtime. `Send`, so the blocking
-/// spawn can run on any thread.
+/// A child started by `posix_spawn`, before its pipes and exit are attached to the async runtime.
 #[derive(Debug)]
 pub(crate) struct RawChild {
     pid: i32,
@@ -113,7 +104,7 @@ pub(crate) struct RawChild {
 }
 
 /// The blocking half of a start: pipes and `posix_spawn` of the resolved `program`. Blocks until the
-/// child has exec'd, so the manager runs it off its thread when other spawns are in flight.
+/// child has exec'd, which is why the manager spawns one child per scheduler turn.
 pub(crate) fn spawn_raw(
     program: &Path,
     argv: &[String],

@@ -8,9 +8,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use actix::prelude::*;
-use dsh_process::{
-    AbortSignal, ProcessManager, ProcessSpawnSpec, Release, Spawn, SpawnError, Wait,
-};
+use dsh_process::{AbortSignal, ProcessManager, ProcessSpawnSpec, Release, Spawn, SpawnError};
 use tokio::time::{Instant, sleep_until};
 
 use crate::background::BashProcess;
@@ -103,7 +101,8 @@ async fn run(
         .map_err(|_| ExecError::ManagerGone)??;
     let deadline = Instant::now() + Duration::from_millis(spec.timeout_ms);
     let caller_abort = spec.abort.clone();
-    let wait = manager.send(Wait { id: spawned.id });
+    // Straight from the process's supervisor, not through the manager's mailbox.
+    let wait = spawned.output.settled();
     tokio::pin!(wait);
     let mut cause = None;
     let outcome = loop {
@@ -120,7 +119,7 @@ async fn run(
         }
     };
     manager.do_send(Release { id: spawned.id });
-    let outcome = outcome.map_err(|_| ExecError::ManagerGone)??;
+    let outcome = outcome.ok_or(ExecError::ManagerGone)?;
     Ok(BashRunResult {
         exit_code: outcome.exit_code,
         signal: outcome.signal,

@@ -23,7 +23,7 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use nix::sys::signal::Signal;
 use tokio::net::unix::pipe;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, sleep_until};
 
@@ -47,20 +47,41 @@ pub struct SharedOutput {
     stdout: Arc<Mutex<OutputCollector>>,
     stderr: Arc<Mutex<OutputCollector>>,
     outcome: Arc<OnceLock<ProcessOutcome>>,
+    /// Flips to `true` right after `outcome` is set; closed if the driver is dropped unsettled.
+    settled: watch::Receiver<bool>,
 }
 
+/// The driver's end of [`SharedOutput::settled`]: dropping it unsettled wakes waiters with `None`.
+pub(crate) struct SettleSignal(watch::Sender<bool>);
+
 impl SharedOutput {
-    pub(crate) fn new(stdout: OutputCollector, stderr: OutputCollector) -> Self {
-        Self {
+    pub(crate) fn new(stdout: OutputCollector, stderr: OutputCollector) -> (Self, SettleSignal) {
+        let (tx, rx) = watch::channel(false);
+        let output = Self {
             stdout: Arc::new(Mutex::new(stdout)),
             stderr: Arc::new(Mutex::new(stderr)),
             outcome: Arc::new(OnceLock::new()),
-        }
+            settled: rx,
+        };
+        (output, SettleSignal(tx))
     }
 
     /// The outcome, once the process has settled (set before the manager hears of it).
     pub fn outcome(&self) -> Option<&ProcessOutcome> {
         self.outcome.get()
+    }
+
+    /// Waits for the process to settle and returns its outcome, straight from its driver: no actor's
+    /// mailbox lies between the child's exit and this future waking. `None` if the driver was dropped
+    /// before the process settled (its actor system stopped; the driver killed the group as it went).
+    pub async fn settled(&self) -> Option<ProcessOutcome> {
+        if let Some(outcome) = self.outcome.get() {
+            return Some(outcome.clone());
+        }
+        let mut settled = self.settled.clone();
+        // An error means the sender is gone; the outcome may still have been set just before.
+        let _ = settled.wait_for(|settled| *settled).await;
+        self.outcome.get().cloned()
     }
 
     fn lock(&self, stream: StreamKind) -> MutexGuard<'_, OutputCollector> {
@@ -135,6 +156,7 @@ pub(crate) struct Driver {
     stderr: Option<pipe::Receiver>,
     stdin_writer: Option<JoinHandle<()>>,
     output: SharedOutput,
+    settle_signal: SettleSignal,
     grace: Duration,
     abort: Option<AbortSignal>,
     control: mpsc::UnboundedReceiver<Control>,
@@ -145,6 +167,7 @@ impl Driver {
     pub(crate) fn new(
         started: Started,
         output: SharedOutput,
+        settle_signal: SettleSignal,
         grace: Duration,
         abort: Option<AbortSignal>,
         control: mpsc::UnboundedReceiver<Control>,
@@ -160,6 +183,7 @@ impl Driver {
             stderr: Some(started.stderr),
             stdin_writer: started.stdin_writer,
             output,
+            settle_signal,
             grace,
             abort,
             control,
@@ -278,6 +302,7 @@ impl Driver {
             signals_sent,
         };
         let _ = self.output.outcome.set(outcome.clone());
+        self.settle_signal.0.send_replace(true);
         outcome
     }
 }
@@ -318,5 +343,63 @@ async fn wait_abort(abort: Option<&AbortSignal>) {
     match abort {
         Some(signal) => signal.aborted().await,
         None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shared_output() -> (SharedOutput, SettleSignal) {
+        SharedOutput::new(
+            OutputCollector::new(StreamKind::Stdout, 1024, 0, None),
+            OutputCollector::new(StreamKind::Stderr, 1024, 0, None),
+        )
+    }
+
+    #[actix_rt::test]
+    async fn settled_is_none_when_the_driver_goes_away_unsettled() {
+        let (output, signal) = shared_output();
+        let waiter = actix_rt::spawn({
+            let output = output.clone();
+            async move { output.settled().await }
+        });
+        drop(signal);
+        let settled = tokio::time::timeout(Duration::from_secs(30), waiter)
+            .await
+            .expect("a waiter must wake when the driver is dropped")
+            .unwrap();
+        assert!(settled.is_none());
+    }
+
+    #[actix_rt::test]
+    async fn settled_wakes_every_waiter_with_the_outcome() {
+        let (output, signal) = shared_output();
+        let waiters: Vec<_> = (0..3)
+            .map(|_| {
+                let output = output.clone();
+                actix_rt::spawn(async move { output.settled().await })
+            })
+            .collect();
+        let outcome = ProcessOutcome {
+            exit_code: Some(7),
+            signal: None,
+            stdout: output.finalize(StreamKind::Stdout),
+            stderr: output.finalize(StreamKind::Stderr),
+            settlement: Settlement::Closed,
+            signals_sent: Vec::new(),
+        };
+        output.outcome.set(outcome).unwrap();
+        signal.0.send_replace(true);
+        for waiter in waiters {
+            let settled = tokio::time::timeout(Duration::from_secs(30), waiter)
+                .await
+                .expect("every waiter wakes")
+                .unwrap();
+            assert_eq!(settled.and_then(|o| o.exit_code), Some(7));
+        }
+        // A late caller gets the outcome at once, and the signal's end no longer matters.
+        drop(signal);
+        assert_eq!(output.settled().await.and_then(|o| o.exit_code), Some(7));
     }
 }

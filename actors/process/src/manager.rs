@@ -388,7 +388,7 @@ impl ProcessManager {
         ctx: &mut Context<Self>,
     ) -> SpawnedProcess {
         let pid = started.pid;
-        let output = SharedOutput::new(
+        let (output, settle_signal) = SharedOutput::new(
             OutputCollector::new(
                 StreamKind::Stdout,
                 spec.stdout_max_bytes,
@@ -403,7 +403,14 @@ impl ProcessManager {
             ),
         );
         let (control_tx, control_rx) = mpsc::unbounded_channel();
-        let driver = Driver::new(started, output.clone(), spec.grace, spec.abort, control_rx);
+        let driver = Driver::new(
+            started,
+            output.clone(),
+            settle_signal,
+            spec.grace,
+            spec.abort,
+            control_rx,
+        );
         self.generation += 1;
         let entry = self.slots.vacant_entry();
         let id = ProcessId {

@@ -45,6 +45,25 @@ async fn pm_03_settled_process_leaves_the_live_set() {
 }
 
 #[actix_rt::test]
+async fn settled_outcome_comes_from_the_driver_and_matches_wait() {
+    let h = Harness::new();
+    let spawned = h.spawn(h.spec("echo direct; exit 3")).await.unwrap();
+    let direct = within(SOON, spawned.output.settled())
+        .await
+        .expect("the driver settles");
+    assert_eq!(
+        (direct.exit_code, direct.stdout.text.as_str()),
+        (Some(3), "direct\n")
+    );
+    let waited = h.wait(spawned.id).await;
+    assert_eq!(
+        (waited.exit_code, waited.stdout.text),
+        (direct.exit_code, direct.stdout.text)
+    );
+    h.shutdown().await;
+}
+
+#[actix_rt::test]
 async fn pm_04_shutdown_tolerates_a_failed_spawn() {
     let h = Harness::new();
     let mut spec = h.spec("true");

@@ -3,7 +3,9 @@
 //!   their ends. Reports runtime RSS per live task, `bash_output` p99 while all 1,000 run, and the time from
 //!   the first kill until every task has ended and been joined.
 //! - notices: 1,000 owned background tasks that print the time and exit — every notice delivered exactly
-//!   once, and the p99 from exit to notice.
+//!   once, and the p99 from exit to notice. Beside it, the raw baseline: the same commands in the same
+//!   bursts through tokio, timed from the printed time to `wait` returning, which shows how much of the
+//!   figure is the children's own exit competing for the cores.
 
 #[path = "support/mod.rs"]
 mod support;
@@ -184,6 +186,50 @@ async fn notices_cycle(runtime: &Runtime, session: &str, batch: usize) -> (f64, 
     )
 }
 
+/// The raw baseline of `notices_cycle`: the same 1,000 commands started in the same bursts through
+/// tokio, each awaited by a task of its own; the latency is from the printed time to `wait` returning.
+/// Under a burst the children's own exit competes for the two cores, and this shows how much of
+/// dsh's exit→notice figure that contention accounts for.
+async fn raw_exit_cycle(batch: usize) -> (f64, f64) {
+    let latencies: Arc<Mutex<Vec<Duration>>> = Arc::default();
+    let mut waiters = Vec::with_capacity(TASKS);
+    for _burst in 0..TASKS / batch {
+        for _ in 0..batch {
+            let child = tokio::process::Command::new("bash")
+                .args(["-c", "exec date +%s%N"])
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .expect("raw bash");
+            let latencies = latencies.clone();
+            waiters.push(actix::spawn(async move {
+                let output = child.wait_with_output().await.expect("raw wait");
+                let now = SystemTime::now()
+                    .duration_since(UNIX_EPOCH)
+                    .unwrap()
+                    .as_nanos();
+                let printed: u128 = String::from_utf8_lossy(&output.stdout)
+                    .trim()
+                    .parse()
+                    .expect("date output");
+                latencies
+                    .lock()
+                    .unwrap()
+                    .push(Duration::from_nanos(now.saturating_sub(printed) as u64));
+            }));
+            // Let the waiters of earlier children run between spawns (a spawn blocks this thread).
+            tokio::task::yield_now().await;
+        }
+    }
+    futures::future::join_all(waiters).await;
+    let mut latencies = latencies.lock().unwrap().clone();
+    (
+        support::percentile_ms(&mut latencies.clone(), 50.0),
+        support::percentile_ms(&mut latencies, 99.0),
+    )
+}
+
 fn main() {
     let system = actix::System::new();
     let mut c = Criterion::default().configure_from_args();
@@ -229,6 +275,19 @@ fn main() {
             })
         })
     });
+    let raw: Arc<Mutex<Vec<(f64, f64)>>> = Arc::default();
+    group.bench_function("raw_tokio_exit_to_wait", |b| {
+        b.iter_custom(|iters| {
+            system.block_on(async {
+                let start = Instant::now();
+                for _ in 0..iters {
+                    let latency = raw_exit_cycle(100).await;
+                    raw.lock().unwrap().push(latency);
+                }
+                start.elapsed()
+            })
+        })
+    });
     group.finish();
     c.final_summary();
     // The same 1,000 tasks started one after another (an agent starting its tasks in turn).
@@ -266,6 +325,16 @@ fn main() {
     if let Some((p50, p99)) = sequential {
         println!(
             "RESULT notices, 1,000 tasks started one at a time: exit->notice p50 {p50:.2} ms, p99 {p99:.2} ms (target <= 10)"
+        );
+    }
+    let raw = raw.lock().unwrap();
+    if !raw.is_empty() {
+        let mut p99s: Vec<f64> = raw.iter().map(|n| n.1).collect();
+        p99s.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        println!(
+            "RESULT raw tokio baseline, same bursts of 100: exit->wait p50 {:.2} ms, p99 median {:.2} ms",
+            raw[0].0,
+            p99s[p99s.len() / 2]
         );
     }
     println!(

@@ -89,6 +89,18 @@ fn status_field(field: &str) -> u64 {
     line.split_whitespace().nth(1).unwrap().parse().unwrap()
 }
 
+/// Whether this run measures (`cargo bench` passes `--bench`), as opposed to criterion's test mode,
+/// where each bench runs once to check that it works and the extra paired rounds are skipped.
+pub fn measuring() -> bool {
+    std::env::args().any(|arg| arg == "--bench")
+}
+
+/// The median of durations, in milliseconds.
+pub fn median_ms(values: &mut [Duration]) -> f64 {
+    values.sort();
+    values[values.len() / 2].as_secs_f64() * 1e3
+}
+
 /// The p-th percentile (0..=100) of durations, in milliseconds.
 pub fn percentile_ms(values: &mut [Duration], p: f64) -> f64 {
     values.sort();

@@ -176,6 +176,14 @@ fn malformed_lines_get_an_error_and_the_server_goes_on() {
             "{line}: {reply}"
         );
     }
+    // A line that is not UTF-8 (binary junk) is malformed too, not the end of the input.
+    let stdin = server.stdin.as_mut().expect("stdin open");
+    stdin.write_all(b"\xff\xfe{\"id\": 9}\n").unwrap();
+    stdin.flush().unwrap();
+    assert_eq!(
+        server.next(),
+        json!({"id": null, "error": "the line is not valid UTF-8"})
+    );
     server.request(json!("after"), None, "bash", bash("echo still here"));
     let reply = server.next();
     assert_eq!(

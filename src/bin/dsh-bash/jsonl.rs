@@ -3,8 +3,8 @@
 //! Request `{"id": …, "session": "…"?, "tool": "bash", "arguments": {…}}` → reply
 //! `{"id": …, "text": "…", "is_error": …}`; notices `{"session": "…", "notice": "…"}`; `{"cancel": id}`
 //! aborts a running call (ignored when no call with that id runs). Requests run concurrently; `id` is any
-//! JSON value, echoed verbatim. A line that is not a JSON object with a string `tool` gets
-//! `{"id": null, "error": "…"}` and the server goes on; blank lines are skipped.
+//! JSON value, echoed verbatim. A line that is not a JSON object with a string `tool` (or not UTF-8)
+//! gets `{"id": null, "error": "…"}` and the server goes on; blank lines are skipped.
 //!
 //! End of input: calls already running finish and are answered, then every process is killed and joined
 //! and the server exits 0. SIGINT/SIGTERM: everything is killed and joined at once (running calls are
@@ -15,13 +15,13 @@ use std::sync::{Arc, Mutex};
 
 use dsh::{AbortSignal, AgentRef, Runtime, ToolCall};
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
 use crate::flags::RuntimeFlags;
 use crate::notices::session_agent;
 use crate::signals::{self, Interrupts};
+use crate::stdio::{self, InputLine};
 
 /// Output lines go through one writer task so concurrent replies never interleave.
 type Out = mpsc::UnboundedSender<String>;
@@ -84,14 +84,23 @@ struct Server {
 }
 
 impl Server {
+    fn handle_input(&mut self, line: InputLine) {
+        match line {
+            InputLine::Text(text) => self.handle_line(&text),
+            InputLine::NotUtf8 => self.reply_malformed("the line is not valid UTF-8"),
+        }
+    }
+
+    fn reply_malformed(&self, error: &str) {
+        let _ = self
+            .out
+            .send(json!({"id": null, "error": error}).to_string());
+    }
+
     fn handle_line(&mut self, line: &str) {
         match parse_line(line) {
             Line::Blank => {}
-            Line::Malformed(error) => {
-                let _ = self
-                    .out
-                    .send(json!({"id": null, "error": error}).to_string());
-            }
+            Line::Malformed(error) => self.reply_malformed(&error),
             Line::Cancel(id) => {
                 if let Some(signal) = self
                     .running
@@ -152,20 +161,7 @@ impl Server {
 pub async fn main(flags: RuntimeFlags) -> Result<i32, String> {
     let mut interrupts = Interrupts::install();
     let runtime = flags.start()?;
-    let (out, mut lines_out) = mpsc::unbounded_channel::<String>();
-    let writer = tokio::spawn(async move {
-        let mut stdout = tokio::io::stdout();
-        while let Some(line) = lines_out.recv().await {
-            if stdout
-                .write_all(format!("{line}\n").as_bytes())
-                .await
-                .is_err()
-                || stdout.flush().await.is_err()
-            {
-                break;
-            }
-        }
-    });
+    let (out, written) = stdio::spawn_writer();
     let mut server = Server {
         runtime: runtime.clone(),
         out,
@@ -173,16 +169,12 @@ pub async fn main(flags: RuntimeFlags) -> Result<i32, String> {
         sessions: HashMap::new(),
         calls: JoinSet::new(),
     };
-    let mut input = BufReader::new(tokio::io::stdin()).lines();
+    let mut input = stdio::spawn_reader();
     let interrupted = loop {
         tokio::select! {
-            line = input.next_line() => match line {
-                Ok(Some(line)) => server.handle_line(&line),
-                Ok(None) => break false,
-                Err(err) => {
-                    tracing::warn!(%err, "stdin read failed; treating as end of input");
-                    break false;
-                }
+            line = input.recv() => match line {
+                Some(line) => server.handle_input(line),
+                None => break false,
             },
             Some(_) = server.calls.join_next(), if !server.calls.is_empty() => {}
             () = interrupts.next() => break true,
@@ -195,7 +187,8 @@ pub async fn main(flags: RuntimeFlags) -> Result<i32, String> {
     while server.calls.join_next().await.is_some() {}
     runtime.shutdown().await;
     drop(server);
-    let _ = writer.await;
+    // Every reply and notice queued so far is on stdout once the writer has seen the channel close.
+    let _ = written.await;
     Ok(0)
 }
 

@@ -13,6 +13,7 @@ mod mcp;
 mod notices;
 mod run;
 mod signals;
+mod stdio;
 
 use clap::{Parser, Subcommand};
 

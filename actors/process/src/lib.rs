@@ -16,6 +16,7 @@
 //! The actors run on an actix arbiter; nothing else here depends on actix.
 
 pub mod abort;
+mod child_env;
 pub mod collector;
 mod driver;
 pub mod env;

@@ -26,9 +26,9 @@ use nix::sys::signal::Signal;
 use slab::Slab;
 use tokio::sync::{mpsc, oneshot};
 
+use crate::child_env::{AmbientEnv, ChildEnv};
 use crate::collector::OutputCollector;
 use crate::driver::{Driver, SharedOutput};
-use crate::env::{merge_child_env, scrub_ambient};
 use crate::errors::{ProcessError, SpawnError};
 use crate::group::{GroupSettled, KillGroup, ProcessGroup};
 use crate::ids::ProcessId;
@@ -207,7 +207,7 @@ pub struct ProcessManager {
     stragglers: Vec<i32>,
     shutting_down: bool,
     /// The harness environment, scrubbed, as it was when the manager was created.
-    ambient: std::collections::BTreeMap<std::ffi::OsString, std::ffi::OsString>,
+    ambient: std::sync::Arc<AmbientEnv>,
     /// Where programs were found on `PATH`, so a spawn does not search it again.
     programs: ProgramCache,
     /// Admitted spawns waiting for their turn, oldest first.
@@ -228,7 +228,7 @@ impl ProcessManager {
             private_spill_dir: None,
             stragglers: Vec::new(),
             shutting_down: false,
-            ambient: scrub_ambient(std::env::vars_os()),
+            ambient: std::sync::Arc::new(AmbientEnv::capture(std::env::vars_os())),
             programs: ProgramCache::default(),
             pending: VecDeque::new(),
             launching: false,
@@ -489,8 +489,6 @@ impl ProcessManager {
     }
 }
 
-type ChildEnv = std::collections::BTreeMap<std::ffi::OsString, std::ffi::OsString>;
-
 impl Actor for ProcessManager {
     type Context = Context<Self>;
 
@@ -542,7 +540,7 @@ impl ProcessManager {
         if spec.argv.first().is_none_or(|program| program.is_empty()) {
             return Err(SpawnError::EmptyArgv);
         }
-        merge_child_env(&self.ambient, &spec.env, &spec.dsh_env)
+        ChildEnv::new(&self.ambient, &spec.env, &spec.dsh_env)
     }
 }
 

@@ -15,7 +15,7 @@
 //! The program is looked up on the child's own `PATH`. The child is reaped through its pidfd
 //! (`reap.rs`), never by tokio.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::ffi::{CString, OsStr, OsString};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -28,6 +28,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::unix::pipe;
 use tokio::task::JoinHandle;
 
+use crate::child_env::{ChildEnv, EnvBlock};
 use crate::errors::SpawnError;
 use crate::reap::ExitWatcher;
 
@@ -66,15 +67,15 @@ pub(crate) struct ProgramCache {
 }
 
 impl ProgramCache {
-    fn key(name: &str, env: &BTreeMap<OsString, OsString>) -> (Option<OsString>, String) {
-        (env.get(OsStr::new("PATH")).cloned(), name.to_owned())
+    fn key(name: &str, env: &ChildEnv) -> (Option<OsString>, String) {
+        (env.get("PATH").map(OsStr::to_os_string), name.to_owned())
     }
 
     /// Looks `argv[0]` up on the child's `PATH` (cached). `ENOENT` when it is not there.
     pub(crate) fn program_for(
         &mut self,
         name: &str,
-        env: &BTreeMap<OsString, OsString>,
+        env: &ChildEnv,
     ) -> Result<PathBuf, SpawnError> {
         let key = Self::key(name, env);
         if let Some(found) = self.found.get(&key) {
@@ -89,7 +90,7 @@ impl ProgramCache {
     }
 
     /// Drops the cached location of `name` after a spawn from it failed.
-    pub(crate) fn forget_program(&mut self, name: &str, env: &BTreeMap<OsString, OsString>) {
+    pub(crate) fn forget_program(&mut self, name: &str, env: &ChildEnv) {
         self.found.remove(&Self::key(name, env));
     }
 }
@@ -109,7 +110,7 @@ pub(crate) fn spawn_raw(
     program: &Path,
     argv: &[String],
     cwd: &Path,
-    env: &BTreeMap<OsString, OsString>,
+    env: &ChildEnv,
     with_stdin: bool,
 ) -> Result<RawChild, SpawnError> {
     let os = |source: io::Error| SpawnError::Os {
@@ -121,11 +122,7 @@ pub(crate) fn spawn_raw(
         .map(|a| c_string(a.as_bytes()))
         .collect::<io::Result<Vec<_>>>()
         .map_err(os)?;
-    let env_c = env
-        .iter()
-        .map(|(k, v)| c_string(&[k.as_bytes(), b"=", v.as_bytes()].concat()))
-        .collect::<io::Result<Vec<_>>>()
-        .map_err(os)?;
+    let env_block = env.block().ok_or_else(|| os(nul_byte_error()))?;
     let cwd_c = c_string(cwd.as_os_str().as_bytes()).map_err(os)?;
     let program_c = c_string(program.as_os_str().as_bytes()).map_err(os)?;
     let (out_r, out_w) = pipe_above_stdio().map_err(os)?;
@@ -139,7 +136,7 @@ pub(crate) fn spawn_raw(
     let pid = spawn_in_session(
         &program_c,
         &argv_c,
-        &env_c,
+        &env_block,
         &cwd_c,
         child_stdin,
         out_w.as_raw_fd(),
@@ -197,12 +194,14 @@ impl RawChild {
 }
 
 fn c_string(bytes: &[u8]) -> io::Result<CString> {
-    CString::new(bytes).map_err(|_| {
-        io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "argument or variable contains a NUL byte",
-        )
-    })
+    CString::new(bytes).map_err(|_| nul_byte_error())
+}
+
+fn nul_byte_error() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        "argument or variable contains a NUL byte",
+    )
 }
 
 /// Resolves `name` like `execvp` would, on the child's `PATH` (default `/usr/local/bin:/usr/bin:/bin`).
@@ -271,7 +270,7 @@ fn check(code: libc::c_int) -> io::Result<()> {
 fn spawn_in_session(
     program: &CString,
     argv: &[CString],
-    env: &[CString],
+    env: &EnvBlock<'_>,
     cwd: &CString,
     stdin: Option<RawFd>,
     stdout: RawFd,
@@ -282,11 +281,6 @@ fn spawn_in_session(
         .map(|a| a.as_ptr() as *mut libc::c_char)
         .collect();
     argv_ptrs.push(std::ptr::null_mut());
-    let mut env_ptrs: Vec<*mut libc::c_char> = env
-        .iter()
-        .map(|e| e.as_ptr() as *mut libc::c_char)
-        .collect();
-    env_ptrs.push(std::ptr::null_mut());
     let dev_null = c"/dev/null";
     // SAFETY: every pointer handed to libc points into a CString or Vec that outlives the calls; the
     // actions and attributes are initialised before use and destroyed by `SpawnState`'s drop.
@@ -352,7 +346,7 @@ fn spawn_in_session(
             &state.actions,
             &state.attr,
             argv_ptrs.as_ptr(),
-            env_ptrs.as_ptr(),
+            env.envp(),
         ))?;
         Ok(pid)
     }

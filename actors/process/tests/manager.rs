@@ -64,6 +64,23 @@ async fn settled_outcome_comes_from_the_driver_and_matches_wait() {
 }
 
 #[actix_rt::test]
+async fn a_nul_byte_in_the_command_or_environment_is_a_clear_spawn_error() {
+    let h = Harness::new();
+    let mut in_env = h.spec("true");
+    in_env.env.insert("X".into(), "a\0b".into());
+    let mut in_command = h.spec("echo a\0b");
+    in_command.env.clear();
+    for spec in [in_env, in_command] {
+        let err = h.spawn(spec).await.unwrap_err().to_string();
+        assert!(err.contains("NUL byte"), "{err}");
+    }
+    let stats = h.manager.send(Stats).await.unwrap();
+    assert_eq!(stats.live, 0);
+    assert_eq!(h.run(h.spec("echo fine")).await.stdout.text, "fine\n");
+    h.shutdown().await;
+}
+
+#[actix_rt::test]
 async fn pm_04_shutdown_tolerates_a_failed_spawn() {
     let h = Harness::new();
     let mut spec = h.spec("true");

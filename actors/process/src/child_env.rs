@@ -1,0 +1,223 @@
+//! A child's environment in the form `posix_spawn` takes: `NAME=value` C strings.
+//!
+//! Every child of a manager starts from the same scrubbed ambient environment, so that part is
+//! rendered once, when the manager starts ([`AmbientEnv`]). A spawn renders only its own entries (the
+//! caller's `env` and managed `dsh_env`, usually a handful) and borrows the ambient strings for the
+//! rest: starting a child no longer copies the whole environment into a fresh map and then again into
+//! C strings. The result is the same set [`crate::env::merge_child_env`] describes; a test holds the
+//! two together.
+
+use std::collections::BTreeMap;
+use std::ffi::{CString, OsStr, OsString};
+use std::os::unix::ffi::OsStrExt;
+use std::sync::Arc;
+
+use nix::libc;
+
+use crate::env::{scrub_ambient, validate_channels};
+use crate::errors::SpawnError;
+
+/// One ambient variable: its name, and `NAME=value` ready for `execve`.
+#[derive(Debug)]
+struct AmbientEntry {
+    name: OsString,
+    entry: CString,
+}
+
+/// The scrubbed ambient environment, rendered once, sorted by name.
+#[derive(Debug, Default)]
+pub(crate) struct AmbientEnv {
+    entries: Vec<AmbientEntry>,
+}
+
+impl AmbientEnv {
+    /// Scrubs `ambient` (normally `std::env::vars_os()`) and renders what is left.
+    pub(crate) fn capture(ambient: impl IntoIterator<Item = (OsString, OsString)>) -> Self {
+        let entries = scrub_ambient(ambient)
+            .into_iter()
+            // The OS never hands out a NUL inside a variable; such an entry could not be passed on.
+            .filter_map(|(name, value)| {
+                let entry = render(&name, &value)?;
+                Some(AmbientEntry { name, entry })
+            })
+            .collect();
+        Self { entries }
+    }
+
+    fn get(&self, name: &OsStr) -> Option<&OsStr> {
+        let index = self
+            .entries
+            .binary_search_by(|e| e.name.as_os_str().cmp(name))
+            .ok()?;
+        let entry = &self.entries[index];
+        let value = &entry.entry.as_bytes()[entry.name.len() + 1..];
+        Some(OsStr::from_bytes(value))
+    }
+}
+
+/// `NAME=value` as a C string; `None` if either part contains a NUL byte.
+fn render(name: &OsStr, value: &OsStr) -> Option<CString> {
+    let mut bytes = Vec::with_capacity(name.len() + value.len() + 2);
+    bytes.extend_from_slice(name.as_bytes());
+    bytes.push(b'=');
+    bytes.extend_from_slice(value.as_bytes());
+    CString::new(bytes).ok()
+}
+
+/// One child's complete environment: the ambient entries it does not override, then its own.
+#[derive(Debug, Clone)]
+pub(crate) struct ChildEnv {
+    ambient: Arc<AmbientEnv>,
+    /// The caller's entries, then the managed ones (a later entry of the same name wins).
+    own: BTreeMap<OsString, OsString>,
+}
+
+impl ChildEnv {
+    /// Checks both channels (no `DSH_*` in `env`, only `DSH_*` in `dsh_env`) and combines them.
+    pub(crate) fn new(
+        ambient: &Arc<AmbientEnv>,
+        env: &BTreeMap<String, String>,
+        dsh_env: &BTreeMap<String, String>,
+    ) -> Result<Self, SpawnError> {
+        validate_channels(env, dsh_env)?;
+        let own = env
+            .iter()
+            .chain(dsh_env)
+            .map(|(name, value)| (name.into(), value.into()))
+            .collect();
+        Ok(Self {
+            ambient: ambient.clone(),
+            own,
+        })
+    }
+
+    /// The value the child will see for `name`.
+    pub(crate) fn get(&self, name: &str) -> Option<&OsStr> {
+        match self.own.get(OsStr::new(name)) {
+            Some(value) => Some(value),
+            None => self.ambient.get(OsStr::new(name)),
+        }
+    }
+
+    /// The block to hand to `posix_spawn`; `None` if one of the call's own entries contains a NUL byte.
+    pub(crate) fn block(&self) -> Option<EnvBlock<'_>> {
+        let own = self
+            .own
+            .iter()
+            .map(|(name, value)| render(name, value))
+            .collect::<Option<Vec<_>>>()?;
+        let mut pointers: Vec<*mut libc::c_char> =
+            Vec::with_capacity(self.ambient.entries.len() + own.len() + 1);
+        pointers.extend(
+            self.ambient
+                .entries
+                .iter()
+                .filter(|e| !self.own.contains_key(&e.name))
+                .map(|e| e.entry.as_ptr() as *mut libc::c_char),
+        );
+        pointers.extend(own.iter().map(|e| e.as_ptr() as *mut libc::c_char));
+        pointers.push(std::ptr::null_mut());
+        Some(EnvBlock {
+            _own: own,
+            pointers,
+            _ambient: std::marker::PhantomData,
+        })
+    }
+}
+
+/// A null-terminated `envp` array. Its pointers point into the ambient strings it borrows and into the
+/// call's own strings it owns (whose heap bytes do not move when the vector does).
+pub(crate) struct EnvBlock<'a> {
+    _own: Vec<CString>,
+    pointers: Vec<*mut libc::c_char>,
+    _ambient: std::marker::PhantomData<&'a AmbientEnv>,
+}
+
+impl EnvBlock<'_> {
+    /// For `posix_spawn`'s `envp`: valid while this block lives.
+    pub(crate) fn envp(&self) -> *const *mut libc::c_char {
+        self.pointers.as_ptr()
+    }
+
+    /// The entries, in order (for tests and logs).
+    #[cfg(test)]
+    fn entries(&self) -> Vec<&std::ffi::CStr> {
+        self.pointers
+            .iter()
+            .take_while(|p| !p.is_null())
+            // SAFETY: every non-null pointer points at a live, NUL-terminated string (see above).
+            .map(|p| unsafe { std::ffi::CStr::from_ptr(*p) })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::env::merge_child_env;
+
+    fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    fn ambient() -> Vec<(OsString, OsString)> {
+        [
+            ("PATH", "/usr/bin:/bin"),
+            ("HOME", "/home/a"),
+            ("OPENAI_API_KEY", "sk-secret"),
+            ("DSH_SESSION_ID", "stale"),
+            ("LANG", "C.UTF-8"),
+            ("GITHUB_TOKEN", "ghp"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.into(), v.into()))
+        .collect()
+    }
+
+    #[test]
+    fn the_block_is_exactly_the_merged_environment() {
+        let captured = Arc::new(AmbientEnv::capture(ambient()));
+        let env = map(&[
+            ("HOME", "/override"),
+            ("GITHUB_TOKEN", "explicit"),
+            ("X", "1"),
+        ]);
+        let dsh_env = map(&[("DSH_HOME", "/h"), ("DSH_SHELL", "1")]);
+        let child = ChildEnv::new(&captured, &env, &dsh_env).unwrap();
+        let block = child.block().unwrap();
+        let mut got: Vec<String> = block
+            .entries()
+            .iter()
+            .map(|e| e.to_str().unwrap().to_owned())
+            .collect();
+        got.sort();
+        let expected: Vec<String> = merge_child_env(&scrub_ambient(ambient()), &env, &dsh_env)
+            .unwrap()
+            .into_iter()
+            .map(|(k, v)| format!("{}={}", k.to_str().unwrap(), v.to_str().unwrap()))
+            .collect();
+        assert_eq!(got, expected);
+        assert_eq!(child.get("HOME"), Some(OsStr::new("/override")));
+        assert_eq!(child.get("PATH"), Some(OsStr::new("/usr/bin:/bin")));
+        assert_eq!(child.get("OPENAI_API_KEY"), None, "scrubbed");
+        assert_eq!(child.get("DSH_SESSION_ID"), None, "ambient DSH_* scrubbed");
+    }
+
+    #[test]
+    fn channels_are_checked_and_a_nul_byte_refuses_the_block() {
+        let captured = Arc::new(AmbientEnv::capture(ambient()));
+        assert!(matches!(
+            ChildEnv::new(&captured, &map(&[("DSH_X", "1")]), &BTreeMap::new()),
+            Err(SpawnError::ReservedOnOrdinaryChannel(_))
+        ));
+        assert!(matches!(
+            ChildEnv::new(&captured, &BTreeMap::new(), &map(&[("X", "1")])),
+            Err(SpawnError::OrdinaryOnManagedChannel(_))
+        ));
+        let child = ChildEnv::new(&captured, &map(&[("X", "a\0b")]), &BTreeMap::new()).unwrap();
+        assert!(child.block().is_none());
+    }
+}

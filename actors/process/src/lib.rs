@@ -5,9 +5,10 @@
 //! grace), and decides when a process has settled even if a descendant keeps the pipes open.
 //!
 //! Layout:
-//! - [`spec`], [`env`], [`abort`]: what a spawn is given; the credential scrub and `DSH_*` channels.
-//! - `spawn`, `reap`, `driver`: plain tokio + nix code that starts one child (`posix_spawn` into a new
-//!   session), reaps it through its pidfd, and supervises it to settlement.
+//! - [`spec`], [`env`](mod@env), [`abort`]: what a spawn is given; the credential scrub and `DSH_*` channels.
+//! - `spawn`, `child_env`, `reap`, `driver`: plain tokio + nix code that starts one child (`posix_spawn`
+//!   into a new session, with the ambient environment rendered once per manager), reaps it through its
+//!   pidfd, and supervises it to settlement.
 //! - [`collector`], [`spill`]: per-stream bounded output and spill files.
 //! - [`signal`]: group signalling and `/proc` liveness probes.
 //! - [`manager`], [`group`]: the two actors, thin owners around the code above.

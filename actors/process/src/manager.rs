@@ -112,7 +112,9 @@ pub enum KillOutcome {
     AlreadySettled,
 }
 
-/// Resolves with the outcome once the process settles.
+/// Resolves with the outcome once the process settles (and the manager has recorded it). Code that holds
+/// the [`SpawnedProcess`] can await [`SharedOutput::settled`] instead, which skips this actor's mailbox:
+/// the executor and background tasks do, because under a burst of spawns that mailbox is the slow hop.
 #[derive(Message, Debug)]
 #[rtype(result = "Result<ProcessOutcome, ProcessError>")]
 pub struct Wait {

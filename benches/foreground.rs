@@ -173,29 +173,16 @@ async fn raw_concurrent() {
     assert!(outputs.iter().all(|o| o.status.success()));
 }
 
-/// The 200-way comparison again, dsh and raw rounds alternating (which goes first alternates too), so
-/// both see the same machine: criterion's two groups run a minute apart and drift apart by ±10 %.
+/// The 200-way comparison again, in paired rounds (see `support::paired`).
 fn paired_concurrent(system: &actix::SystemRunner) {
     const ROUNDS: usize = 40;
     let (runtime, _spill) = system.block_on(async { support::runtime() });
-    let mut dsh = Vec::with_capacity(ROUNDS);
-    let mut raw = Vec::with_capacity(ROUNDS);
-    system.block_on(async {
-        for round in 0..ROUNDS {
-            for step in 0..2 {
-                let start = Instant::now();
-                if (round + step) % 2 == 0 {
-                    dsh_concurrent(&runtime).await;
-                    dsh.push(start.elapsed());
-                } else {
-                    raw_concurrent().await;
-                    raw.push(start.elapsed());
-                }
-            }
-        }
-        runtime.shutdown().await;
-    });
-    let (dsh, raw) = (support::median_ms(&mut dsh), support::median_ms(&mut raw));
+    let (dsh, raw) = support::paired(
+        ROUNDS,
+        || system.block_on(dsh_concurrent(&runtime)),
+        || system.block_on(raw_concurrent()),
+    );
+    system.block_on(runtime.shutdown());
     println!(
         "RESULT concurrent foreground x200, paired x{ROUNDS}: dsh {dsh:.1} ms, raw tokio {raw:.1} ms; throughput ratio {:.3} (target >= 0.90)",
         raw / dsh

@@ -81,24 +81,14 @@ async fn raw_batch() {
     assert_eq!(done, REQUESTS);
 }
 
-/// dsh and raw batches alternating (which goes first alternates too), so both see the same machine.
+/// dsh and raw batches in paired rounds (see `support::paired`).
 fn paired(server: &mut Server, tokio_rt: &tokio::runtime::Runtime) {
     const ROUNDS: usize = 6;
-    let mut dsh = Vec::with_capacity(ROUNDS);
-    let mut raw = Vec::with_capacity(ROUNDS);
-    for round in 0..ROUNDS {
-        for step in 0..2 {
-            let start = Instant::now();
-            if (round + step) % 2 == 0 {
-                server.run_batch();
-                dsh.push(start.elapsed());
-            } else {
-                tokio_rt.block_on(raw_batch());
-                raw.push(start.elapsed());
-            }
-        }
-    }
-    let (dsh, raw) = (support::median_ms(&mut dsh), support::median_ms(&mut raw));
+    let (dsh, raw) = support::paired(
+        ROUNDS,
+        || server.run_batch(),
+        || tokio_rt.block_on(raw_batch()),
+    );
     println!(
         "RESULT jsonl, paired x{ROUNDS}: dsh {dsh:.0} ms, raw tokio {raw:.0} ms; throughput ratio {:.3} (target >= 0.85)",
         raw / dsh

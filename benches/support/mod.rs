@@ -95,6 +95,27 @@ pub fn measuring() -> bool {
     std::env::args().any(|arg| arg == "--bench")
 }
 
+/// Runs `rounds` rounds of both arms back to back, alternating which goes first, so both see the same
+/// machine (criterion runs its groups a minute apart, and these machines drift 10–25 % in that time).
+/// Returns each arm's median, in milliseconds.
+pub fn paired(rounds: usize, mut dsh: impl FnMut(), mut raw: impl FnMut()) -> (f64, f64) {
+    let mut dsh_times = Vec::with_capacity(rounds);
+    let mut raw_times = Vec::with_capacity(rounds);
+    for round in 0..rounds {
+        for step in 0..2 {
+            let start = std::time::Instant::now();
+            if (round + step) % 2 == 0 {
+                dsh();
+                dsh_times.push(start.elapsed());
+            } else {
+                raw();
+                raw_times.push(start.elapsed());
+            }
+        }
+    }
+    (median_ms(&mut dsh_times), median_ms(&mut raw_times))
+}
+
 /// The median of durations, in milliseconds.
 pub fn median_ms(values: &mut [Duration]) -> f64 {
     values.sort();

@@ -230,6 +230,13 @@ async fn raw_exit_cycle(batch: usize) -> (f64, f64) {
     )
 }
 
+/// The median over cycles of each cycle's p99, from `(p50, p99)` pairs.
+fn median_p99(cycles: &[(f64, f64)]) -> f64 {
+    let mut p99s: Vec<f64> = cycles.iter().map(|c| c.1).collect();
+    p99s.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    p99s[p99s.len() / 2]
+}
+
 fn main() {
     let system = actix::System::new();
     let mut c = Criterion::default().configure_from_args();
@@ -243,14 +250,10 @@ fn main() {
         .measurement_time(Duration::from_secs(5));
     group.bench_function("start_read2_kill_join", |b| {
         b.iter_custom(|iters| {
-            system.block_on(async {
-                let start = Instant::now();
-                for _ in 0..iters {
-                    let metrics = fleet_cycle(&runtime).await;
-                    fleet.lock().unwrap().push(metrics);
-                }
-                start.elapsed()
-            })
+            system.block_on(support::time_runs("fleet/cycle", iters, async || {
+                let metrics = fleet_cycle(&runtime).await;
+                fleet.lock().unwrap().push(metrics);
+            }))
         })
     });
     group.finish();
@@ -264,28 +267,20 @@ fn main() {
     let mut round = 0;
     group.bench_function("owned_tasks_exit_to_notice", |b| {
         b.iter_custom(|iters| {
-            system.block_on(async {
-                let start = Instant::now();
-                for _ in 0..iters {
-                    round += 1;
-                    let latency = notices_cycle(&runtime, &format!("bench-{round}"), 100).await;
-                    notices.lock().unwrap().push(latency);
-                }
-                start.elapsed()
-            })
+            system.block_on(support::time_runs("notices/dsh", iters, async || {
+                round += 1;
+                let latency = notices_cycle(&runtime, &format!("bench-{round}"), 100).await;
+                notices.lock().unwrap().push(latency);
+            }))
         })
     });
     let raw: Arc<Mutex<Vec<(f64, f64)>>> = Arc::default();
     group.bench_function("raw_tokio_exit_to_wait", |b| {
         b.iter_custom(|iters| {
-            system.block_on(async {
-                let start = Instant::now();
-                for _ in 0..iters {
-                    let latency = raw_exit_cycle(100).await;
-                    raw.lock().unwrap().push(latency);
-                }
-                start.elapsed()
-            })
+            system.block_on(support::time_runs("notices/raw", iters, async || {
+                let latency = raw_exit_cycle(100).await;
+                raw.lock().unwrap().push(latency);
+            }))
         })
     });
     group.finish();
@@ -317,11 +312,7 @@ fn main() {
         return;
     }
     let worst_p99 = notices.iter().map(|n| n.1).fold(0.0, f64::max);
-    let median_p99 = {
-        let mut p99s: Vec<f64> = notices.iter().map(|n| n.1).collect();
-        p99s.sort_by(|a, b| a.partial_cmp(b).unwrap());
-        p99s[p99s.len() / 2]
-    };
+    let notices_p99 = median_p99(&notices);
     if let Some((p50, p99)) = sequential {
         println!(
             "RESULT notices, 1,000 tasks started one at a time: exit->notice p50 {p50:.2} ms, p99 {p99:.2} ms (target <= 10)"
@@ -329,19 +320,17 @@ fn main() {
     }
     let raw = raw.lock().unwrap();
     if !raw.is_empty() {
-        let mut p99s: Vec<f64> = raw.iter().map(|n| n.1).collect();
-        p99s.sort_by(|a, b| a.partial_cmp(b).unwrap());
         println!(
             "RESULT raw tokio baseline, same bursts of 100: exit->wait p50 {:.2} ms, p99 median {:.2} ms",
             raw[0].0,
-            p99s[p99s.len() / 2]
+            median_p99(&raw)
         );
     }
     println!(
         "RESULT notices, starts in bursts of 100: every notice exactly once over {} cycles of {TASKS}; exit->notice p50 {:.2} ms, p99 median {:.2} ms (worst {:.2}; target <= 10)",
         notices.len(),
         notices[0].0,
-        median_p99,
+        notices_p99,
         worst_p99
     );
 }

@@ -24,16 +24,10 @@ fn spawn_latency(c: &mut Criterion, system: &actix::SystemRunner) {
         .measurement_time(Duration::from_secs(4));
     group.bench_function("dsh_bash_true", |b| {
         b.iter_custom(|iters| {
-            system.block_on(async {
-                let start = Instant::now();
-                for _ in 0..iters {
-                    let result = support::bash(&runtime, "true").await;
-                    assert_eq!(result.text, "(no output)");
-                }
-                let took = start.elapsed();
-                support::record("spawn/dsh", took / iters as u32);
-                took
-            })
+            system.block_on(support::time_runs("spawn/dsh", iters, async || {
+                let result = support::bash(&runtime, "true").await;
+                assert_eq!(result.text, "(no output)");
+            }))
         })
     });
     let manager = system.block_on(async {
@@ -41,53 +35,35 @@ fn spawn_latency(c: &mut Criterion, system: &actix::SystemRunner) {
     });
     group.bench_function("process_manager_true", |b| {
         use dsh::actors::process::{ProcessSpawnSpec, Release, Spawn, Wait};
+        let cwd = std::env::current_dir().unwrap();
         b.iter_custom(|iters| {
-            system.block_on(async {
-                let cwd = std::env::current_dir().unwrap();
-                let start = Instant::now();
-                for _ in 0..iters {
-                    let argv = vec!["bash".to_owned(), "-c".to_owned(), "true".to_owned()];
-                    let spec =
-                        ProcessSpawnSpec::new(argv, &cwd, 64_000, 64 << 20, Duration::from_secs(3));
-                    let spawned = manager.send(Spawn(spec)).await.unwrap().unwrap();
-                    let outcome = manager
-                        .send(Wait { id: spawned.id })
-                        .await
-                        .unwrap()
-                        .unwrap();
-                    assert_eq!(outcome.exit_code, Some(0));
-                    manager.do_send(Release { id: spawned.id });
-                }
-                let took = start.elapsed();
-                support::record("spawn/manager", took / iters as u32);
-                took
-            })
+            system.block_on(support::time_runs("spawn/manager", iters, async || {
+                let argv = vec!["bash".to_owned(), "-c".to_owned(), "true".to_owned()];
+                let spec =
+                    ProcessSpawnSpec::new(argv, &cwd, 64_000, 64 << 20, Duration::from_secs(3));
+                let spawned = manager.send(Spawn(spec)).await.unwrap().unwrap();
+                let outcome = manager
+                    .send(Wait { id: spawned.id })
+                    .await
+                    .unwrap()
+                    .unwrap();
+                assert_eq!(outcome.exit_code, Some(0));
+                manager.do_send(Release { id: spawned.id });
+            }))
         })
     });
     group.bench_function("tokio_bash_true", |b| {
         b.iter_custom(|iters| {
-            system.block_on(async {
-                let start = Instant::now();
-                for _ in 0..iters {
-                    assert!(support::raw_bash("true").await.status.success());
-                }
-                let took = start.elapsed();
-                support::record("spawn/raw", took / iters as u32);
-                took
-            })
+            system.block_on(support::time_runs("spawn/raw", iters, async || {
+                assert!(support::raw_bash("true").await.status.success());
+            }))
         })
     });
     group.bench_function("tokio_bash_true_setsid", |b| {
         b.iter_custom(|iters| {
-            system.block_on(async {
-                let start = Instant::now();
-                for _ in 0..iters {
-                    assert!(raw_setsid("true").await.status.success());
-                }
-                let took = start.elapsed();
-                support::record("spawn/raw_setsid", took / iters as u32);
-                took
-            })
+            system.block_on(support::time_runs("spawn/raw_setsid", iters, async || {
+                assert!(raw_setsid("true").await.status.success());
+            }))
         })
     });
     group.finish();
@@ -121,28 +97,16 @@ fn concurrent_foreground(c: &mut Criterion, system: &actix::SystemRunner) {
         .measurement_time(Duration::from_secs(6));
     group.bench_function("dsh", |b| {
         b.iter_custom(|iters| {
-            system.block_on(async {
-                let start = Instant::now();
-                for _ in 0..iters {
-                    dsh_concurrent(&runtime).await;
-                }
-                let took = start.elapsed();
-                support::record("concurrent/dsh", took / iters as u32);
-                took
-            })
+            system.block_on(support::time_runs("concurrent/dsh", iters, async || {
+                dsh_concurrent(&runtime).await;
+            }))
         })
     });
     group.bench_function("tokio", |b| {
         b.iter_custom(|iters| {
-            system.block_on(async {
-                let start = Instant::now();
-                for _ in 0..iters {
-                    raw_concurrent().await;
-                }
-                let took = start.elapsed();
-                support::record("concurrent/raw", took / iters as u32);
-                took
-            })
+            system.block_on(support::time_runs("concurrent/raw", iters, async || {
+                raw_concurrent().await;
+            }))
         })
     });
     group.finish();
@@ -198,51 +162,39 @@ fn output_flood(c: &mut Criterion, system: &actix::SystemRunner) {
         .measurement_time(Duration::from_secs(10));
     group.bench_function("dsh", |b| {
         b.iter_custom(|iters| {
-            system.block_on(async {
-                let start = Instant::now();
-                for _ in 0..iters {
-                    let result = support::bash(&runtime, FLOOD).await;
-                    assert!(
-                        result.text.contains("[output truncated"),
-                        "{}",
-                        &result.text[result.text.len() - 100..]
-                    );
-                }
-                let took = start.elapsed();
-                support::record("flood/dsh", took / iters as u32);
-                took
-            })
+            system.block_on(support::time_runs("flood/dsh", iters, async || {
+                let result = support::bash(&runtime, FLOOD).await;
+                assert!(
+                    result.text.contains("[output truncated"),
+                    "{}",
+                    &result.text[result.text.len() - 100..]
+                );
+            }))
         })
     });
     group.bench_function("tokio_read_to_nowhere", |b| {
         b.iter_custom(|iters| {
-            system.block_on(async {
-                let start = Instant::now();
-                for _ in 0..iters {
-                    let mut child = tokio::process::Command::new("bash")
-                        .args(["-c", FLOOD])
-                        .stdin(std::process::Stdio::null())
-                        .stdout(std::process::Stdio::piped())
-                        .stderr(std::process::Stdio::piped())
-                        .spawn()
-                        .unwrap();
-                    let mut stdout = child.stdout.take().unwrap();
-                    let mut buf = vec![0u8; 64 * 1024];
-                    let mut total = 0u64;
-                    loop {
-                        let n = stdout.read(&mut buf).await.unwrap();
-                        if n == 0 {
-                            break;
-                        }
-                        total += n as u64;
+            system.block_on(support::time_runs("flood/raw", iters, async || {
+                let mut child = tokio::process::Command::new("bash")
+                    .args(["-c", FLOOD])
+                    .stdin(std::process::Stdio::null())
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .unwrap();
+                let mut stdout = child.stdout.take().unwrap();
+                let mut buf = vec![0u8; 64 * 1024];
+                let mut total = 0u64;
+                loop {
+                    let n = stdout.read(&mut buf).await.unwrap();
+                    if n == 0 {
+                        break;
                     }
-                    assert_eq!(total, 1 << 30);
-                    assert!(child.wait().await.unwrap().success());
+                    total += n as u64;
                 }
-                let took = start.elapsed();
-                support::record("flood/raw", took / iters as u32);
-                took
-            })
+                assert_eq!(total, 1 << 30);
+                assert!(child.wait().await.unwrap().success());
+            }))
         })
     });
     group.finish();

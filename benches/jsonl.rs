@@ -6,7 +6,7 @@ mod support;
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use criterion::Criterion;
 use futures::StreamExt;
@@ -109,26 +109,14 @@ fn main() {
         .measurement_time(Duration::from_secs(10));
     group.bench_function("dsh_jsonl", |b| {
         b.iter_custom(|iters| {
-            let start = Instant::now();
-            for _ in 0..iters {
-                server.run_batch();
-            }
-            let took = start.elapsed();
-            support::record("jsonl/dsh", took / iters as u32);
-            took
+            support::time_runs_blocking("jsonl/dsh", iters, || server.run_batch())
         })
     });
     group.bench_function("tokio", |b| {
         b.iter_custom(|iters| {
-            tokio_rt.block_on(async {
-                let start = Instant::now();
-                for _ in 0..iters {
-                    raw_batch().await;
-                }
-                let took = start.elapsed();
-                support::record("jsonl/raw", took / iters as u32);
-                took
-            })
+            tokio_rt.block_on(support::time_runs("jsonl/raw", iters, async || {
+                raw_batch().await;
+            }))
         })
     });
     group.finish();

@@ -23,6 +23,30 @@ pub fn record(name: &str, per_iter: Duration) {
         .push(per_iter.as_secs_f64());
 }
 
+/// Runs `one` `iters` times for criterion's `iter_custom` and returns the total; the time per run is
+/// also recorded under `name` for the ratio lines.
+pub async fn time_runs(name: &str, iters: u64, mut one: impl AsyncFnMut()) -> Duration {
+    let start = std::time::Instant::now();
+    for _ in 0..iters {
+        one().await;
+    }
+    recorded(name, iters, start.elapsed())
+}
+
+/// [`time_runs`] for a blocking `one`.
+pub fn time_runs_blocking(name: &str, iters: u64, mut one: impl FnMut()) -> Duration {
+    let start = std::time::Instant::now();
+    for _ in 0..iters {
+        one();
+    }
+    recorded(name, iters, start.elapsed())
+}
+
+fn recorded(name: &str, iters: u64, took: Duration) -> Duration {
+    record(name, took / iters as u32);
+    took
+}
+
 /// The median seconds per iteration of `name`, if it ran (a filtered run skips benches).
 pub fn median(name: &str) -> Option<f64> {
     let mut values = SAMPLES

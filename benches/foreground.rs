@@ -2,7 +2,7 @@
 //! - spawn latency: one `bash` call of `true` through the runtime handle vs tokio running `bash -c true`;
 //! - concurrent foreground: 200 concurrent `echo $i` calls vs 200 concurrent raw tokio commands;
 //! - output flood: `head -c 1G /dev/zero` through a foreground call (default caps) vs tokio reading it to
-//!   nowhere; plus the peak RSS of `dsh-bash run` doing the same.
+//!   nowhere; plus the peak RSS of `dsh run` doing the same.
 
 #[path = "support/mod.rs"]
 mod support;
@@ -201,10 +201,10 @@ fn output_flood(c: &mut Criterion, system: &actix::SystemRunner) {
     system.block_on(runtime.shutdown());
 }
 
-/// Peak RSS (VmHWM) of the `dsh-bash` process — the whole runtime — while it floods 1 GiB, read from
+/// Peak RSS (VmHWM) of the `dsh` process — the whole runtime — while it floods 1 GiB, read from
 /// `/proc/<pid>/status` until it exits (VmHWM only grows, so the last reading is the peak).
 fn flood_peak_rss_mib() -> f64 {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_dsh-bash"))
+    let mut child = Command::new(env!("CARGO_BIN_EXE_dsh"))
         .args(["run", "--", FLOOD])
         .stdout(std::process::Stdio::null())
         .spawn()
@@ -323,7 +323,7 @@ fn main() {
     .is_some()
     {
         println!(
-            "RESULT output flood peak RSS of dsh-bash: {:.1} MiB (target < 64)",
+            "RESULT output flood peak RSS of dsh: {:.1} MiB (target < 64)",
             flood_peak_rss_mib()
         );
     }

@@ -1,4 +1,4 @@
-//! The jsonl front end under load: 2,000 requests of `true` over `dsh-bash jsonl` with 32 in flight,
+//! The jsonl front end under load: 2,000 requests of `true` over `dsh jsonl` with 32 in flight,
 //! beside the same 2,000 commands run by raw tokio with 32 in flight.
 
 #[path = "support/mod.rs"]
@@ -22,12 +22,12 @@ struct Server {
 
 impl Server {
     fn start() -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_dsh-bash"))
+        let mut child = Command::new(env!("CARGO_BIN_EXE_dsh"))
             .arg("jsonl")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
-            .expect("dsh-bash jsonl");
+            .expect("dsh jsonl");
         let stdin = child.stdin.take().unwrap();
         let stdout = BufReader::new(child.stdout.take().unwrap());
         Self {

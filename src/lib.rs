@@ -17,7 +17,7 @@
 //! ```
 //!
 //! Crate layout: `actors/process` (dsh-process), `actors/tasks` (dsh-tasks), `actors/bash` (dsh-bash),
-//! `actors/tool-bash` (dsh-tool-bash); this crate adds the facade and the `dsh-bash` binary's front ends.
+//! `actors/tool-bash` (dsh-tool-bash); this crate adds the facade and the `dsh` binary's front ends.
 
 mod runtime;
 

@@ -1,13 +1,13 @@
-//! `dsh-bash run`: exact output and exit status for a result, a non-zero exit, a timeout, a bad workdir
+//! `dsh run`: exact output and exit status for a result, a non-zero exit, a timeout, a bad workdir
 //! and bad usage.
 
 use std::process::{Command, Output};
 
 fn run(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_dsh-bash"))
+    Command::new(env!("CARGO_BIN_EXE_dsh"))
         .args(args)
         .output()
-        .expect("run dsh-bash")
+        .expect("run dsh")
 }
 
 fn stdout(output: &Output) -> String {

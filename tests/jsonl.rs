@@ -1,4 +1,4 @@
-//! `dsh-bash jsonl`: the protocol of DESIGN.md, driven as a real subprocess.
+//! `dsh jsonl`: the protocol of DESIGN.md, driven as a real subprocess.
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 const SOON: Duration = Duration::from_secs(60);
 
-/// A running `dsh-bash jsonl` with a thread collecting its output lines.
+/// A running `dsh jsonl` with a thread collecting its output lines.
 struct Server {
     child: Child,
     stdin: Option<ChildStdin>,
@@ -20,14 +20,14 @@ struct Server {
 
 impl Server {
     fn start(extra: &[&str]) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_dsh-bash"))
+        let mut child = Command::new(env!("CARGO_BIN_EXE_dsh"))
             .arg("jsonl")
             .args(["--grace-ms", "300"])
             .args(extra)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
-            .expect("start dsh-bash jsonl");
+            .expect("start dsh jsonl");
         let stdin = child.stdin.take();
         let stdout: ChildStdout = child.stdout.take().unwrap();
         let (tx, lines) = mpsc::channel();

@@ -1,4 +1,4 @@
-//! `dsh-bash mcp` driven by a real MCP client: the official Python `mcp` package (tests/mcp/client.py).
+//! `dsh mcp` driven by a real MCP client: the official Python `mcp` package (tests/mcp/client.py).
 //! It lists the tools, runs foreground and background calls, `bash_output` and `bash_kill`, sees a
 //! completion notice both as a log notification and appended to its next result, and cancels a call.
 //!
@@ -45,7 +45,7 @@ fn a_real_mcp_client_uses_all_three_tools_sees_notices_and_cancels() {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/client.py");
     let output = Command::new(python())
         .arg(script)
-        .arg(env!("CARGO_BIN_EXE_dsh-bash"))
+        .arg(env!("CARGO_BIN_EXE_dsh"))
         .output()
         .expect("run the MCP client");
     let stdout = String::from_utf8_lossy(&output.stdout);

@@ -1,6 +1,6 @@
-"""Drives `dsh-bash mcp` with the official Python MCP client, as a real agent client would.
+"""Drives `dsh mcp` with the official Python MCP client, as a real agent client would.
 
-Usage: client.py <path to dsh-bash>. Prints one JSON object: the checks that passed and the pids of every
+Usage: client.py <path to dsh>. Prints one JSON object: the checks that passed and the pids of every
 process it started (the Rust test checks they are all gone). Any failed check raises.
 """
 

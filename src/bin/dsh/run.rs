@@ -1,4 +1,4 @@
-//! `dsh-bash run`: one foreground `bash` call, printed exactly as the model would see it.
+//! `dsh run`: one foreground `bash` call, printed exactly as the model would see it.
 
 use std::io::Write;
 
@@ -15,7 +15,7 @@ pub async fn main(
 ) -> Result<i32, String> {
     let mut interrupts = Interrupts::install();
     let runtime = flags.start()?;
-    let mut arguments = json!({"command": command.join(" "), "description": "dsh-bash run"});
+    let mut arguments = json!({"command": command.join(" "), "description": "dsh run"});
     if let Some(dir) = workdir {
         arguments["workdir"] = json!(dir);
     }

@@ -1,4 +1,4 @@
-//! `dsh-bash jsonl`: newline-delimited JSON on stdin/stdout, for scripts and load tests.
+//! `dsh jsonl`: newline-delimited JSON on stdin/stdout, for scripts and load tests.
 //!
 //! Request `{"id": …, "session": "…"?, "tool": "bash", "arguments": {…}}` → reply
 //! `{"id": …, "text": "…", "is_error": …}`; notices `{"session": "…", "notice": "…"}`; `{"cancel": id}`

@@ -1,4 +1,4 @@
-//! Line-oriented stdin and stdout for `dsh-bash jsonl`, each on a plain thread of its own.
+//! Line-oriented stdin and stdout for `dsh jsonl`, each on a plain thread of its own.
 //!
 //! tokio's `stdin()`/`stdout()` hand every read and every write to the blocking pool: one task and one
 //! thread wake-up per request line and two per reply, all paid on the runtime thread that also spawns

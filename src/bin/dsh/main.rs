@@ -1,9 +1,9 @@
-//! `dsh-bash`: the dsh runtime as a command.
+//! `dsh`: the dsh runtime as a command.
 //!
-//! - `dsh-bash run [flags] -- COMMAND…` runs one foreground `bash` call and prints what a model would see
+//! - `dsh run [flags] -- COMMAND…` runs one foreground `bash` call and prints what a model would see
 //!   (exit 0 for a result, 1 for an error result, 2 for bad usage);
-//! - `dsh-bash mcp` serves the three tools over the Model Context Protocol on stdio;
-//! - `dsh-bash jsonl` serves them as newline-delimited JSON on stdin/stdout.
+//! - `dsh mcp` serves the three tools over the Model Context Protocol on stdio;
+//! - `dsh jsonl` serves them as newline-delimited JSON on stdin/stdout.
 //!
 //! Logs go to stderr only (`RUST_LOG`, default `warn`); stdout belongs to the protocol.
 
@@ -84,7 +84,7 @@ fn main() {
     let code = match outcome {
         Ok(code) => code,
         Err(message) => {
-            eprintln!("dsh-bash: {message}");
+            eprintln!("dsh: {message}");
             2
         }
     };

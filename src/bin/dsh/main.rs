@@ -21,7 +21,7 @@ use crate::flags::RuntimeFlags;
 
 /// A bash tool for AI agents: process groups, timeouts, bounded output, background tasks.
 #[derive(Parser, Debug)]
-#[command(name = "dsh-bash", version, about, long_about = None)]
+#[command(name = "dsh", version, about, long_about = None)]
 struct Cli {
     #[command(subcommand)]
     mode: Mode,

@@ -1,5 +1,5 @@
 //! The child's environment: the ambient environment with credentials scrubbed, then the caller's
-//! ordinary entries, then the managed `DSH_*` entries (reference §1.2.3).
+//! ordinary entries, then the managed `DSH_*` entries.
 //!
 //! The scrub is a name heuristic, as in the seeds and in Codex: any ambient name containing `KEY`,
 //! `SECRET` or `TOKEN` in any case is dropped, and so is every ambient `DSH_*` name, so a child only ever
@@ -13,9 +13,22 @@ use crate::errors::SpawnError;
 /// The prefix of managed variables.
 pub const DSH_ENV_PREFIX: &str = "DSH_";
 
-/// Whether an ambient variable of this name is dropped before the child sees it.
+/// Ambient variables that change what every `bash -c` does before the command runs: a startup file
+/// sourced by non-interactive shells (`BASH_ENV`, and `ENV` for `sh`), and shell options switched on
+/// for every shell (`SHELLOPTS`, `BASHOPTS`). Exported functions (`BASH_FUNC_<name>%%`) are handled by
+/// prefix. None of them reaches a child unless the caller sets it explicitly.
+const SHELL_STARTUP_NAMES: [&str; 4] = ["BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS"];
+
+/// The prefix bash gives an exported function in the environment (`BASH_FUNC_ls%%`).
+const EXPORTED_FUNCTION_PREFIX: &str = "BASH_FUNC_";
+
+/// Whether an ambient variable of this name is dropped before the child sees it: credentials, ambient
+/// `DSH_*` names, and anything that would change how the shell starts.
 pub fn is_scrubbed_name(name: &str) -> bool {
-    if name.starts_with(DSH_ENV_PREFIX) {
+    if name.starts_with(DSH_ENV_PREFIX)
+        || name.starts_with(EXPORTED_FUNCTION_PREFIX)
+        || SHELL_STARTUP_NAMES.contains(&name)
+    {
         return true;
     }
     let upper = name.to_ascii_uppercase();
@@ -97,6 +110,11 @@ mod tests {
             "api_key",
             "TOKENIZERS_PARALLELISM",
             "DSH_ANYTHING",
+            "BASH_ENV",
+            "ENV",
+            "SHELLOPTS",
+            "BASHOPTS",
+            "BASH_FUNC_ls%%",
         ] {
             assert!(is_scrubbed_name(name), "{name} should be scrubbed");
         }
@@ -106,6 +124,9 @@ mod tests {
             "SSH_AUTH_SOCK",
             "CREDENTIAL",
             "dsh_lower",
+            "ENVIRONMENT",
+            "MY_ENV",
+            "BASH_VERSION_WANTED",
         ] {
             assert!(!is_scrubbed_name(name), "{name} should pass");
         }

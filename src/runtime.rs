@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use actix::prelude::*;
-use dsh_bash::{BashConfig, ExecError, LocalBashExecutor, SupervisorPolicy};
+use dsh_bash::{BashConfig, ExecError, LocalBashExecutor, ProcessPolicy};
 use dsh_process::{AdmitAll, ManagerConfig, ManagerStats, MaxConcurrent, ProcessManager, Stats};
 use dsh_tasks::{ListTasks, RegistryConfig, ReleaseOwner, TaskRegistry, TaskSnapshot};
 use dsh_tool_bash::{
@@ -32,7 +32,7 @@ pub struct RuntimeBuilder {
     background: bool,
     spill_dir: Option<PathBuf>,
     keep_spill: bool,
-    policy: Box<dyn SupervisorPolicy>,
+    policy: Box<dyn ProcessPolicy>,
     registry: RegistryConfig,
 }
 
@@ -102,7 +102,7 @@ impl RuntimeBuilder {
         self
     }
     /// Any supervisor policy (admission and stragglers).
-    pub fn policy(mut self, policy: Box<dyn SupervisorPolicy>) -> Self {
+    pub fn policy(mut self, policy: Box<dyn ProcessPolicy>) -> Self {
         self.policy = policy;
         self
     }

@@ -20,7 +20,7 @@ pub use messages::{BashRunResult, Resolve, Run, Start};
 pub use request::{BashExecRequest, BashExecSpec};
 
 pub use dsh_process::{
-    AbortSignal, CollectedOutput, DSH_ENV_PREFIX, ManagerConfig, ProcessManager, SpawnError,
-    SupervisorPolicy,
+    AbortSignal, CollectedOutput, DSH_ENV_PREFIX, ManagerConfig, ProcessManager, ProcessPolicy,
+    SpawnError,
 };
 pub use dsh_tasks::{TaskOutput, TaskStatus};

@@ -95,6 +95,19 @@ impl ProgramCache {
     }
 }
 
+/// Starts `program` (already found on the child's `PATH`) with `argv`, in `cwd`, with `env`, as the
+/// leader of a new session, and attaches its pipes and exit to the async runtime; `stdin` bytes, if
+/// any, are written to its stdin and then closed. This is the whole spawn path of the manager.
+pub(crate) fn start_child(
+    program: &Path,
+    argv: &[String],
+    cwd: &Path,
+    env: &ChildEnv,
+    stdin: Option<Vec<u8>>,
+) -> Result<Started, SpawnError> {
+    spawn_raw(program, argv, cwd, env, stdin.is_some()).and_then(|raw| raw.attach(&argv[0], stdin))
+}
+
 /// A child started by `posix_spawn`, before its pipes and exit are attached to the async runtime.
 #[derive(Debug)]
 pub(crate) struct RawChild {
@@ -106,7 +119,7 @@ pub(crate) struct RawChild {
 
 /// The blocking half of a start: pipes and `posix_spawn` of the resolved `program`. Blocks until the
 /// child has exec'd, which is why the manager spawns one child per scheduler turn.
-pub(crate) fn spawn_raw(
+fn spawn_raw(
     program: &Path,
     argv: &[String],
     cwd: &Path,
@@ -155,11 +168,7 @@ pub(crate) fn spawn_raw(
 impl RawChild {
     /// The async half: watch the exit, register the pipes, start writing stdin. Must run inside the
     /// tokio runtime that will supervise the child.
-    pub(crate) fn attach(
-        self,
-        program: &str,
-        stdin: Option<Vec<u8>>,
-    ) -> Result<Started, SpawnError> {
+    fn attach(self, program: &str, stdin: Option<Vec<u8>>) -> Result<Started, SpawnError> {
         let exit = ExitWatcher::new(self.pid);
         let os = |source: io::Error| {
             // Cannot happen for our own pipes; fail closed rather than supervise a half-wired child

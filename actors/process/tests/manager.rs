@@ -244,8 +244,8 @@ async fn shutdown_kills_a_descendant_left_holding_the_pipes() {
 }
 
 struct KillStragglers;
-impl SupervisorPolicy for KillStragglers {
-    fn on_settled(&mut self, settled: &Settled<'_>) -> StragglerAction {
+impl ProcessPolicy for KillStragglers {
+    fn on_settled(&mut self, settled: &SettledProcess<'_>) -> StragglerAction {
         if settled.group_remains {
             StragglerAction::KillNow
         } else {

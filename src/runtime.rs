@@ -299,7 +299,7 @@ impl Handler<ShutdownRuntime> for RuntimeSupervisor {
                 self.state = ShutdownState::InProgress(vec![tx]);
                 let (registry, manager) = (self.registry.clone(), self.manager.clone());
                 let sequence = async move {
-                    let _ = registry.send(dsh_tasks::Shutdown).await;
+                    let _ = registry.send(dsh_tasks::ShutdownTasks).await;
                     let _ = manager.send(dsh_process::Shutdown).await;
                 };
                 ctx.spawn(sequence.into_actor(self).map(|(), supervisor, _| {

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use actix::prelude::*;
 use dsh_bash::{AbortSignal, BashExecRequest, LocalBashExecutor, Resolve, Run, Start};
 use dsh_tasks::{
-    AgentRef, KillOutcome, KillTask, ReadTask, Register, Subscribe, TaskDone, TaskRegistry,
+    AgentRef, KillTask, ReadTask, Register, Subscribe, TaskDone, TaskKillOutcome, TaskRegistry,
 };
 use serde_json::Value;
 
@@ -279,7 +279,7 @@ async fn bash_kill(registry: &Addr<TaskRegistry>, call: ToolCall) -> Result<Tool
     )?;
     Ok(ToolResult::ok(render_kill(
         &id,
-        reply.outcome == KillOutcome::Killed,
+        reply.outcome == TaskKillOutcome::Killed,
     )))
 }
 

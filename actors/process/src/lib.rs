@@ -51,7 +51,7 @@ mod table;
 
 pub use abort::{AbortSignal, ensure_not_aborted, wait_abort};
 pub use config::ManagerConfig;
-pub use env::{DSH_ENV_PREFIX, build_child_env, is_scrubbed_name};
+pub use env::{DSH_ENV_PREFIX, is_scrubbed_name};
 pub use errors::{ProcessError, SpawnError, os_error_text};
 pub use ids::ProcessId;
 pub use lock::lock_unpoisoned;

@@ -1,4 +1,4 @@
-//! Catalogue §2.4 (BS-*) and §2.5 (BL-*): the executor seam and the local executor.
+//! The BS-* and BL-* cases: the executor seam and the local executor.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};

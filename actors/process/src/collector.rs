@@ -1,6 +1,6 @@
 //! Per-stream output collection: count every byte, keep the tail in memory, spill the whole stream.
 //!
-//! Reference §1.2.6–1.2.7, with one decision of ours: a tail cut never splits a UTF-8 code point, and an
+//! As in the seeds, with one decision of ours: a tail cut never splits a UTF-8 code point, and an
 //! offset read of an open stream stops before an incomplete sequence at its end, so the next read starts
 //! on a character boundary.
 //!

@@ -1,5 +1,5 @@
 //! The errors of the process layer. Messages are lowercase, without a trailing period, and the ones the
-//! seeds pin are exact (reference §1.2.1, §1.2.3).
+//! seeds pin are exact (docs/CONTRACT.md lists them).
 
 use std::io;
 use std::path::PathBuf;

@@ -1,4 +1,4 @@
-//! Catalogue §2.11–2.13 (TS-, TV-, TL-) that apply to dsh's registry, driven by a scripted producer.
+//! The TS-, TV- and TL- cases that apply to dsh's registry, driven by a scripted producer.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -6,8 +6,9 @@
 //!
 //! Layout:
 //! - [`spec`], [`env`](mod@env), [`abort`]: what a spawn is given; the credential scrub and `DSH_*` channels.
-//! - `spawn`, `child_env`, `reap`: plain nix code that starts one child (`posix_spawn` into a new
-//!   session, with the ambient environment rendered once per manager) and reaps it through its pidfd.
+//! - `spawn`, `posix_spawn`, `child_env`, `reap`: plain nix code that starts one child (`posix_spawn`
+//!   into a new session, with the ambient environment rendered once per manager) and reaps it through
+//!   its pidfd.
 //! - `driver`, `shared_output`: the task that drives one child to settlement, and the output and
 //!   outcome it shares with readers.
 //! - [`collector`], [`spill`]: per-stream bounded output and spill files.
@@ -40,6 +41,7 @@ pub mod manager;
 pub mod messages;
 pub mod outcome;
 pub mod policy;
+mod posix_spawn;
 mod reap;
 mod shared_output;
 pub mod signal;

@@ -77,11 +77,6 @@ impl OutputCollector {
         }
     }
 
-    /// Total bytes received so far.
-    pub fn total(&self) -> u64 {
-        self.total
-    }
-
     /// Takes one chunk from the stream.
     pub fn push(&mut self, chunk: Bytes) {
         if chunk.is_empty() || self.finished {

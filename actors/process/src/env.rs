@@ -15,7 +15,7 @@ use crate::errors::SpawnError;
 pub const DSH_ENV_PREFIX: &str = "DSH_";
 
 /// Whether an ambient variable of this name is dropped before the child sees it.
-pub fn is_scrubbed_name(name: &str) -> bool {
+pub(crate) fn is_scrubbed_name(name: &str) -> bool {
     if name.starts_with(DSH_ENV_PREFIX) {
         return true;
     }

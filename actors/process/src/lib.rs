@@ -5,21 +5,22 @@
 //! grace), and decides when a process has settled even if a descendant keeps the pipes open.
 //!
 //! Layout:
-//! - [`spec`], [`env`](mod@env), [`abort`]: what a spawn is given; the credential scrub and `DSH_*` channels.
+//! - `spec`, `env`, `abort`: what a spawn is given; the credential scrub and `DSH_*` channels.
 //! - `spawn`, `posix_spawn`, `child_env`, `reap`: plain nix code that starts one child (`posix_spawn`
 //!   into a new session, with the ambient environment rendered once per manager) and reaps it through
 //!   its pidfd.
 //! - `driver`, `shared_output`: the task that drives one child to settlement, and the output and
 //!   outcome it shares with readers.
-//! - [`collector`], [`spill`]: per-stream bounded output and spill files.
+//! - `collector`, `spill`: per-stream bounded output and spill files.
 //! - [`signal`], `stragglers`: group signalling, `/proc` liveness probes, and killing groups that
 //!   outlived their leader.
 //! - `table`: the plain process table (records, generation ids, admission queue, stragglers, spill
 //!   directory) and every decision about it.
-//! - [`manager`], [`messages`], [`config`]: the one actor, a thin owner of the table, and its protocol.
-//! - [`policy`]: the policy the manager asks about admission and stragglers.
+//! - `manager`, `messages`, `config`: the one actor, a thin owner of the table, and its protocol.
+//! - `policy`: the policy the manager asks about admission and stragglers.
 //!
-//! The manager runs on an actix arbiter; nothing else here depends on actix. Linux only: the layer
+//! Hosts use the items re-exported here; of the modules only [`signal`] is public (its `/proc` probes
+//! serve tests and health checks). The manager runs on an actix arbiter; nothing else here depends on actix. Linux only: the layer
 //! relies on `posix_spawn` with `POSIX_SPAWN_SETSID`, pidfds and `/proc`.
 
 #[cfg(not(target_os = "linux"))]
@@ -28,32 +29,32 @@ compile_error!(
      posix_spawn_file_actions_addchdir_np, pidfd_open and /proc"
 );
 
-pub mod abort;
+mod abort;
 mod child_env;
-pub mod collector;
-pub mod config;
+mod collector;
+mod config;
 mod driver;
-pub mod env;
-pub mod errors;
+mod env;
+mod errors;
 mod ids;
 mod lock;
-pub mod manager;
-pub mod messages;
-pub mod outcome;
-pub mod policy;
+mod manager;
+mod messages;
+mod outcome;
+mod policy;
 mod posix_spawn;
 mod reap;
 mod shared_output;
 pub mod signal;
 mod spawn;
-pub mod spec;
-pub mod spill;
+mod spec;
+mod spill;
 mod stragglers;
 mod table;
 
 pub use abort::{AbortSignal, ensure_not_aborted, wait_abort};
 pub use config::ManagerConfig;
-pub use env::{DSH_ENV_PREFIX, is_scrubbed_name};
+pub use env::DSH_ENV_PREFIX;
 pub use errors::{ProcessError, SpawnError, os_error_text};
 pub use ids::ProcessId;
 pub use lock::lock_unpoisoned;

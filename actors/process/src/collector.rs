@@ -33,7 +33,7 @@ enum Spill {
     Disabled,
 }
 
-/// Collects one stream. Not thread-safe by itself; the supervisor shares it behind a mutex.
+/// Collects one stream. Not thread-safe by itself; its driver shares it behind a mutex.
 #[derive(Debug)]
 pub struct OutputCollector {
     stream: StreamKind,

@@ -27,7 +27,7 @@ pub enum SpawnError {
     /// The operating system refused to start the program.
     #[error("spawn {program:?} failed: {}", os_error_text(.source))]
     Os { program: String, source: io::Error },
-    /// The supervisor policy refused admission.
+    /// The process policy refused admission (the text keeps the seeds' wording).
     #[error("spawn refused by supervisor policy: {0}")]
     Refused(String),
     /// The manager is shutting down or has shut down.

@@ -4,6 +4,10 @@
 //! (tail in memory, whole stream in a spill file), kills whole groups (SIGTERM, then SIGKILL after a
 //! grace), and decides when a process has settled even if a descendant keeps the pipes open.
 //!
+//! Words, each with one meaning: the *manager* supervises every process; a *policy* decides admission
+//! and stragglers; a *driver* runs one child; a process *settles* once, when its driver has decided it
+//! is over and stored its outcome ([`Settlement`] says how).
+//!
 //! Layout:
 //! - `spec`, `env`, `abort`: what a spawn is given; the credential scrub and `DSH_*` channels.
 //! - `spawn`, `posix_spawn`, `child_env`, `reap`: plain nix code that starts one child (`posix_spawn`

@@ -44,7 +44,8 @@ pub struct SettledProcess<'a> {
     pub group_remains: bool,
 }
 
-/// A process policy: the manager supervises, the policy decides. The default methods admit everything and keep stragglers until shutdown.
+/// A process policy: the manager supervises, the policy decides. The default methods admit
+/// everything and keep stragglers until shutdown.
 pub trait ProcessPolicy: Send + 'static {
     /// Decides whether a new spawn starts now, waits, or fails.
     fn admit(&mut self, load: Load) -> Admission {

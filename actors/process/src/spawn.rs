@@ -168,11 +168,11 @@ fn spawn_raw(
 
 impl RawChild {
     /// The async half: watch the exit, register the pipes, start writing stdin. Must run inside the
-    /// tokio runtime that will supervise the child.
+    /// tokio runtime that will drive the child.
     fn attach(self, program: &str, stdin: Option<Vec<u8>>) -> Result<Started, SpawnError> {
         let exit = ExitWatcher::new(self.pid);
         let os = |source: io::Error| {
-            // Cannot happen for our own pipes; fail closed rather than supervise a half-wired child
+            // Cannot happen for our own pipes; fail closed rather than drive a half-wired child
             // (`exit` reaps it once it dies).
             crate::signal::signal_group(self.pid, nix::sys::signal::Signal::SIGKILL);
             SpawnError::Os {

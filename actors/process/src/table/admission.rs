@@ -125,7 +125,7 @@ impl ProcessTable {
                 break;
             };
             if front.reply.is_closed() {
-                // Its caller gave up waiting: never start what nobody will supervise.
+                // Its caller gave up waiting: never start what nobody waits for.
                 self.awaiting_admission.pop_front();
                 continue;
             }
@@ -182,7 +182,7 @@ impl ProcessTable {
         }
         self.launching = true;
         if self.live == 0 && self.ready_to_launch.len() == 1 {
-            // Nothing to supervise yet: spawn at once, with no extra turn.
+            // Nothing is running yet: spawn at once, with no extra turn.
             Pacing::LaunchNow
         } else {
             Pacing::LaunchAfterYield

@@ -1,6 +1,6 @@
 //! dsh: an actor-based runtime that gives AI agents a bash tool they can trust.
 //!
-//! [`Runtime`] wires the actors — `ProcessManager` (one `ProcessGroup` per child), `TaskRegistry`,
+//! [`Runtime`] wires the actors — `ProcessManager` (one driver task per child), `TaskRegistry`,
 //! `LocalBashExecutor`, `ToolBash` — and hands out a `Send + Sync + Clone` handle usable from any tokio
 //! code: [`Runtime::call`] runs a tool call, [`Runtime::tool_definitions`] lists the tools for a model,
 //! [`Runtime::shutdown`] kills and joins everything.
@@ -23,8 +23,8 @@ mod runtime;
 
 pub use runtime::{Runtime, RuntimeBuilder, RuntimeError};
 
-pub use dsh_bash::{AbortSignal, BashConfig, SupervisorPolicy};
-pub use dsh_process::{ManagerStats, MaxConcurrent};
+pub use dsh_bash::{AbortSignal, BashConfig, ProcessPolicy};
+pub use dsh_process::{ManagerStats, MaxConcurrent, lock_unpoisoned};
 pub use dsh_tasks::{AgentRef, Inject, TaskSnapshot};
 pub use dsh_tool_bash::{PROMPT_SECTION, ToolCall, ToolDefinition, ToolResult};
 

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use actix::prelude::*;
-use dsh_bash::{BashConfig, ExecError, LocalBashExecutor, SupervisorPolicy};
+use dsh_bash::{BashConfig, ExecError, LocalBashExecutor, ProcessPolicy};
 use dsh_process::{AdmitAll, ManagerConfig, ManagerStats, MaxConcurrent, ProcessManager, Stats};
 use dsh_tasks::{ListTasks, RegistryConfig, ReleaseOwner, TaskRegistry, TaskSnapshot};
 use dsh_tool_bash::{
@@ -32,7 +32,7 @@ pub struct RuntimeBuilder {
     background: bool,
     spill_dir: Option<PathBuf>,
     keep_spill: bool,
-    policy: Box<dyn SupervisorPolicy>,
+    policy: Box<dyn ProcessPolicy>,
     registry: RegistryConfig,
 }
 
@@ -101,8 +101,8 @@ impl RuntimeBuilder {
         self.policy = Box::new(MaxConcurrent(n));
         self
     }
-    /// Any supervisor policy (admission and stragglers).
-    pub fn policy(mut self, policy: Box<dyn SupervisorPolicy>) -> Self {
+    /// Any process policy (admission and stragglers).
+    pub fn policy(mut self, policy: Box<dyn ProcessPolicy>) -> Self {
         self.policy = policy;
         self
     }
@@ -127,7 +127,7 @@ impl RuntimeBuilder {
                 system.block_on(async move {
                     let _ = tx.send(self.build(true));
                 });
-                // Runs until the supervisor stops the system after shutdown.
+                // Runs until the shutdown sequencer stops the system.
                 let _ = system.run();
             })
             .map_err(RuntimeError::Thread)?;
@@ -158,10 +158,15 @@ impl RuntimeBuilder {
             max_timeout_ms: self.bash.max_timeout_ms,
         };
         let definitions = ToolBash::definitions(&tool_config);
+        let resolver = self.bash.resolver();
         let executor = LocalBashExecutor::new(self.bash, manager.clone())?.start();
-        let tool =
-            ToolBash::new(tool_config, ExecutorRef::from(executor), registry.clone()).start();
-        let supervisor = RuntimeSupervisor {
+        let tool = ToolBash::new(
+            tool_config,
+            ExecutorRef::new(resolver, executor),
+            registry.clone(),
+        )
+        .start();
+        let sequencer = ShutdownSequencer {
             manager: manager.clone(),
             registry: registry.clone(),
             state: ShutdownState::Running,
@@ -173,7 +178,7 @@ impl RuntimeBuilder {
                 tool,
                 registry,
                 manager,
-                supervisor,
+                sequencer,
                 definitions,
             }),
         })
@@ -190,14 +195,14 @@ struct Inner {
     tool: Addr<ToolBash>,
     registry: Addr<TaskRegistry>,
     manager: Addr<ProcessManager>,
-    supervisor: Addr<RuntimeSupervisor>,
+    sequencer: Addr<ShutdownSequencer>,
     definitions: Vec<ToolDefinition>,
 }
 
 impl Drop for Inner {
     fn drop(&mut self) {
-        // Cannot await here; the supervisor kills and joins everything on its own.
-        self.supervisor.do_send(ShutdownRuntime);
+        // Cannot await here; the shutdown sequencer kills and joins everything on its own.
+        self.sequencer.do_send(ShutdownRuntime);
     }
 }
 
@@ -260,12 +265,12 @@ impl Runtime {
     /// Kills and joins every task and process, then stops the runtime's own thread if it has one.
     /// Idempotent; later calls return once the first has finished.
     pub async fn shutdown(&self) {
-        let _ = self.inner.supervisor.send(ShutdownRuntime).await;
+        let _ = self.inner.sequencer.send(ShutdownRuntime).await;
     }
 }
 
 /// Sequences shutdown once, however many callers ask.
-struct RuntimeSupervisor {
+struct ShutdownSequencer {
     manager: Addr<ProcessManager>,
     registry: Addr<TaskRegistry>,
     state: ShutdownState,
@@ -283,11 +288,11 @@ enum ShutdownState {
 #[rtype(result = "()")]
 struct ShutdownRuntime;
 
-impl Actor for RuntimeSupervisor {
+impl Actor for ShutdownSequencer {
     type Context = Context<Self>;
 }
 
-impl Handler<ShutdownRuntime> for RuntimeSupervisor {
+impl Handler<ShutdownRuntime> for ShutdownSequencer {
     type Result = ResponseFuture<()>;
 
     fn handle(&mut self, _: ShutdownRuntime, ctx: &mut Self::Context) -> Self::Result {
@@ -299,19 +304,19 @@ impl Handler<ShutdownRuntime> for RuntimeSupervisor {
                 self.state = ShutdownState::InProgress(vec![tx]);
                 let (registry, manager) = (self.registry.clone(), self.manager.clone());
                 let sequence = async move {
-                    let _ = registry.send(dsh_tasks::Shutdown).await;
+                    let _ = registry.send(dsh_tasks::ShutdownTasks).await;
                     let _ = manager.send(dsh_process::Shutdown).await;
                 };
-                ctx.spawn(sequence.into_actor(self).map(|(), supervisor, _| {
+                ctx.spawn(sequence.into_actor(self).map(|(), sequencer, _| {
                     tracing::debug!("dsh runtime shut down");
                     if let ShutdownState::InProgress(waiters) =
-                        std::mem::replace(&mut supervisor.state, ShutdownState::Done)
+                        std::mem::replace(&mut sequencer.state, ShutdownState::Done)
                     {
                         for waiter in waiters {
                             let _ = waiter.send(());
                         }
                     }
-                    if supervisor.owns_system {
+                    if sequencer.owns_system {
                         System::current().stop();
                     }
                 }));

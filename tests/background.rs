@@ -1,4 +1,4 @@
-//! Catalogue §2.15 (LG-*, the `bash_output`/`bash_kill` contract), §2.9 (TI-*, an agent loop), and
+//! The LG-* cases (the `bash_output`/`bash_kill` contract), the TI-* cases (an agent loop), and
 //! notices for two agents at once.
 
 mod common;

@@ -1,4 +1,4 @@
-//! `dsh jsonl`: the protocol of DESIGN.md, driven as a real subprocess.
+//! `dsh jsonl`: its line protocol (see docs/CONTRACT.md), driven as a real subprocess.
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
@@ -190,7 +190,7 @@ fn malformed_lines_get_an_error_and_the_server_goes_on() {
         reply,
         json!({"id": "after", "text": "still here\n", "is_error": false})
     );
-    // Key order follows DESIGN.md: id first.
+    // Key order is part of the protocol: id first.
     server.request(json!(1), None, "nope", json!({}));
     let reply = server.next();
     assert!(

@@ -1,4 +1,4 @@
-//! Catalogue §2.8 (TB-*) through the runtime handle: foreground results, argument validation,
+//! The TB-* cases, through the runtime handle: foreground results, argument validation,
 //! schemas, background tasks, workdir resolution and the managed environment.
 
 mod common;

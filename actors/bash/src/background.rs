@@ -1,6 +1,6 @@
 //! The handle of a background command: status settled once, consuming merged reads, kill.
 //!
-//! Reference §1.4.5. The process itself belongs to the process manager, not to this handle's creator:
+//! The process itself belongs to the process manager, not to this handle's creator:
 //! stopping the executor leaves it running; shutting the manager down kills it. Dropping the last clone
 //! of a handle releases the manager's record (killing the process if it still runs).
 
@@ -8,7 +8,9 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use actix::Addr;
-use dsh_process::{AbortSignal, Kill, ProcessManager, Release, SpawnedProcess, StreamKind};
+use dsh_process::{
+    AbortSignal, Kill, ProcessManager, Release, SpawnedProcess, StreamKind, lock_unpoisoned,
+};
 use dsh_tasks::{TaskOutput, TaskProducer, TaskStatus};
 use futures::future::BoxFuture;
 
@@ -82,10 +84,7 @@ impl BashProcess {
     }
 
     fn state(&self) -> MutexGuard<'_, HandleState> {
-        self.inner
-            .state
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        lock_unpoisoned(&self.inner.state)
     }
 
     /// The leader's pid (also its group id); `None` if the spawn failed.
@@ -112,15 +111,15 @@ impl BashProcess {
                     .abort
                     .as_ref()
                     .is_some_and(AbortSignal::is_aborted);
-                let status = if state.kill_requested || aborted || outcome.signal.is_some() {
-                    TaskStatus::Killed {
-                        signal: outcome.signal.clone(),
-                    }
-                } else {
-                    TaskStatus::Completed {
+                let end = match &outcome.signal {
+                    Some(signal) => TaskStatus::Killed {
+                        signal: Some(signal.clone()),
+                    },
+                    None => TaskStatus::Completed {
                         exit_code: outcome.exit_code.unwrap_or(0),
-                    }
+                    },
                 };
+                let status = end.stays_killed(state.kill_requested || aborted);
                 state.final_status = Some(status.clone());
                 status
             }
@@ -147,10 +146,10 @@ impl BashProcess {
     /// Waits until the command has ended and returns its final status.
     pub async fn done(&self) -> TaskStatus {
         if let Some(process) = &self.inner.process {
-            // Straight from the process's supervisor, not through the manager's mailbox: this is the
+            // Straight from the process's driver, not through the manager's mailbox: this is the
             // first step of the completion notice, so every hop saved here is latency saved there.
             if process.output.settled().await.is_none() {
-                // The supervisor was dropped unsettled (its actor system stopped); it killed the group.
+                // The driver was dropped unsettled (its actor system stopped); it killed the group.
                 let mut state = self.state();
                 state
                     .final_status

@@ -1,4 +1,4 @@
-//! Executor configuration: the seed's keys and defaults (reference §1.4.1), in snake_case.
+//! Executor configuration: the seed's keys and defaults, in snake_case.
 
 use std::path::PathBuf;
 

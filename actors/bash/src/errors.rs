@@ -1,7 +1,8 @@
 //! Executor errors: infrastructure failures only. Non-zero exits, timeouts and aborts are results.
 
-use dsh_process::{ProcessError, SpawnError};
+use dsh_process::SpawnError;
 
+/// Why the executor could not run or start a command.
 #[derive(Debug, thiserror::Error)]
 pub enum ExecError {
     /// A bad config value or request (the seeds' `bash-local: …` messages).
@@ -10,8 +11,6 @@ pub enum ExecError {
     /// The process could not be started (bad workdir, env channel violation, pre-aborted call, …).
     #[error(transparent)]
     Spawn(#[from] SpawnError),
-    #[error(transparent)]
-    Process(#[from] ProcessError),
     /// The process manager's mailbox is closed: the runtime is shutting down.
     #[error("the process manager is not running")]
     ManagerGone,

@@ -8,13 +8,16 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use actix::prelude::*;
-use dsh_process::{AbortSignal, ProcessManager, ProcessSpawnSpec, Release, Spawn, SpawnError};
+use dsh_process::{
+    AbortSignal, ProcessManager, ProcessSpawnSpec, Release, Spawn, SpawnError, ensure_not_aborted,
+    wait_abort,
+};
 use tokio::time::{Instant, sleep_until};
 
 use crate::background::BashProcess;
 use crate::config::BashConfig;
 use crate::errors::ExecError;
-use crate::messages::{BashRunResult, Resolve, Run, Start};
+use crate::messages::{BashRunResult, Run, Start};
 use crate::request::BashExecSpec;
 
 /// Set for every command so pagers and colour codes do not garble what the model reads (Codex's set);
@@ -71,13 +74,6 @@ fn process_spec(
     }
 }
 
-fn check_not_aborted(spec: &BashExecSpec) -> Result<(), ExecError> {
-    match spec.abort.as_ref().filter(|a| a.is_aborted()) {
-        Some(abort) => Err(SpawnError::AbortedBeforeSpawn(abort.reason_text()).into()),
-        None => Ok(()),
-    }
-}
-
 /// Why the fused deadline fired.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Cause {
@@ -92,7 +88,8 @@ async fn run(
     manager: Addr<ProcessManager>,
     spec: BashExecSpec,
 ) -> Result<BashRunResult, ExecError> {
-    check_not_aborted(&spec)?;
+    // The manager only sees the fused signal, so the caller's own must be checked here.
+    ensure_not_aborted(spec.abort.as_ref())?;
     let fused = AbortSignal::new();
     let process = process_spec(&config, &spec, spec.stdout_max_bytes, Some(fused.clone()));
     let spawned = manager
@@ -101,7 +98,7 @@ async fn run(
         .map_err(|_| ExecError::ManagerGone)??;
     let deadline = Instant::now() + Duration::from_millis(spec.timeout_ms);
     let caller_abort = spec.abort.clone();
-    // Straight from the process's supervisor, not through the manager's mailbox.
+    // Straight from the process's driver, not through the manager's mailbox.
     let wait = spawned.output.settled();
     tokio::pin!(wait);
     let mut cause = None;
@@ -131,13 +128,6 @@ async fn run(
     })
 }
 
-async fn wait_abort(abort: Option<&AbortSignal>) {
-    match abort {
-        Some(abort) => abort.aborted().await,
-        None => std::future::pending().await,
-    }
-}
-
 /// A background start. Validation failures are errors; an OS failure to start (missing workdir, no
 /// bash) gives a handle that settles `killed` and reports `spawn failed: …` in one read.
 async fn start(
@@ -145,7 +135,7 @@ async fn start(
     manager: Addr<ProcessManager>,
     spec: BashExecSpec,
 ) -> Result<BashProcess, ExecError> {
-    check_not_aborted(&spec)?;
+    ensure_not_aborted(spec.abort.as_ref())?;
     let process = process_spec(
         &config,
         &spec,
@@ -173,14 +163,6 @@ impl Actor for LocalBashExecutor {
 
     fn started(&mut self, ctx: &mut Self::Context) {
         ctx.set_mailbox_capacity(4096);
-    }
-}
-
-impl Handler<Resolve> for LocalBashExecutor {
-    type Result = Result<BashExecSpec, ExecError>;
-
-    fn handle(&mut self, Resolve(request): Resolve, _: &mut Self::Context) -> Self::Result {
-        self.config.resolve(request)
     }
 }
 

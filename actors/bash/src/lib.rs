@@ -1,7 +1,7 @@
 //! dsh-bash: the bash executor seam and its local implementation.
 //!
-//! The seam is three messages — [`Resolve`], [`Run`], [`Start`] — so a sandboxed or remote executor can
-//! stand in by handling them. [`LocalBashExecutor`] runs a fresh non-login `bash -c` per call through the
+//! The seam is a [`Resolver`] (a plain function from request to spec) and two messages, [`Run`] and
+//! [`Start`], so a sandboxed or remote executor can stand in by handling them. [`LocalBashExecutor`] runs a fresh non-login `bash -c` per call through the
 //! process manager. This crate re-exports the process and task vocabulary its callers need, so a
 //! consumer has one import root.
 
@@ -16,11 +16,11 @@ pub use background::{BashProcess, merge_streams};
 pub use config::BashConfig;
 pub use errors::ExecError;
 pub use executor::{LocalBashExecutor, TERMINAL_ENV};
-pub use messages::{BashRunResult, Resolve, Run, Start};
+pub use messages::{BashRunResult, Resolver, Run, Start};
 pub use request::{BashExecRequest, BashExecSpec};
 
 pub use dsh_process::{
-    AbortSignal, CollectedOutput, DSH_ENV_PREFIX, ManagerConfig, ProcessManager, SpawnError,
-    SupervisorPolicy,
+    AbortSignal, CollectedOutput, DSH_ENV_PREFIX, ManagerConfig, ProcessManager, ProcessPolicy,
+    SpawnError,
 };
 pub use dsh_tasks::{TaskOutput, TaskStatus};

@@ -1,5 +1,8 @@
-//! The executor seam: these messages are the whole contract. Any actor that handles them (a sandboxed
-//! or remote executor) can stand in for [`crate::LocalBashExecutor`].
+//! The executor seam: a [`Resolver`] and two messages are the whole contract. Any actor that handles
+//! [`Run`] and [`Start`] (a sandboxed or remote executor), with its own resolver, can stand in for
+//! [`crate::LocalBashExecutor`].
+
+use std::sync::Arc;
 
 use actix::prelude::*;
 use dsh_process::CollectedOutput;
@@ -8,10 +11,10 @@ use crate::background::BashProcess;
 use crate::errors::ExecError;
 use crate::request::{BashExecRequest, BashExecSpec};
 
-/// Apply the executor's defaults and caps to a request.
-#[derive(Message, Debug)]
-#[rtype(result = "Result<BashExecSpec, ExecError>")]
-pub struct Resolve(pub BashExecRequest);
+/// Applies an executor's defaults and caps to a request. A plain function, called wherever the spec
+/// is needed (the tool layer calls it before [`Run`] or [`Start`]), never a round trip through a
+/// mailbox. [`crate::BashConfig::resolver`] is the local executor's.
+pub type Resolver = Arc<dyn Fn(BashExecRequest) -> Result<BashExecSpec, ExecError> + Send + Sync>;
 
 /// Run a command in the foreground under one fused deadline (timeout or caller abort).
 #[derive(Message, Debug)]

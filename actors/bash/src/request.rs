@@ -1,14 +1,16 @@
-//! Requests and specs, and `resolve`, which turns the first into the second (reference §1.4.2):
-//! defaults filled in, the timeout clamped to the cap, invalid numbers refused. Optional fields the
-//! caller left out stay absent.
+//! Requests and specs, and `resolve`, which turns the first into the second: defaults filled in, the
+//! timeout clamped to the cap, invalid numbers refused, the working directory defaulted (here and only
+//! here). Optional fields the caller left out stay absent.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use dsh_process::AbortSignal;
 
 use crate::config::BashConfig;
 use crate::errors::ExecError;
+use crate::messages::Resolver;
 
 /// What a caller asks for. Numbers are `f64` because they come from model-made JSON.
 #[derive(Clone, Debug, Default)]
@@ -53,6 +55,12 @@ fn positive(value: f64) -> bool {
 }
 
 impl BashConfig {
+    /// [`BashConfig::resolve`] as a [`Resolver`], for the tool layer.
+    pub fn resolver(&self) -> Resolver {
+        let config = self.clone();
+        Arc::new(move |request| config.resolve(request))
+    }
+
     /// Applies defaults and caps to a request.
     pub fn resolve(&self, request: BashExecRequest) -> Result<BashExecSpec, ExecError> {
         if request.timeout_ms.is_some_and(|t| !positive(t)) {

@@ -1,4 +1,4 @@
-//! Catalogue §2.4 (BS-*) and §2.5 (BL-*): the executor seam and the local executor.
+//! The BS-* and BL-* cases: the executor seam and the local executor.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -15,6 +15,7 @@ const SOON: Duration = Duration::from_secs(10);
 struct Setup {
     manager: Addr<ProcessManager>,
     executor: Addr<LocalBashExecutor>,
+    resolver: Resolver,
     _spill: tempfile::TempDir,
 }
 
@@ -31,18 +32,20 @@ impl Setup {
             ..BashConfig::default()
         };
         edit(&mut config);
+        let resolver = config.resolver();
         let executor = LocalBashExecutor::new(config, manager.clone())
             .unwrap()
             .start();
         Self {
             manager,
             executor,
+            resolver,
             _spill: spill,
         }
     }
 
     async fn resolve(&self, request: BashExecRequest) -> Result<BashExecSpec, ExecError> {
-        self.executor.send(Resolve(request)).await.unwrap()
+        (self.resolver)(request)
     }
 
     async fn run(&self, request: BashExecRequest) -> Result<BashRunResult, ExecError> {
@@ -93,14 +96,13 @@ async fn read_until(handle: &BashProcess, needle: &str) -> String {
 
 // ---- BS: the seam ----
 
-/// A stand-in executor: the seam is only its messages.
+/// A stand-in executor: the seam is only its resolver and its messages.
 struct StubExecutor;
 impl Actor for StubExecutor {
     type Context = Context<Self>;
 }
-impl Handler<Resolve> for StubExecutor {
-    type Result = Result<BashExecSpec, ExecError>;
-    fn handle(&mut self, Resolve(r): Resolve, _: &mut Self::Context) -> Self::Result {
+fn stub_resolver() -> Resolver {
+    std::sync::Arc::new(|r: BashExecRequest| {
         Ok(BashExecSpec {
             command: r.command,
             workdir: "/stub".into(),
@@ -111,7 +113,7 @@ impl Handler<Resolve> for StubExecutor {
             dsh_env: r.dsh_env,
             abort: r.abort,
         })
-    }
+    })
 }
 impl Handler<Run> for StubExecutor {
     type Result = Result<BashRunResult, ExecError>;
@@ -134,13 +136,9 @@ impl Handler<Run> for StubExecutor {
 #[actix_rt::test]
 async fn bs_01_any_actor_handling_the_messages_serves_the_seam() {
     let stub = StubExecutor.start();
-    let resolve: Recipient<Resolve> = stub.clone().recipient();
+    let resolve = stub_resolver();
     let run: Recipient<Run> = stub.recipient();
-    let spec = resolve
-        .send(Resolve(req("echo hi")))
-        .await
-        .unwrap()
-        .unwrap();
+    let spec = resolve(req("echo hi")).unwrap();
     assert_eq!(
         (
             spec.command.as_str(),
@@ -582,6 +580,7 @@ async fn bl_27_background_survives_the_executor_and_dies_with_the_manager() {
         manager,
         executor,
         _spill,
+        ..
     } = s;
     let weak = executor.downgrade();
     drop(executor);

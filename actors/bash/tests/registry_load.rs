@@ -24,15 +24,14 @@ async fn two_hundred_tasks_read_concurrently_deliver_every_line_exactly_once() {
         ..Default::default()
     })
     .start();
-    let executor = LocalBashExecutor::new(
-        BashConfig {
-            grace_ms: 500,
-            ..Default::default()
-        },
-        manager.clone(),
-    )
-    .unwrap()
-    .start();
+    let config = BashConfig {
+        grace_ms: 500,
+        ..Default::default()
+    };
+    let resolve = config.resolver();
+    let executor = LocalBashExecutor::new(config, manager.clone())
+        .unwrap()
+        .start();
     let registry = TaskRegistry::new(RegistryConfig::default()).start();
 
     // Each task prints its pid, then numbered lines in bursts, then waits to be killed.
@@ -41,11 +40,7 @@ async fn two_hundred_tasks_read_concurrently_deliver_every_line_exactly_once() {
     );
     let mut ids = Vec::new();
     for _ in 0..TASKS {
-        let spec = executor
-            .send(Resolve(BashExecRequest::new(&command)))
-            .await
-            .unwrap()
-            .unwrap();
+        let spec = resolve(BashExecRequest::new(&command)).unwrap();
         let handle = executor.send(Start(spec)).await.unwrap().unwrap();
         let id = registry
             .send(Register {

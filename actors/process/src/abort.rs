@@ -8,6 +8,8 @@ use std::sync::{Arc, OnceLock};
 
 use tokio_util::sync::CancellationToken;
 
+use crate::errors::SpawnError;
+
 /// A clonable, `Send + Sync` abort signal; every clone observes the same state. The first `abort`
 /// wins: its reason is the one reported, later calls change nothing.
 #[derive(Clone, Debug, Default)]
@@ -60,5 +62,28 @@ impl AbortSignal {
     /// Resolves once the signal fires (immediately if it already has).
     pub async fn aborted(&self) {
         self.inner.token.cancelled().await
+    }
+
+    /// A token that fires when this signal does, and can also be fired on its own: the one way a
+    /// process's driver is told to kill its group, whether the caller aborted or the manager killed.
+    pub(crate) fn kill_token(&self) -> CancellationToken {
+        self.inner.token.child_token()
+    }
+}
+
+/// The one rule for "aborted before spawn": a spawn whose abort signal has already fired fails with
+/// `aborted before spawn: <reason>`. Every checkpoint (the executor, admission, launch) asks this.
+pub fn ensure_not_aborted(abort: Option<&AbortSignal>) -> Result<(), SpawnError> {
+    match abort.filter(|abort| abort.is_aborted()) {
+        Some(abort) => Err(SpawnError::AbortedBeforeSpawn(abort.reason_text())),
+        None => Ok(()),
+    }
+}
+
+/// Resolves when `abort` fires; pending forever without one (for a `select!` branch).
+pub async fn wait_abort(abort: Option<&AbortSignal>) {
+    match abort {
+        Some(abort) => abort.aborted().await,
+        None => std::future::pending().await,
     }
 }

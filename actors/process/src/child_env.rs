@@ -4,8 +4,8 @@
 //! rendered once, when the manager starts ([`AmbientEnv`]). A spawn renders only its own entries (the
 //! caller's `env` and managed `dsh_env`, usually a handful) and borrows the ambient strings for the
 //! rest: starting a child no longer copies the whole environment into a fresh map and then again into
-//! C strings. The result is the same set [`crate::env::merge_child_env`] describes; a test holds the
-//! two together.
+//! C strings. This is the only place the environment is merged; the rules it applies (scrub, channels)
+//! are in `env`.
 
 use std::collections::BTreeMap;
 use std::ffi::{CString, OsStr, OsString};
@@ -154,7 +154,6 @@ impl EnvBlock<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::env::merge_child_env;
 
     fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         pairs
@@ -194,11 +193,15 @@ mod tests {
             .map(|e| e.to_str().unwrap().to_owned())
             .collect();
         got.sort();
-        let expected: Vec<String> = merge_child_env(&scrub_ambient(ambient()), &env, &dsh_env)
-            .unwrap()
-            .into_iter()
-            .map(|(k, v)| format!("{}={}", k.to_str().unwrap(), v.to_str().unwrap()))
-            .collect();
+        let expected = [
+            "DSH_HOME=/h",
+            "DSH_SHELL=1",
+            "GITHUB_TOKEN=explicit",
+            "HOME=/override",
+            "LANG=C.UTF-8",
+            "PATH=/usr/bin:/bin",
+            "X=1",
+        ];
         assert_eq!(got, expected);
         assert_eq!(child.get("HOME"), Some(OsStr::new("/override")));
         assert_eq!(child.get("PATH"), Some(OsStr::new("/usr/bin:/bin")));
@@ -219,5 +222,32 @@ mod tests {
         ));
         let child = ChildEnv::new(&captured, &map(&[("X", "a\0b")]), &BTreeMap::new()).unwrap();
         assert!(child.block().is_none());
+    }
+
+    #[test]
+    fn explicit_entries_win_and_managed_entries_come_last() {
+        let ambient: Vec<(OsString, OsString)> =
+            [("PATH", "/bin"), ("MY_TOKEN", "x"), ("DSH_OLD", "stale")]
+                .iter()
+                .map(|(k, v)| (k.into(), v.into()))
+                .collect();
+        let env = ChildEnv::new(
+            &Arc::new(AmbientEnv::capture(ambient)),
+            &map(&[
+                ("EXPLICIT_OVERRIDE_KEY", "explicit-wins"),
+                ("PATH", "/usr/bin"),
+            ]),
+            &map(&[("DSH_SHELL", "1")]),
+        )
+        .unwrap();
+        let get = |k: &str| env.get(k).map(|v| v.to_string_lossy().into_owned());
+        assert_eq!(get("PATH").as_deref(), Some("/usr/bin"));
+        assert_eq!(
+            get("EXPLICIT_OVERRIDE_KEY").as_deref(),
+            Some("explicit-wins")
+        );
+        assert_eq!(get("DSH_SHELL").as_deref(), Some("1"));
+        assert_eq!(get("MY_TOKEN"), None);
+        assert_eq!(get("DSH_OLD"), None);
     }
 }

@@ -1,6 +1,6 @@
 //! Per-stream output collection: count every byte, keep the tail in memory, spill the whole stream.
 //!
-//! Reference §1.2.6–1.2.7, with one decision of ours: a tail cut never splits a UTF-8 code point, and an
+//! As in the seeds, with one decision of ours: a tail cut never splits a UTF-8 code point, and an
 //! offset read of an open stream stops before an incomplete sequence at its end, so the next read starts
 //! on a character boundary.
 //!
@@ -33,7 +33,7 @@ enum Spill {
     Disabled,
 }
 
-/// Collects one stream. Not thread-safe by itself; the supervisor shares it behind a mutex.
+/// Collects one stream. Not thread-safe by itself; its driver shares it behind a mutex.
 #[derive(Debug)]
 pub struct OutputCollector {
     stream: StreamKind,
@@ -75,11 +75,6 @@ impl OutputCollector {
             #[cfg(test)]
             faults: tests::Faults::default(),
         }
-    }
-
-    /// Total bytes received so far.
-    pub fn total(&self) -> u64 {
-        self.total
     }
 
     /// Takes one chunk from the stream.

@@ -1,9 +1,11 @@
-//! The child's environment: the ambient environment with credentials scrubbed, then the caller's
-//! ordinary entries, then the managed `DSH_*` entries.
+//! The rules of a child's environment: the ambient environment with credentials scrubbed, then the
+//! caller's ordinary entries, then the managed `DSH_*` entries. The merge itself is done once, in
+//! `child_env`, straight into the form `posix_spawn` takes.
 //!
 //! The scrub is a name heuristic, as in the seeds and in Codex: any ambient name containing `KEY`,
 //! `SECRET` or `TOKEN` in any case is dropped, and so is every ambient `DSH_*` name, so a child only ever
-//! sees the managed facts of its own call. An explicit caller entry wins over the scrub.
+//! sees the managed facts of its own call; so is anything that changes how the shell starts (`BASH_ENV`,
+//! `ENV`, `SHELLOPTS`, `BASHOPTS`, exported `BASH_FUNC_*` functions). An explicit caller entry wins.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -24,7 +26,7 @@ const EXPORTED_FUNCTION_PREFIX: &str = "BASH_FUNC_";
 
 /// Whether an ambient variable of this name is dropped before the child sees it: credentials, ambient
 /// `DSH_*` names, and anything that would change how the shell starts.
-pub fn is_scrubbed_name(name: &str) -> bool {
+pub(crate) fn is_scrubbed_name(name: &str) -> bool {
     if name.starts_with(DSH_ENV_PREFIX)
         || name.starts_with(EXPORTED_FUNCTION_PREFIX)
         || SHELL_STARTUP_NAMES.contains(&name)
@@ -38,7 +40,7 @@ pub fn is_scrubbed_name(name: &str) -> bool {
 }
 
 /// Checks both channels: no `DSH_*` name in `env`, only `DSH_*` names in `dsh_env`.
-pub fn validate_channels(
+pub(crate) fn validate_channels(
     env: &BTreeMap<String, String>,
     dsh_env: &BTreeMap<String, String>,
 ) -> Result<(), SpawnError> {
@@ -53,36 +55,13 @@ pub fn validate_channels(
 
 /// The ambient environment with credential-shaped and `DSH_*` names removed. The manager takes this
 /// snapshot once, when it starts, instead of re-reading and re-scrubbing the environment per spawn.
-pub fn scrub_ambient(
+pub(crate) fn scrub_ambient(
     ambient: impl IntoIterator<Item = (OsString, OsString)>,
 ) -> BTreeMap<OsString, OsString> {
     ambient
         .into_iter()
         .filter(|(name, _)| !is_scrubbed_name(&name.to_string_lossy()))
         .collect()
-}
-
-/// The child environment: the scrubbed ambient set, then `env`, then `dsh_env` (later entries win).
-pub fn merge_child_env(
-    scrubbed: &BTreeMap<OsString, OsString>,
-    env: &BTreeMap<String, String>,
-    dsh_env: &BTreeMap<String, String>,
-) -> Result<BTreeMap<OsString, OsString>, SpawnError> {
-    validate_channels(env, dsh_env)?;
-    let mut merged = scrubbed.clone();
-    for (key, value) in env.iter().chain(dsh_env.iter()) {
-        merged.insert(key.into(), value.into());
-    }
-    Ok(merged)
-}
-
-/// Builds the complete child environment from `ambient` (normally `std::env::vars_os()`).
-pub fn build_child_env(
-    ambient: impl IntoIterator<Item = (OsString, OsString)>,
-    env: &BTreeMap<String, String>,
-    dsh_env: &BTreeMap<String, String>,
-) -> Result<BTreeMap<OsString, OsString>, SpawnError> {
-    merge_child_env(&scrub_ambient(ambient), env, dsh_env)
 }
 
 #[cfg(test)]
@@ -94,10 +73,6 @@ mod tests {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect()
-    }
-
-    fn ambient(pairs: &[(&str, &str)]) -> Vec<(OsString, OsString)> {
-        pairs.iter().map(|(k, v)| (k.into(), v.into())).collect()
     }
 
     #[test]
@@ -130,31 +105,6 @@ mod tests {
         ] {
             assert!(!is_scrubbed_name(name), "{name} should pass");
         }
-    }
-
-    #[test]
-    fn explicit_entries_win_and_managed_entries_come_last() {
-        let env = build_child_env(
-            ambient(&[("PATH", "/bin"), ("MY_TOKEN", "x"), ("DSH_OLD", "stale")]),
-            &map(&[
-                ("EXPLICIT_OVERRIDE_KEY", "explicit-wins"),
-                ("PATH", "/usr/bin"),
-            ]),
-            &map(&[("DSH_SHELL", "1")]),
-        )
-        .unwrap();
-        let get = |k: &str| {
-            env.get(&OsString::from(k))
-                .map(|v| v.to_string_lossy().into_owned())
-        };
-        assert_eq!(get("PATH").as_deref(), Some("/usr/bin"));
-        assert_eq!(
-            get("EXPLICIT_OVERRIDE_KEY").as_deref(),
-            Some("explicit-wins")
-        );
-        assert_eq!(get("DSH_SHELL").as_deref(), Some("1"));
-        assert_eq!(get("MY_TOKEN"), None);
-        assert_eq!(get("DSH_OLD"), None);
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! The errors of the process layer. Messages are lowercase, without a trailing period, and the ones the
-//! seeds pin are exact (reference §1.2.1, §1.2.3).
+//! seeds pin are exact (docs/CONTRACT.md lists them).
 
 use std::io;
 use std::path::PathBuf;
@@ -27,7 +27,7 @@ pub enum SpawnError {
     /// The operating system refused to start the program.
     #[error("spawn {program:?} failed: {}", os_error_text(.source))]
     Os { program: String, source: io::Error },
-    /// The supervisor policy refused admission.
+    /// The process policy refused admission (the text keeps the seeds' wording).
     #[error("spawn refused by supervisor policy: {0}")]
     Refused(String),
     /// The manager is shutting down or has shut down.

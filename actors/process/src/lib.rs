@@ -4,46 +4,72 @@
 //! (tail in memory, whole stream in a spill file), kills whole groups (SIGTERM, then SIGKILL after a
 //! grace), and decides when a process has settled even if a descendant keeps the pipes open.
 //!
-//! Layout:
-//! - [`spec`], [`env`](mod@env), [`abort`]: what a spawn is given; the credential scrub and `DSH_*` channels.
-//! - `spawn`, `child_env`, `reap`, `driver`: plain tokio + nix code that starts one child (`posix_spawn`
-//!   into a new session, with the ambient environment rendered once per manager), reaps it through its
-//!   pidfd, and supervises it to settlement.
-//! - [`collector`], [`spill`]: per-stream bounded output and spill files.
-//! - [`signal`]: group signalling and `/proc` liveness probes.
-//! - [`manager`], [`group`]: the two actors, thin owners around the code above.
-//! - [`policy`]: admission (concurrency limits, queueing) and what happens to stragglers.
+//! Words, each with one meaning: the *manager* supervises every process; a *policy* decides admission
+//! and stragglers; a *driver* runs one child; a process *settles* once, when its driver has decided it
+//! is over and stored its outcome ([`Settlement`] says how).
 //!
-//! The actors run on an actix arbiter; nothing else here depends on actix.
+//! Layout:
+//! - `spec`, `env`, `abort`: what a spawn is given; the credential scrub and `DSH_*` channels.
+//! - `spawn`, `posix_spawn`, `child_env`, `reap`: plain nix code that starts one child (`posix_spawn`
+//!   into a new session, with the ambient environment rendered once per manager) and reaps it through
+//!   its pidfd.
+//! - `driver`, `shared_output`: the task that drives one child to settlement, and the output and
+//!   outcome it shares with readers.
+//! - `collector`, `spill`: per-stream bounded output and spill files.
+//! - [`signal`], `stragglers`: group signalling, `/proc` liveness probes, and killing groups that
+//!   outlived their leader.
+//! - `table`: the plain process table (records, generation ids, admission queue, stragglers, spill
+//!   directory) and every decision about it.
+//! - `manager`, `messages`, `config`: the one actor, a thin owner of the table, and its protocol.
+//! - `policy`: the policy the manager asks about admission and stragglers.
+//!
+//! Hosts use the items re-exported here; of the modules only [`signal`] is public (its `/proc` probes
+//! serve tests and health checks). The manager runs on an actix arbiter; nothing else here depends on actix. Linux only: the layer
+//! relies on `posix_spawn` with `POSIX_SPAWN_SETSID`, pidfds and `/proc`.
 
-pub mod abort;
+#[cfg(not(target_os = "linux"))]
+compile_error!(
+    "dsh-process supports Linux only: it relies on posix_spawn with POSIX_SPAWN_SETSID, \
+     posix_spawn_file_actions_addchdir_np, pidfd_open and /proc"
+);
+
+mod abort;
 mod child_env;
-pub mod collector;
+mod collector;
+mod config;
 mod driver;
-pub mod env;
-pub mod errors;
-pub mod group;
+mod env;
+mod errors;
 mod ids;
-pub mod manager;
-pub mod outcome;
-pub mod policy;
+mod lock;
+mod manager;
+mod messages;
+mod outcome;
+mod policy;
+mod posix_spawn;
 mod reap;
+mod shared_output;
 pub mod signal;
 mod spawn;
-pub mod spec;
-pub mod spill;
+mod spec;
+mod spill;
+mod stragglers;
+mod table;
 
-pub use abort::AbortSignal;
-pub use driver::SharedOutput;
-pub use env::{DSH_ENV_PREFIX, build_child_env, is_scrubbed_name};
+pub use abort::{AbortSignal, ensure_not_aborted, wait_abort};
+pub use config::ManagerConfig;
+pub use env::DSH_ENV_PREFIX;
 pub use errors::{ProcessError, SpawnError, os_error_text};
 pub use ids::ProcessId;
-pub use manager::{
-    Kill, KillAllNow, KillOutcome, ManagerConfig, ManagerStats, ProcessManager, Read, Release,
-    Shutdown, Spawn, SpawnedProcess, Stats, Wait,
+pub use lock::lock_unpoisoned;
+pub use manager::ProcessManager;
+pub use messages::{
+    Kill, KillAllNow, KillOutcome, ManagerStats, Read, Release, Shutdown, Spawn, SpawnedProcess,
+    Stats, Wait,
 };
 pub use outcome::{CollectedOutput, ProcessOutcome, ReadResult, Settlement, StreamKind};
 pub use policy::{
-    Admission, AdmitAll, Load, MaxConcurrent, Settled, StragglerAction, SupervisorPolicy,
+    Admission, AdmitAll, Load, MaxConcurrent, ProcessPolicy, SettledProcess, StragglerAction,
 };
+pub use shared_output::SharedOutput;
 pub use spec::ProcessSpawnSpec;

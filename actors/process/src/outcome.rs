@@ -46,7 +46,7 @@ pub struct ReadResult {
     pub spill_path: Option<PathBuf>,
 }
 
-/// How the supervisor decided that a process had finished.
+/// How the driver decided that a process had settled.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Settlement {
     /// The leader exited and both pipes reached end of file.
@@ -66,6 +66,6 @@ pub struct ProcessOutcome {
     pub stdout: CollectedOutput,
     pub stderr: CollectedOutput,
     pub settlement: Settlement,
-    /// The group signals this supervisor sent, in order (`SIGTERM`, then maybe `SIGKILL`).
+    /// The group signals its driver sent, in order (`SIGTERM`, then maybe `SIGKILL`).
     pub signals_sent: Vec<&'static str>,
 }

@@ -1,4 +1,4 @@
-//! Supervisor policies: what the manager does on admission and when a child ends.
+//! Process policies: what the manager asks before it admits a spawn and after a child settles.
 //!
 //! A policy is consulted synchronously inside the manager actor, so it must be quick and must not
 //! panic (a panicking actix actor is never restarted). Policies act on explicit facts, never on panics.
@@ -37,15 +37,16 @@ pub enum StragglerAction {
 
 /// Facts about a child that just settled.
 #[derive(Debug)]
-pub struct Settled<'a> {
+pub struct SettledProcess<'a> {
     pub pid: i32,
     pub outcome: &'a ProcessOutcome,
     /// Whether the group still had members at settlement (zombies included).
     pub group_remains: bool,
 }
 
-/// A supervisor policy. The default methods admit everything and keep stragglers until shutdown.
-pub trait SupervisorPolicy: Send + 'static {
+/// A process policy: the manager supervises, the policy decides. The default methods admit
+/// everything and keep stragglers until shutdown.
+pub trait ProcessPolicy: Send + 'static {
     /// Decides whether a new spawn starts now, waits, or fails.
     fn admit(&mut self, load: Load) -> Admission {
         let _ = load;
@@ -53,7 +54,7 @@ pub trait SupervisorPolicy: Send + 'static {
     }
 
     /// Told about every settled child; decides about its stragglers.
-    fn on_settled(&mut self, settled: &Settled<'_>) -> StragglerAction {
+    fn on_settled(&mut self, settled: &SettledProcess<'_>) -> StragglerAction {
         let _ = settled;
         StragglerAction::KeepUntilShutdown
     }
@@ -63,13 +64,13 @@ pub trait SupervisorPolicy: Send + 'static {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct AdmitAll;
 
-impl SupervisorPolicy for AdmitAll {}
+impl ProcessPolicy for AdmitAll {}
 
 /// Runs at most `n` children at a time; further spawns queue and start in order as others settle.
 #[derive(Clone, Copy, Debug)]
 pub struct MaxConcurrent(pub usize);
 
-impl SupervisorPolicy for MaxConcurrent {
+impl ProcessPolicy for MaxConcurrent {
     fn admit(&mut self, load: Load) -> Admission {
         if self.0 == 0 {
             Admission::Refuse("MaxConcurrent(0) admits no process".to_owned())

@@ -1,6 +1,6 @@
 //! Signalling process groups, and asking `/proc` who is still alive.
 //!
-//! Rules learned from nextest, watchexec and codex (DESIGN.md, reference/rust-stack.md E6):
+//! Rules learned from nextest, watchexec and codex:
 //! - never signal a group id ≤ 1 (0 is our own group, 1 would be init's, negative ids are nonsense);
 //! - signalling never fails loudly: a vanished group (ESRCH) or a refusal (EPERM) is logged and ignored;
 //! - "is anyone left?" is answered from `/proc`, where a zombie is dead; `kill(pid, 0)` says a zombie

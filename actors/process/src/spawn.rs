@@ -13,12 +13,12 @@
 //!   missing one gets an error naming it).
 //!
 //! The program is looked up on the child's own `PATH`. The child is reaped through its pidfd
-//! (`reap.rs`), never by tokio.
+//! (`reap.rs`), never by tokio. The libc calls themselves are wrapped in `posix_spawn.rs`.
 
 use std::collections::HashMap;
 use std::ffi::{CString, OsStr, OsString};
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
@@ -28,8 +28,9 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::unix::pipe;
 use tokio::task::JoinHandle;
 
-use crate::child_env::{ChildEnv, EnvBlock};
+use crate::child_env::ChildEnv;
 use crate::errors::SpawnError;
+use crate::posix_spawn::spawn_in_session;
 use crate::reap::ExitWatcher;
 
 /// A child that has just started.
@@ -95,6 +96,19 @@ impl ProgramCache {
     }
 }
 
+/// Starts `program` (already found on the child's `PATH`) with `argv`, in `cwd`, with `env`, as the
+/// leader of a new session, and attaches its pipes and exit to the async runtime; `stdin` bytes, if
+/// any, are written to its stdin and then closed. This is the whole spawn path of the manager.
+pub(crate) fn start_child(
+    program: &Path,
+    argv: &[String],
+    cwd: &Path,
+    env: &ChildEnv,
+    stdin: Option<Vec<u8>>,
+) -> Result<Started, SpawnError> {
+    spawn_raw(program, argv, cwd, env, stdin.is_some()).and_then(|raw| raw.attach(&argv[0], stdin))
+}
+
 /// A child started by `posix_spawn`, before its pipes and exit are attached to the async runtime.
 #[derive(Debug)]
 pub(crate) struct RawChild {
@@ -106,7 +120,7 @@ pub(crate) struct RawChild {
 
 /// The blocking half of a start: pipes and `posix_spawn` of the resolved `program`. Blocks until the
 /// child has exec'd, which is why the manager spawns one child per scheduler turn.
-pub(crate) fn spawn_raw(
+fn spawn_raw(
     program: &Path,
     argv: &[String],
     cwd: &Path,
@@ -154,15 +168,11 @@ pub(crate) fn spawn_raw(
 
 impl RawChild {
     /// The async half: watch the exit, register the pipes, start writing stdin. Must run inside the
-    /// tokio runtime that will supervise the child.
-    pub(crate) fn attach(
-        self,
-        program: &str,
-        stdin: Option<Vec<u8>>,
-    ) -> Result<Started, SpawnError> {
+    /// tokio runtime that will drive the child.
+    fn attach(self, program: &str, stdin: Option<Vec<u8>>) -> Result<Started, SpawnError> {
         let exit = ExitWatcher::new(self.pid);
         let os = |source: io::Error| {
-            // Cannot happen for our own pipes; fail closed rather than supervise a half-wired child
+            // Cannot happen for our own pipes; fail closed rather than drive a half-wired child
             // (`exit` reaps it once it dies).
             crate::signal::signal_group(self.pid, nix::sys::signal::Signal::SIGKILL);
             SpawnError::Os {
@@ -240,114 +250,4 @@ fn above_stdio(fd: OwnedFd) -> io::Result<OwnedFd> {
     let moved = fcntl(&fd, FcntlArg::F_DUPFD_CLOEXEC(3))?;
     // SAFETY: F_DUPFD_CLOEXEC returned a new descriptor that nothing else owns.
     Ok(unsafe { OwnedFd::from_raw_fd(moved) })
-}
-
-/// Owns a `posix_spawn_file_actions_t` / `posix_spawnattr_t` and destroys it on every path.
-struct SpawnState {
-    actions: libc::posix_spawn_file_actions_t,
-    attr: libc::posix_spawnattr_t,
-}
-
-impl Drop for SpawnState {
-    fn drop(&mut self) {
-        // SAFETY: both were initialised before this guard was created.
-        unsafe {
-            libc::posix_spawn_file_actions_destroy(&mut self.actions);
-            libc::posix_spawnattr_destroy(&mut self.attr);
-        }
-    }
-}
-
-fn check(code: libc::c_int) -> io::Result<()> {
-    if code == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::from_raw_os_error(code))
-    }
-}
-
-/// `posix_spawn` of `program` as the leader of a new session, with the given stdio and cwd.
-fn spawn_in_session(
-    program: &CString,
-    argv: &[CString],
-    env: &EnvBlock<'_>,
-    cwd: &CString,
-    stdin: Option<RawFd>,
-    stdout: RawFd,
-    stderr: RawFd,
-) -> io::Result<i32> {
-    let mut argv_ptrs: Vec<*mut libc::c_char> = argv
-        .iter()
-        .map(|a| a.as_ptr() as *mut libc::c_char)
-        .collect();
-    argv_ptrs.push(std::ptr::null_mut());
-    let dev_null = c"/dev/null";
-    // SAFETY: every pointer handed to libc points into a CString or Vec that outlives the calls; the
-    // actions and attributes are initialised before use and destroyed by `SpawnState`'s drop.
-    unsafe {
-        let mut state = SpawnState {
-            actions: std::mem::zeroed(),
-            attr: std::mem::zeroed(),
-        };
-        check(libc::posix_spawn_file_actions_init(&mut state.actions))?;
-        if let Err(err) = check(libc::posix_spawnattr_init(&mut state.attr)) {
-            libc::posix_spawn_file_actions_destroy(&mut state.actions);
-            std::mem::forget(state);
-            return Err(err);
-        }
-        let actions = &mut state.actions;
-        match stdin {
-            Some(fd) => check(libc::posix_spawn_file_actions_adddup2(actions, fd, 0))?,
-            None => check(libc::posix_spawn_file_actions_addopen(
-                actions,
-                0,
-                dev_null.as_ptr(),
-                libc::O_RDONLY,
-                0,
-            ))?,
-        }
-        check(libc::posix_spawn_file_actions_adddup2(actions, stdout, 1))?;
-        check(libc::posix_spawn_file_actions_adddup2(actions, stderr, 2))?;
-        check(libc::posix_spawn_file_actions_addchdir_np(
-            actions,
-            cwd.as_ptr(),
-        ))?;
-
-        let mut empty: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut empty);
-        check(libc::posix_spawnattr_setsigmask(&mut state.attr, &empty))?;
-        let mut defaults: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut defaults);
-        for signal in [
-            libc::SIGHUP,
-            libc::SIGINT,
-            libc::SIGQUIT,
-            libc::SIGTERM,
-            libc::SIGPIPE,
-        ] {
-            libc::sigaddset(&mut defaults, signal);
-        }
-        check(libc::posix_spawnattr_setsigdefault(
-            &mut state.attr,
-            &defaults,
-        ))?;
-        let flags = libc::POSIX_SPAWN_SETSID as libc::c_int
-            | libc::POSIX_SPAWN_SETSIGMASK
-            | libc::POSIX_SPAWN_SETSIGDEF;
-        check(libc::posix_spawnattr_setflags(
-            &mut state.attr,
-            flags as libc::c_short,
-        ))?;
-
-        let mut pid: libc::pid_t = 0;
-        check(libc::posix_spawn(
-            &mut pid,
-            program.as_ptr(),
-            &state.actions,
-            &state.attr,
-            argv_ptrs.as_ptr(),
-            env.envp(),
-        ))?;
-        Ok(pid)
-    }
 }

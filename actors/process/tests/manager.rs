@@ -1,4 +1,4 @@
-//! Catalogue §2.3 (PM-*) and the manager's own guarantees: admission policies, stale ids, shutdown that
+//! The PM-* cases and the manager's own guarantees: admission policies, stale ids, shutdown that
 //! kills and joins everything, bounded memory under a flood, no leaked descriptors or zombies.
 
 mod common;
@@ -237,15 +237,12 @@ async fn shutdown_kills_a_descendant_left_holding_the_pipes() {
     assert!(pid_is_live(holder));
     assert_eq!(h.manager.send(Stats).await.unwrap().stragglers, 1);
     h.shutdown().await;
-    assert!(
-        !pid_is_live(holder),
-        "nothing outlives the runtime (DESIGN decision 5)"
-    );
+    assert!(!pid_is_live(holder), "nothing outlives the runtime");
 }
 
 struct KillStragglers;
-impl SupervisorPolicy for KillStragglers {
-    fn on_settled(&mut self, settled: &Settled<'_>) -> StragglerAction {
+impl ProcessPolicy for KillStragglers {
+    fn on_settled(&mut self, settled: &SettledProcess<'_>) -> StragglerAction {
         if settled.group_remains {
             StragglerAction::KillNow
         } else {

@@ -1,4 +1,4 @@
-//! Catalogue §2.2 (PL-*): spawning, capture, kill escalation, settlement, stdin and env, through the
+//! The PL-* cases: spawning, capture, kill escalation, settlement, stdin and env, through the
 //! ProcessManager's messages.
 
 mod common;
@@ -238,7 +238,7 @@ async fn pl_17_fd0_is_dev_null_or_a_pipe() {
         .run(h.spec("test -c /dev/stdin && echo char || echo other"))
         .await;
     assert_eq!(out.stdout.text, "char\n");
-    // Ours is a pipe, not the socket Node used (DESIGN decision 3).
+    // Ours is a pipe, not the socket the Node seed used (see docs/CONTRACT.md).
     let mut spec = h.spec("test -p /dev/stdin && echo pipe || echo other");
     spec.stdin = Some(b"x".to_vec());
     assert_eq!(h.run(spec).await.stdout.text, "pipe\n");
@@ -509,7 +509,7 @@ async fn pl_43_default_private_spill_dir_is_0700_and_removed_at_shutdown() {
     h.shutdown().await;
     assert!(
         !dir.exists(),
-        "the private spill directory is removed at shutdown (DESIGN decision 6)"
+        "the private spill directory is removed at shutdown"
     );
 }
 

@@ -1,4 +1,4 @@
-//! Registry errors, with the seeds' exact texts (reference §1.12).
+//! Registry errors, with the seeds' exact texts (docs/CONTRACT.md lists them).
 
 /// Why a task operation was refused.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

@@ -8,17 +8,24 @@
 //!
 //! It knows nothing about processes: the work behind a task is a [`TaskProducer`].
 
+//!
+//! Layout: `messages` (the registry's protocol), `table` (the plain task table and every rule about
+//! records, unit-tested on its own), `registry` (the thin actor), `producer`, `agent`, `snapshot`.
+
 mod agent;
 mod errors;
+mod messages;
 mod producer;
 mod registry;
 mod snapshot;
+mod table;
 
 pub use agent::{AgentRef, Inject, TaskOwner};
 pub use errors::TaskError;
-pub use producer::{TaskOutput, TaskProducer, TaskStatus};
-pub use registry::{
-    GetTask, KillOutcome, KillReply, KillTask, ListTasks, ReadReply, ReadTask, Register,
-    RegistryConfig, ReleaseOwner, Shutdown, Subscribe, TaskDone, TaskRegistry,
+pub use messages::{
+    GetTask, KillReply, KillTask, ListTasks, ReadReply, ReadTask, Register, ReleaseOwner,
+    ShutdownTasks, Subscribe, TaskDone, TaskKillOutcome,
 };
+pub use producer::{TaskOutput, TaskProducer, TaskStatus};
+pub use registry::{RegistryConfig, TaskRegistry};
 pub use snapshot::TaskSnapshot;

@@ -23,6 +23,17 @@ impl TaskStatus {
     pub fn is_running(&self) -> bool {
         matches!(self, TaskStatus::Running)
     }
+
+    /// The one rule for "killed stays killed": how work that ended as `self` is reported when a kill
+    /// was (`kill_requested`) or was not asked for. Once killed, work is reported killed even if it
+    /// trapped the signal and exited 0; the signal that ended it is kept when there was one.
+    pub fn stays_killed(self, kill_requested: bool) -> TaskStatus {
+        match self {
+            TaskStatus::Killed { signal } => TaskStatus::Killed { signal },
+            _ if kill_requested => TaskStatus::Killed { signal: None },
+            end => end,
+        }
+    }
 }
 
 /// One consuming read: what the task produced since the previous read.

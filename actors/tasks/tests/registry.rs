@@ -1,4 +1,4 @@
-//! Catalogue §2.11–2.13 (TS-, TV-, TL-) that apply to dsh's registry, driven by a scripted producer.
+//! The TS-, TV- and TL- cases that apply to dsh's registry, driven by a scripted producer.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -225,7 +225,7 @@ async fn ts_01_stub_producer_serves_the_whole_api() {
     assert_eq!(s.read(&id, None).await.unwrap().output.delta, "");
     assert_eq!(
         s.kill(&id, None).await.unwrap().outcome,
-        KillOutcome::Killed
+        TaskKillOutcome::Killed
     );
     control.settle(TaskStatus::Killed {
         signal: Some("SIGTERM".into()),
@@ -343,7 +343,7 @@ async fn tl_14_kill_marks_reported_and_the_end_keeps_killed() {
     let s = Setup::new();
     let (id, mut control) = s.register("bash", None).await;
     let reply = s.kill(&id, None).await.unwrap();
-    assert_eq!(reply.outcome, KillOutcome::Killed);
+    assert_eq!(reply.outcome, TaskKillOutcome::Killed);
     assert_eq!(
         (reply.snapshot.status, reply.snapshot.reported),
         (TaskStatus::Killed { signal: None }, true)
@@ -384,14 +384,14 @@ async fn tl_15_kill_after_the_end_is_already_finished() {
     control.settle(COMPLETED_0);
     s.settled(&id, None).await;
     let reply = s.kill(&id, None).await.unwrap();
-    assert_eq!(reply.outcome, KillOutcome::AlreadyFinished);
+    assert_eq!(reply.outcome, TaskKillOutcome::AlreadyFinished);
     assert_eq!(control.kills(), 0);
     // A second kill of a killed task is also "already finished".
     let (id2, _c2) = s.register("bash", None).await;
     s.kill(&id2, None).await.unwrap();
     assert_eq!(
         s.kill(&id2, None).await.unwrap().outcome,
-        KillOutcome::AlreadyFinished
+        TaskKillOutcome::AlreadyFinished
     );
 }
 
@@ -509,7 +509,7 @@ async fn tl_32_a_gone_agent_is_released_without_touching_a_same_session_replacem
 async fn tl_35_shutdown_kills_awaits_and_sends_no_task_done() {
     let s = Setup::new();
     let (_id, mut control) = s.register("bash", None).await;
-    let shutdown = s.registry.send(Shutdown);
+    let shutdown = s.registry.send(ShutdownTasks);
     let deadline = Instant::now() + Duration::from_secs(10);
     while control.kills() == 0 {
         assert!(Instant::now() < deadline);

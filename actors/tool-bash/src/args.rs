@@ -1,7 +1,7 @@
 //! Run-time validation of model-made arguments. The schema is only advice to a model; what arrives is
 //! whatever JSON it produced, so every field is checked before anything runs.
 //!
-//! Two layers, as in the seeds (reference §1.7.4): schema violations, all collected and joined
+//! Two layers, as in the seeds: schema violations, all collected and joined
 //! (`invalid arguments: missing required property "command"; "timeoutMs" must be a number`), then value
 //! checks, first failure wins. Unknown keys are ignored and never forwarded.
 

@@ -1,11 +1,11 @@
 //! The model-facing tool definitions: names, descriptions and JSON Schemas of `bash`, `bash_output` and
-//! `bash_kill`, worded as in the seeds (reference §1.7.3, §1.12), in the shapes OpenAI, Anthropic and
+//! `bash_kill`, worded as in the seeds (see docs/CONTRACT.md), in the shapes OpenAI, Anthropic and
 //! MCP tool lists expect.
 
 use serde::Serialize;
 use serde_json::{Value, json};
 
-/// The prompt section the seeds add next to the tool (reference §1.7.2).
+/// The prompt section the seeds add next to the tool.
 pub const PROMPT_SECTION: &str =
     "Check the [exit code: N] marker on every bash result; investigate failures before moving on.";
 

@@ -1,4 +1,4 @@
-//! The managed `DSH_*` environment of every model bash call (reference §1.7.6): `DSH_HOME`,
+//! The managed `DSH_*` environment of every model bash call: `DSH_HOME`,
 //! `DSH_SHELL=1`, and `DSH_SESSION_ID` when the call has an agent. A fresh map per call; the process
 //! manager has already removed every ambient `DSH_*`, so a missing fact is absent, never inherited.
 

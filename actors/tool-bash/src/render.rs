@@ -1,7 +1,7 @@
-//! Model-visible text: foreground results (reference §1.7.7), background reads, status lines, kill
-//! replies and completion notices in the `bash_output`/`bash_kill` dialect (reference §1.12).
+//! Model-visible text: foreground results, background reads, status lines, kill replies and
+//! completion notices in the `bash_output`/`bash_kill` dialect. `docs/CONTRACT.md` lists every string.
 
-use dsh_bash::{BashRunResult, CollectedOutput, TaskOutput, TaskStatus};
+use dsh_bash::{BashRunResult, CollectedOutput, TaskOutput, TaskStatus, merge_streams};
 
 /// A stream's text, with the truncation marker and spill path when its head was dropped.
 fn stream_text(output: &CollectedOutput) -> String {
@@ -18,16 +18,7 @@ fn stream_text(output: &CollectedOutput) -> String {
 
 /// stdout, then a `[stderr]` section, then the markers; the exit marker is always last.
 pub fn render_result(result: &BashRunResult) -> String {
-    let out = stream_text(&result.stdout);
-    let err = stream_text(&result.stderr);
-    let mut body = out;
-    if !err.is_empty() {
-        if !body.is_empty() && !body.ends_with('\n') {
-            body.push('\n');
-        }
-        body.push_str("[stderr]\n");
-        body.push_str(&err);
-    }
+    let mut body = merge_streams(stream_text(&result.stdout), &stream_text(&result.stderr));
     if body.is_empty() {
         body.push_str("(no output)");
     }

@@ -7,9 +7,9 @@
 use std::path::{Path, PathBuf};
 
 use actix::prelude::*;
-use dsh_bash::{AbortSignal, BashExecRequest, LocalBashExecutor, Resolve, Run, Start};
+use dsh_bash::{AbortSignal, BashConfig, BashExecRequest, LocalBashExecutor, Resolver, Run, Start};
 use dsh_tasks::{
-    AgentRef, KillOutcome, KillTask, ReadTask, Register, Subscribe, TaskDone, TaskRegistry,
+    AgentRef, KillTask, ReadTask, Register, Subscribe, TaskDone, TaskKillOutcome, TaskRegistry,
 };
 use serde_json::Value;
 
@@ -77,30 +77,30 @@ impl ToolResult {
     }
 }
 
-/// The executor seam as recipients, so any actor handling the three messages can stand in.
+/// The executor seam: its resolver, called in place, and the two messages as recipients, so any
+/// actor handling [`Run`] and [`Start`] can stand in.
 #[derive(Clone)]
 pub struct ExecutorRef {
-    pub resolve: Recipient<Resolve>,
+    pub resolve: Resolver,
     pub run: Recipient<Run>,
     pub start: Recipient<Start>,
 }
 
 impl ExecutorRef {
-    pub fn from_addr<A>(addr: Addr<A>) -> Self
+    pub fn new<A>(resolve: Resolver, addr: Addr<A>) -> Self
     where
-        A: Actor<Context = Context<A>> + Handler<Resolve> + Handler<Run> + Handler<Start>,
+        A: Actor<Context = Context<A>> + Handler<Run> + Handler<Start>,
     {
         Self {
-            resolve: addr.clone().recipient(),
+            resolve,
             run: addr.clone().recipient(),
             start: addr.recipient(),
         }
     }
-}
 
-impl From<Addr<LocalBashExecutor>> for ExecutorRef {
-    fn from(addr: Addr<LocalBashExecutor>) -> Self {
-        Self::from_addr(addr)
+    /// The local executor, resolving with the same config it was started with.
+    pub fn local(addr: Addr<LocalBashExecutor>, config: &BashConfig) -> Self {
+        Self::new(config.resolver(), addr)
     }
 }
 
@@ -200,12 +200,12 @@ fn flatten<T, E: std::fmt::Display>(
 const EXECUTOR: &str = "bash executor";
 const REGISTRY: &str = "task registry";
 
-/// A relative `workdir` resolves against the workspace; an absolute one is used as given.
+/// A relative `workdir` resolves against the workspace; an absolute one is used as given. No workdir
+/// stays `None`: the executor's resolver defaults it, in one place.
 fn resolve_workdir(workdir: Option<String>, workspace: Option<&Path>) -> Option<PathBuf> {
     match (workdir.map(PathBuf::from), workspace) {
         (Some(dir), Some(root)) if dir.is_relative() => Some(root.join(dir)),
-        (Some(dir), _) => Some(dir),
-        (None, root) => root.map(Path::to_path_buf),
+        (dir, _) => dir,
     }
 }
 
@@ -236,7 +236,7 @@ async fn bash(
         },
         ..BashExecRequest::default()
     };
-    let spec = flatten(executor.resolve.send(Resolve(request)).await, EXECUTOR)?;
+    let spec = (executor.resolve)(request).map_err(|err| err.to_string())?;
     if args.run_in_background {
         let handle = flatten(executor.start.send(Start(spec)).await, EXECUTOR)?;
         let register = Register {
@@ -279,7 +279,7 @@ async fn bash_kill(registry: &Addr<TaskRegistry>, call: ToolCall) -> Result<Tool
     )?;
     Ok(ToolResult::ok(render_kill(
         &id,
-        reply.outcome == KillOutcome::Killed,
+        reply.outcome == TaskKillOutcome::Killed,
     )))
 }
 

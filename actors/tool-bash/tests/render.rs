@@ -1,4 +1,4 @@
-//! Catalogue §2.8 rendering units (TB-46…TB-67) and the legacy status lines (LG-21, LG-22), in the
+//! Rendering units (cases TB-46…TB-67) and the legacy status lines (LG-21, LG-22), in the
 //! `bash_output` dialect.
 
 use std::path::PathBuf;

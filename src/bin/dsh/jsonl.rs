@@ -13,7 +13,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use dsh::{AbortSignal, AgentRef, Runtime, ToolCall};
+use dsh::{AbortSignal, AgentRef, Runtime, ToolCall, lock_unpoisoned};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
@@ -102,12 +102,7 @@ impl Server {
             Line::Blank => {}
             Line::Malformed(error) => self.reply_malformed(&error),
             Line::Cancel(id) => {
-                if let Some(signal) = self
-                    .running
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .get(&id.to_string())
-                {
+                if let Some(signal) = lock_unpoisoned(&self.running).get(&id.to_string()) {
                     signal.abort("cancelled by the client");
                 }
             }
@@ -135,10 +130,7 @@ impl Server {
     fn start_call(&mut self, id: Value, session: Option<String>, tool: String, arguments: Value) {
         let cancel = AbortSignal::new();
         let key = id.to_string();
-        self.running
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(key.clone(), cancel.clone());
+        lock_unpoisoned(&self.running).insert(key.clone(), cancel.clone());
         let mut call = ToolCall::new(tool, arguments).with_cancel(cancel);
         if let Some(session) = session {
             call = call.with_caller(self.agent(session));
@@ -147,10 +139,7 @@ impl Server {
             (self.runtime.clone(), self.out.clone(), self.running.clone());
         self.calls.spawn(async move {
             let result = runtime.call(call).await;
-            running
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .remove(&key);
+            lock_unpoisoned(&running).remove(&key);
             let _ = out.send(
                 json!({"id": id, "text": result.text, "is_error": result.is_error}).to_string(),
             );

@@ -7,7 +7,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use dsh::{AbortSignal, AgentRef, Runtime, ToolCall};
+use dsh::{AbortSignal, AgentRef, Runtime, ToolCall, lock_unpoisoned};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     ListToolsResult, PaginatedRequestParams, ServerConfig, Tool,
@@ -85,13 +85,7 @@ impl ServerHandler for DshServer {
         };
         guard.0 = None;
         let mut content = vec![ContentBlock::text(result.text)];
-        let notices = std::mem::take(
-            &mut *self
-                .session
-                .pending
-                .lock()
-                .unwrap_or_else(|p| p.into_inner()),
-        );
+        let notices = std::mem::take(&mut *lock_unpoisoned(&self.session.pending));
         if !notices.is_empty() {
             content.push(ContentBlock::text(notices.join("\n")));
         }
@@ -165,11 +159,8 @@ pub async fn main(flags: RuntimeFlags) -> Result<i32, String> {
     let agent = {
         let (pending, peer_slot) = (pending.clone(), peer_slot.clone());
         session_agent(session_id.clone(), move |notice| {
-            pending
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push(notice.clone());
-            if let Some(peer) = peer_slot.lock().unwrap_or_else(|p| p.into_inner()).clone() {
+            lock_unpoisoned(&pending).push(notice.clone());
+            if let Some(peer) = lock_unpoisoned(&peer_slot).clone() {
                 logging::send(peer, notice);
             }
         })
@@ -184,7 +175,7 @@ pub async fn main(flags: RuntimeFlags) -> Result<i32, String> {
         .serve(rmcp::transport::stdio_pipes())
         .await
         .map_err(|e| format!("MCP handshake failed: {e}"))?;
-    *peer_slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(service.peer().clone());
+    *lock_unpoisoned(&peer_slot) = Some(service.peer().clone());
     let cancel = service.cancellation_token();
     let waiting = service.waiting();
     tokio::pin!(waiting);

@@ -24,7 +24,7 @@ impl Harness {
         Self::with_policy(Box::new(AdmitAll))
     }
 
-    pub fn with_policy(policy: Box<dyn SupervisorPolicy>) -> Self {
+    pub fn with_policy(policy: Box<dyn ProcessPolicy>) -> Self {
         let spill = tempfile::tempdir().expect("temp dir");
         let config = ManagerConfig {
             spill_dir: Some(spill.path().to_path_buf()),

@@ -1,0 +1,36 @@
+//! How a [`ProcessManager`](crate::ProcessManager) is set up: where spill files go and which policy
+//! decides admission and stragglers. Every per-process limit is on the spawn spec, not here.
+
+use std::path::PathBuf;
+
+use crate::policy::{AdmitAll, ProcessPolicy};
+
+/// Manager configuration.
+pub struct ManagerConfig {
+    /// Spill directory; `None`: a private `dsh-proc-XXXXXX` (0700) under the OS temp dir, created at the
+    /// first spawn and removed at shutdown unless `keep_spill`.
+    pub spill_dir: Option<PathBuf>,
+    /// Keep the private spill directory (and its files) after shutdown.
+    pub keep_spill: bool,
+    /// Admission and straggler policy.
+    pub policy: Box<dyn ProcessPolicy>,
+}
+
+impl Default for ManagerConfig {
+    fn default() -> Self {
+        Self {
+            spill_dir: None,
+            keep_spill: false,
+            policy: Box::new(AdmitAll),
+        }
+    }
+}
+
+impl std::fmt::Debug for ManagerConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ManagerConfig")
+            .field("spill_dir", &self.spill_dir)
+            .field("keep_spill", &self.keep_spill)
+            .finish_non_exhaustive()
+    }
+}

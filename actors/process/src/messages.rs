@@ -1,0 +1,108 @@
+//! The messages of the [`ProcessManager`](crate::ProcessManager) actor, and what they answer.
+//!
+//! They live apart from the actor so a reader can see the whole protocol at once: a host starts a
+//! process with [`Spawn`], reads it with [`Read`] (or through [`SpawnedProcess::output`]), stops it with
+//! [`Kill`], waits for it with [`Wait`] and forgets it with [`Release`]. [`Shutdown`] and [`KillAllNow`]
+//! end everything; [`Stats`] counts.
+
+use actix::prelude::*;
+
+use crate::errors::{ProcessError, SpawnError};
+use crate::ids::ProcessId;
+use crate::outcome::{ProcessOutcome, ReadResult, StreamKind};
+use crate::shared_output::SharedOutput;
+use crate::spec::ProcessSpawnSpec;
+
+/// Start a process. Resolves once it runs (a queued spawn waits for admission).
+#[derive(Message, Debug)]
+#[rtype(result = "Result<SpawnedProcess, SpawnError>")]
+pub struct Spawn(pub ProcessSpawnSpec);
+
+/// A started process.
+#[derive(Clone, Debug)]
+pub struct SpawnedProcess {
+    pub id: ProcessId,
+    /// The leader's pid, which is also its process group and session id.
+    pub pid: i32,
+    /// Direct, non-consuming access to its output (and outcome once settled), valid after exit.
+    pub output: SharedOutput,
+}
+
+/// Non-consuming read of one stream from a whole-stream offset; valid while running and after exit.
+#[derive(Message, Debug)]
+#[rtype(result = "Result<ReadResult, ProcessError>")]
+pub struct Read {
+    pub id: ProcessId,
+    pub stream: StreamKind,
+    pub offset: u64,
+}
+
+/// Kill a process group: SIGTERM, then SIGKILL after its grace. Idempotent.
+#[derive(Message, Debug)]
+#[rtype(result = "Result<KillOutcome, ProcessError>")]
+pub struct Kill {
+    pub id: ProcessId,
+}
+
+/// What a [`Kill`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KillOutcome {
+    /// The group was running; the escalation is under way (or already was).
+    Requested,
+    /// The process had settled; nothing was signalled.
+    AlreadySettled,
+}
+
+/// Resolves with the outcome once the process settles (and the manager has recorded it). Code that holds
+/// the [`SpawnedProcess`] can await [`SharedOutput::settled`] instead, which skips this actor's mailbox:
+/// the executor and background tasks do, because under a burst of spawns that mailbox is the slow hop.
+#[derive(Message, Debug)]
+#[rtype(result = "Result<ProcessOutcome, ProcessError>")]
+pub struct Wait {
+    pub id: ProcessId,
+}
+
+/// Forget a record, freeing its slot (the id becomes stale). A live process is killed first.
+#[derive(Message, Debug)]
+#[rtype(result = "Result<(), ProcessError>")]
+pub struct Release {
+    pub id: ProcessId,
+}
+
+/// Kill and join every process, stragglers included; refuse queued and later spawns. Idempotent.
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+pub struct Shutdown;
+
+/// SIGKILL every live group and every straggler group now, without waiting for anything: the answer
+/// to a second Ctrl-C. A normal [`Shutdown`] should follow (or already be under way) to join them.
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+pub struct KillAllNow;
+
+/// Counts, for tests, benchmarks and health checks.
+#[derive(Message, Debug)]
+#[rtype(result = "ManagerStats")]
+pub struct Stats;
+
+/// The manager's counters at one moment.
+#[derive(Clone, Debug, Default, PartialEq, Eq, MessageResponse)]
+pub struct ManagerStats {
+    /// Processes running (not yet settled).
+    pub live: usize,
+    /// Settled records not yet released.
+    pub settled: usize,
+    /// Spawns waiting for admission.
+    pub queued: usize,
+    /// Most processes ever running at once.
+    pub peak_live: usize,
+    /// Groups remembered as possibly outliving their leader.
+    pub stragglers: usize,
+}
+
+/// Internal: the driver of `id` has settled and stored its outcome in the process's [`SharedOutput`].
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+pub(crate) struct ProcessSettled {
+    pub id: ProcessId,
+}

@@ -1,0 +1,144 @@
+//! The output of one process, shared between its driver (the only writer) and any number of readers,
+//! and the one place its outcome is stored once it has settled.
+
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+
+use bytes::Bytes;
+use tokio::sync::watch;
+
+use crate::collector::OutputCollector;
+use crate::lock::lock_unpoisoned;
+use crate::outcome::{CollectedOutput, ProcessOutcome, ReadResult, StreamKind};
+
+/// The two collectors of one process and, once it has settled, its outcome: shared between its driver
+/// (the only writer) and any number of readers, so reads never wait for an actor's mailbox.
+#[derive(Clone, Debug)]
+pub struct SharedOutput {
+    stdout: Arc<Mutex<OutputCollector>>,
+    stderr: Arc<Mutex<OutputCollector>>,
+    outcome: Arc<OnceLock<ProcessOutcome>>,
+    /// Flips to `true` right after `outcome` is set; closed if the driver is dropped unsettled.
+    settled: watch::Receiver<bool>,
+}
+
+/// The driver's end of [`SharedOutput::settled`]: dropping it unsettled wakes waiters with `None`.
+pub(crate) struct SettleSignal(watch::Sender<bool>);
+
+impl SharedOutput {
+    pub(crate) fn new(stdout: OutputCollector, stderr: OutputCollector) -> (Self, SettleSignal) {
+        let (tx, rx) = watch::channel(false);
+        let output = Self {
+            stdout: Arc::new(Mutex::new(stdout)),
+            stderr: Arc::new(Mutex::new(stderr)),
+            outcome: Arc::new(OnceLock::new()),
+            settled: rx,
+        };
+        (output, SettleSignal(tx))
+    }
+
+    /// The outcome, once the process has settled (set before the manager hears of it).
+    pub fn outcome(&self) -> Option<&ProcessOutcome> {
+        self.outcome.get()
+    }
+
+    /// Stores the outcome and wakes every waiter: a process settles once, so later calls change
+    /// nothing.
+    pub(crate) fn settle(&self, signal: SettleSignal, outcome: ProcessOutcome) {
+        let _ = self.outcome.set(outcome);
+        signal.0.send_replace(true);
+    }
+
+    /// Waits for the process to settle and returns its outcome, straight from its driver: no actor's
+    /// mailbox lies between the child's exit and this future waking. `None` if the driver was dropped
+    /// before the process settled (its actor system stopped; the driver killed the group as it went).
+    pub async fn settled(&self) -> Option<ProcessOutcome> {
+        if let Some(outcome) = self.outcome.get() {
+            return Some(outcome.clone());
+        }
+        let mut settled = self.settled.clone();
+        // An error means the sender is gone; the outcome may still have been set just before.
+        let _ = settled.wait_for(|settled| *settled).await;
+        self.outcome.get().cloned()
+    }
+
+    fn lock(&self, stream: StreamKind) -> MutexGuard<'_, OutputCollector> {
+        let mutex = match stream {
+            StreamKind::Stdout => &self.stdout,
+            StreamKind::Stderr => &self.stderr,
+        };
+        lock_unpoisoned(mutex)
+    }
+
+    /// Non-consuming read of `stream` from whole-stream offset `from`.
+    pub fn read(&self, stream: StreamKind, from: u64) -> ReadResult {
+        self.lock(stream).read_from(from)
+    }
+
+    pub(crate) fn push(&self, stream: StreamKind, chunk: Bytes) {
+        self.lock(stream).push(chunk)
+    }
+
+    pub(crate) fn finalize(&self, stream: StreamKind) -> CollectedOutput {
+        self.lock(stream).finalize()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::outcome::Settlement;
+
+    fn shared_output() -> (SharedOutput, SettleSignal) {
+        SharedOutput::new(
+            OutputCollector::new(StreamKind::Stdout, 1024, 0, None),
+            OutputCollector::new(StreamKind::Stderr, 1024, 0, None),
+        )
+    }
+
+    #[actix_rt::test]
+    async fn settled_is_none_when_the_driver_goes_away_unsettled() {
+        let (output, signal) = shared_output();
+        let waiter = actix_rt::spawn({
+            let output = output.clone();
+            async move { output.settled().await }
+        });
+        drop(signal);
+        let settled = tokio::time::timeout(Duration::from_secs(30), waiter)
+            .await
+            .expect("a waiter must wake when the driver is dropped")
+            .unwrap();
+        assert!(settled.is_none());
+    }
+
+    #[actix_rt::test]
+    async fn settled_wakes_every_waiter_with_the_outcome() {
+        let (output, signal) = shared_output();
+        let waiters: Vec<_> = (0..3)
+            .map(|_| {
+                let output = output.clone();
+                actix_rt::spawn(async move { output.settled().await })
+            })
+            .collect();
+        let outcome = ProcessOutcome {
+            exit_code: Some(7),
+            signal: None,
+            stdout: output.finalize(StreamKind::Stdout),
+            stderr: output.finalize(StreamKind::Stderr),
+            settlement: Settlement::Closed,
+            signals_sent: Vec::new(),
+        };
+        // Settling consumes the signal: its end is dropped here.
+        output.settle(signal, outcome);
+        for waiter in waiters {
+            let settled = tokio::time::timeout(Duration::from_secs(30), waiter)
+                .await
+                .expect("every waiter wakes")
+                .unwrap();
+            assert_eq!(settled.and_then(|o| o.exit_code), Some(7));
+        }
+        // A late caller gets the outcome at once, and the signal's end no longer matters.
+        assert_eq!(output.settled().await.and_then(|o| o.exit_code), Some(7));
+    }
+}

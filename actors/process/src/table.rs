@@ -1,0 +1,336 @@
+//! The process table: every record a manager keeps, and every decision about them, with no actor in
+//! sight.
+//!
+//! The [`ProcessManager`](crate::ProcessManager) actor owns one table and does only what the table
+//! cannot: start children, run their drivers, pace launches across scheduler turns, send signals and
+//! await. Each method here changes the records and returns what the actor must do next (a [`Pacing`],
+//! groups to kill, a driver to run), so the rules can be read and tested on their own.
+//!
+//! Two queues, named for what they hold:
+//! - `awaiting_admission`: spawns the policy said to [`Admission::Queue`], oldest first;
+//! - `ready_to_launch`: admitted and checked spawns waiting for their scheduler turn.
+//!
+//! Record life cycle:
+//!
+//! ```text
+//!   submit ──admit──► ready_to_launch ──launched──► Live ──settled──► Settled ──release──► (freed)
+//!     └──queue──► awaiting_admission ──(a child settles or launches)──► admit again, oldest first
+//!   release of a Live record kills it and frees the slot once it settles.
+//! ```
+//!
+//! The outcome of a process is stored once, in its [`SharedOutput`]; a settled record only says so.
+
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use slab::Slab;
+use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
+
+use crate::child_env::AmbientEnv;
+use crate::config::ManagerConfig;
+use crate::errors::{ProcessError, SpawnError};
+use crate::ids::ProcessId;
+use crate::messages::{KillOutcome, ManagerStats};
+use crate::outcome::{ProcessOutcome, ReadResult, StreamKind};
+use crate::policy::{SettledProcess, StragglerAction};
+use crate::shared_output::SharedOutput;
+use crate::spawn::ProgramCache;
+
+mod admission;
+
+use admission::AwaitingAdmission;
+use admission::Launch;
+pub(crate) use admission::Pacing;
+
+/// Stragglers kept before the list is pruned of groups that have gone.
+const STRAGGLER_PRUNE_AT: usize = 256;
+
+/// What the actor must do after a settlement.
+pub(crate) struct AfterSettle {
+    /// A straggler group the policy wants killed now (if it still has live members).
+    pub kill_straggler: Option<i32>,
+    pub pacing: Pacing,
+}
+
+/// The groups [`KillAllNow`](crate::KillAllNow) must SIGKILL.
+pub(crate) struct KillAll {
+    /// Leaders still running: killed unconditionally.
+    pub live: Vec<i32>,
+    /// Remembered straggler groups: killed if they still have members.
+    pub stragglers: Vec<i32>,
+}
+
+/// The answer to a wait.
+pub(crate) enum WaitFor {
+    Settled(ProcessOutcome),
+    Pending(oneshot::Receiver<ProcessOutcome>),
+}
+
+/// One record.
+struct Slot {
+    generation: u64,
+    pid: i32,
+    output: SharedOutput,
+    state: SlotState,
+}
+
+enum SlotState {
+    Live {
+        /// Cancelling it starts the driver's kill escalation: the one way in to kill a process.
+        kill: CancellationToken,
+        waiters: Vec<oneshot::Sender<ProcessOutcome>>,
+        release_when_settled: bool,
+    },
+    /// The outcome is in `output`.
+    Settled,
+}
+
+/// Every record of one manager, its queues, its stragglers and its spill directory.
+pub(crate) struct ProcessTable {
+    config: ManagerConfig,
+    slots: Slab<Slot>,
+    /// Last generation handed out; every spawn gets the next one.
+    generation: u64,
+    live: usize,
+    peak_live: usize,
+    awaiting_admission: VecDeque<AwaitingAdmission>,
+    ready_to_launch: VecDeque<Launch>,
+    /// A launch chain is under way: the actor will come back for the next ready spawn.
+    launching: bool,
+    /// Group ids of settled processes whose group still had members.
+    stragglers: Vec<i32>,
+    /// The private spill directory, once created.
+    private_spill_dir: Option<PathBuf>,
+    shutting_down: bool,
+    /// The harness environment, scrubbed, as it was when the table was created.
+    ambient: Arc<AmbientEnv>,
+    /// Where programs were found on `PATH`, so a spawn does not search it again.
+    programs: ProgramCache,
+    /// Whether a process group still has members (a `/proc` probe; replaced in unit tests).
+    group_exists: fn(i32) -> bool,
+}
+
+impl ProcessTable {
+    pub(crate) fn new(config: ManagerConfig, ambient: AmbientEnv) -> Self {
+        Self {
+            config,
+            slots: Slab::new(),
+            generation: 0,
+            live: 0,
+            peak_live: 0,
+            awaiting_admission: VecDeque::new(),
+            ready_to_launch: VecDeque::new(),
+            launching: false,
+            stragglers: Vec::new(),
+            private_spill_dir: None,
+            shutting_down: false,
+            ambient: Arc::new(ambient),
+            programs: ProgramCache::default(),
+            group_exists: crate::signal::group_exists,
+        }
+    }
+
+    fn slot(&self, id: ProcessId) -> Result<&Slot, ProcessError> {
+        self.slots
+            .get(id.slot)
+            .filter(|slot| slot.generation == id.generation)
+            .ok_or(ProcessError::Unknown(id))
+    }
+
+    fn slot_mut(&mut self, id: ProcessId) -> Result<&mut Slot, ProcessError> {
+        self.slots
+            .get_mut(id.slot)
+            .filter(|slot| slot.generation == id.generation)
+            .ok_or(ProcessError::Unknown(id))
+    }
+
+    /// group, and admit waiting spawns.
+    /// The driver of `id` has settled: wake waiters, free a released slot, ask the policy about its
+    /// group, and admit waiting spawns.
+    pub(crate) fn settled(&mut self, id: ProcessId) -> AfterSettle {
+        let Ok(slot) = self.slot_mut(id) else {
+            tracing::warn!(%id, "settlement for an unknown record");
+            return AfterSettle {
+                kill_straggler: None,
+                pacing: Pacing::Idle,
+            };
+        };
+        let pid = slot.pid;
+        let outcome = slot.output.outcome().cloned();
+        let previous = std::mem::replace(&mut slot.state, SlotState::Settled);
+        let SlotState::Live {
+            waiters,
+            release_when_settled,
+            ..
+        } = previous
+        else {
+            // Already settled: a process settles once.
+            slot.state = previous;
+            return AfterSettle {
+                kill_straggler: None,
+                pacing: Pacing::Idle,
+            };
+        };
+        self.live -= 1;
+        if let Some(outcome) = &outcome {
+            for waiter in waiters {
+                let _ = waiter.send(outcome.clone());
+            }
+        }
+        if release_when_settled {
+            self.slots.remove(id.slot);
+        }
+        let mut kill_straggler = None;
+        let group_remains = (self.group_exists)(pid);
+        if let Some(outcome) = &outcome {
+            let action = self.config.policy.on_settled(&SettledProcess {
+                pid,
+                outcome,
+                group_remains,
+            });
+            if group_remains && action == StragglerAction::KillNow {
+                kill_straggler = Some(pid);
+            }
+        }
+        if group_remains {
+            self.remember_straggler(pid);
+        }
+        AfterSettle {
+            kill_straggler,
+            pacing: self.admit_waiting(),
+        }
+    }
+
+    fn remember_straggler(&mut self, pgid: i32) {
+        if self.stragglers.len() >= STRAGGLER_PRUNE_AT {
+            let exists = self.group_exists;
+            self.stragglers.retain(|pgid| exists(*pgid));
+        }
+        self.stragglers.push(pgid);
+    }
+
+    pub(crate) fn read(
+        &self,
+        id: ProcessId,
+        stream: StreamKind,
+        offset: u64,
+    ) -> Result<ReadResult, ProcessError> {
+        Ok(self.slot(id)?.output.read(stream, offset))
+    }
+
+    /// Starts the kill of a live process (idempotent: the driver escalates once).
+    pub(crate) fn kill(&self, id: ProcessId) -> Result<KillOutcome, ProcessError> {
+        match &self.slot(id)?.state {
+            SlotState::Live { kill, .. } => {
+                kill.cancel();
+                Ok(KillOutcome::Requested)
+            }
+            SlotState::Settled => Ok(KillOutcome::AlreadySettled),
+        }
+    }
+
+    pub(crate) fn wait(&mut self, id: ProcessId) -> Result<WaitFor, ProcessError> {
+        let slot = self.slot_mut(id)?;
+        match &mut slot.state {
+            SlotState::Settled => slot
+                .output
+                .outcome()
+                .cloned()
+                .map(WaitFor::Settled)
+                .ok_or(ProcessError::ShutDown),
+            SlotState::Live { waiters, .. } => {
+                let (tx, rx) = oneshot::channel();
+                waiters.push(tx);
+                Ok(WaitFor::Pending(rx))
+            }
+        }
+    }
+
+    /// Frees a settled record now; kills a live one and frees it once it settles.
+    pub(crate) fn release(&mut self, id: ProcessId) -> Result<(), ProcessError> {
+        match &mut self.slot_mut(id)?.state {
+            SlotState::Settled => {
+                self.slots.remove(id.slot);
+            }
+            SlotState::Live {
+                kill,
+                release_when_settled,
+                ..
+            } => {
+                *release_when_settled = true;
+                kill.cancel();
+            }
+        }
+        Ok(())
+    }
+
+    pub(crate) fn stats(&self) -> ManagerStats {
+        ManagerStats {
+            live: self.live,
+            settled: self.slots.len() - self.live,
+            queued: self.awaiting_admission.len(),
+            peak_live: self.peak_live,
+            stragglers: self.stragglers.len(),
+        }
+    }
+
+    pub(crate) fn kill_all_now(&self) -> KillAll {
+        KillAll {
+            live: self
+                .slots
+                .iter()
+                .filter(|(_, slot)| matches!(slot.state, SlotState::Live { .. }))
+                .map(|(_, slot)| slot.pid)
+                .collect(),
+            stragglers: self.stragglers.clone(),
+        }
+    }
+
+    /// Refuses every queued and ready spawn and later ones, starts the kill of every live process,
+    /// and returns one receiver per live process that fires when it settles.
+    pub(crate) fn begin_shutdown(&mut self) -> Vec<oneshot::Receiver<ProcessOutcome>> {
+        self.shutting_down = true;
+        for waiting in self.awaiting_admission.drain(..) {
+            let _ = waiting.reply.send(Err(SpawnError::ShutDown));
+        }
+        for launch in self.ready_to_launch.drain(..) {
+            let _ = launch.reply.send(Err(SpawnError::ShutDown));
+        }
+        let mut settlements = Vec::new();
+        for (_, slot) in self.slots.iter_mut() {
+            if let SlotState::Live { kill, waiters, .. } = &mut slot.state {
+                let (tx, rx) = oneshot::channel();
+                waiters.push(tx);
+                settlements.push(rx);
+                kill.cancel();
+            }
+        }
+        tracing::debug!(
+            live = settlements.len(),
+            stragglers = self.stragglers.len(),
+            "shutting down"
+        );
+        settlements
+    }
+
+    /// The remembered straggler groups, forgotten here (shutdown kills them).
+    pub(crate) fn take_stragglers(&mut self) -> Vec<i32> {
+        std::mem::take(&mut self.stragglers)
+    }
+
+    pub(crate) fn remove_private_spill_dir(&mut self) {
+        if self.config.keep_spill {
+            return;
+        }
+        if let Some(dir) = self.private_spill_dir.take()
+            && let Err(err) = std::fs::remove_dir_all(&dir)
+        {
+            tracing::warn!(dir = %dir.display(), %err, "cannot remove the spill directory");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,308 @@
+//! Admission and launch: the half of the table that turns a submitted spawn into a started child.
+//!
+//! A spawn is checked, then the policy admits, queues or refuses it. Admitted spawns wait in
+//! `ready_to_launch` for their scheduler turn; queued ones wait in `awaiting_admission` until a child
+//! settles or launches. The actor calls [`ProcessTable::next_launch`], starts the child, and hands the
+//! result to [`ProcessTable::launched`]; each call returns the [`Pacing`] of the launch chain.
+
+use std::path::PathBuf;
+
+use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
+
+use super::{ProcessTable, Slot, SlotState};
+use crate::abort::ensure_not_aborted;
+use crate::child_env::ChildEnv;
+use crate::driver::Driver;
+use crate::errors::SpawnError;
+use crate::ids::ProcessId;
+use crate::messages::SpawnedProcess;
+use crate::policy::{Admission, Load};
+use crate::spawn::{Started, check_workdir};
+use crate::spec::ProcessSpawnSpec;
+use crate::spill::create_private_dir;
+
+/// Where a spawn's answer goes.
+pub(crate) type SpawnReply = oneshot::Sender<Result<SpawnedProcess, SpawnError>>;
+
+/// What the actor must do about launches after a table call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Pacing {
+    /// Nothing: no launch is ready, or a launch chain is already under way.
+    Idle,
+    /// Launch the next ready spawn right now (nothing is running, so no one waits behind it).
+    LaunchNow,
+    /// Let the other tasks of this thread run, then launch the next ready spawn.
+    LaunchAfterYield,
+}
+
+impl Pacing {
+    /// The one of two pacings that starts a chain (at most one of them can).
+    fn or(self, other: Pacing) -> Pacing {
+        if self == Pacing::Idle { other } else { self }
+    }
+}
+
+/// An admitted, checked spawn waiting for its scheduler turn.
+pub(crate) struct Launch {
+    pub spec: ProcessSpawnSpec,
+    pub env: ChildEnv,
+    pub program: PathBuf,
+    spill_dir: PathBuf,
+    pub(super) reply: SpawnReply,
+}
+
+/// A spawn the policy asked to wait.
+pub(super) struct AwaitingAdmission {
+    spec: ProcessSpawnSpec,
+    env: ChildEnv,
+    pub(super) reply: SpawnReply,
+}
+
+/// What the actor must do after a launch.
+pub(crate) struct Launched {
+    /// The new child's driver, to run until it settles and then report [`ProcessSettled`].
+    ///
+    /// [`ProcessSettled`]: crate::messages::ProcessSettled
+    pub driver: Option<(ProcessId, Driver)>,
+    pub pacing: Pacing,
+}
+
+impl ProcessTable {
+    fn load(&self, others_queued: usize) -> Load {
+        Load {
+            running: self.live + self.ready_to_launch.len(),
+            queued: others_queued,
+        }
+    }
+
+    /// A new spawn: checked, then admitted, queued or refused. Errors go to `reply`.
+    pub(crate) fn submit(&mut self, spec: ProcessSpawnSpec, reply: SpawnReply) -> Pacing {
+        let env = match self.validate(&spec) {
+            Ok(env) => env,
+            Err(err) => {
+                let _ = reply.send(Err(err));
+                return Pacing::Idle;
+            }
+        };
+        match self
+            .config
+            .policy
+            .admit(self.load(self.awaiting_admission.len()))
+        {
+            Admission::Admit if self.awaiting_admission.is_empty() => {
+                self.prepare_launch(spec, env, reply)
+            }
+            Admission::Admit | Admission::Queue => {
+                self.awaiting_admission
+                    .push_back(AwaitingAdmission { spec, env, reply });
+                self.admit_waiting()
+            }
+            Admission::Refuse(reason) => {
+                let _ = reply.send(Err(SpawnError::Refused(reason)));
+                Pacing::Idle
+            }
+        }
+    }
+
+    /// The synchronous checks of a spawn, in the seeds' order; returns the child's environment.
+    fn validate(&self, spec: &ProcessSpawnSpec) -> Result<ChildEnv, SpawnError> {
+        if self.shutting_down {
+            return Err(SpawnError::ShutDown);
+        }
+        ensure_not_aborted(spec.abort.as_ref())?;
+        if spec.argv.first().is_none_or(|program| program.is_empty()) {
+            return Err(SpawnError::EmptyArgv);
+        }
+        ChildEnv::new(&self.ambient, &spec.env, &spec.dsh_env)
+    }
+
+    /// Admits waiting spawns, oldest first, while the policy agrees.
+    pub(super) fn admit_waiting(&mut self) -> Pacing {
+        let mut pacing = Pacing::Idle;
+        while !self.shutting_down {
+            let Some(front) = self.awaiting_admission.front() else {
+                break;
+            };
+            if front.reply.is_closed() {
+                // Its caller gave up waiting: never start what nobody waits for.
+                self.awaiting_admission.pop_front();
+                continue;
+            }
+            let admission = self
+                .config
+                .policy
+                .admit(self.load(self.awaiting_admission.len() - 1));
+            if admission == Admission::Queue {
+                break;
+            }
+            let Some(AwaitingAdmission { spec, env, reply }) = self.awaiting_admission.pop_front()
+            else {
+                break;
+            };
+            match admission {
+                Admission::Refuse(reason) => {
+                    let _ = reply.send(Err(SpawnError::Refused(reason)));
+                }
+                _ => pacing = pacing.or(self.prepare_launch(spec, env, reply)),
+            }
+        }
+        pacing
+    }
+
+    /// Checks an admitted spawn (abort, spill directory, workdir, program) and makes it ready.
+    fn prepare_launch(
+        &mut self,
+        spec: ProcessSpawnSpec,
+        env: ChildEnv,
+        reply: SpawnReply,
+    ) -> Pacing {
+        let prepared = ensure_not_aborted(spec.abort.as_ref())
+            .and_then(|()| self.spill_dir_for(&spec))
+            .and_then(|spill_dir| {
+                check_workdir(&spec.cwd)?;
+                Ok((spill_dir, self.programs.program_for(&spec.argv[0], &env)?))
+            });
+        let (spill_dir, program) = match prepared {
+            Ok(prepared) => prepared,
+            Err(err) => {
+                let _ = reply.send(Err(err));
+                return Pacing::Idle;
+            }
+        };
+        self.ready_to_launch.push_back(Launch {
+            spec,
+            env,
+            program,
+            spill_dir,
+            reply,
+        });
+        if self.launching {
+            return Pacing::Idle;
+        }
+        self.launching = true;
+        if self.live == 0 && self.ready_to_launch.len() == 1 {
+            // Nothing is running yet: spawn at once, with no extra turn.
+            Pacing::LaunchNow
+        } else {
+            Pacing::LaunchAfterYield
+        }
+    }
+
+    /// The directory for this spec's spill files, creating the private one on first use.
+    fn spill_dir_for(&mut self, spec: &ProcessSpawnSpec) -> Result<PathBuf, SpawnError> {
+        if let Some(dir) = spec.spill_dir.as_ref().or(self.config.spill_dir.as_ref()) {
+            return Ok(dir.clone());
+        }
+        if let Some(dir) = &self.private_spill_dir {
+            return Ok(dir.clone());
+        }
+        let dir = create_private_dir().map_err(SpawnError::SpillDir)?;
+        tracing::debug!(dir = %dir.display(), "created private spill directory");
+        self.private_spill_dir = Some(dir.clone());
+        Ok(dir)
+    }
+
+    /// The oldest ready spawn; `None` ends the launch chain.
+    pub(crate) fn next_launch(&mut self) -> Option<Launch> {
+        let launch = self.ready_to_launch.pop_front();
+        if launch.is_none() {
+            self.launching = false;
+        }
+        launch
+    }
+
+    /// Records the result of starting `launch`, answers its caller and admits waiting spawns.
+    pub(crate) fn launched(
+        &mut self,
+        launch: Launch,
+        started: Result<Started, SpawnError>,
+    ) -> Launched {
+        let Launch {
+            spec,
+            env,
+            spill_dir,
+            reply,
+            ..
+        } = launch;
+        let driver = match started {
+            Err(err) => {
+                if matches!(err, SpawnError::Os { .. }) {
+                    self.programs.forget_program(&spec.argv[0], &env);
+                }
+                let _ = reply.send(Err(err));
+                None
+            }
+            Ok(started) => {
+                let (spawned, driver, kill) = self.register(started, spec, spill_dir);
+                let id = spawned.id;
+                if reply.send(Ok(spawned)).is_err() {
+                    // Nobody is waiting for it any more: never leave it unsupervised.
+                    self.release_when_settled(id);
+                    kill.cancel();
+                }
+                Some((id, driver))
+            }
+        };
+        let mut pacing = self.admit_waiting();
+        if self.launching {
+            pacing = if self.ready_to_launch.is_empty() {
+                self.launching = false;
+                Pacing::Idle
+            } else {
+                Pacing::LaunchAfterYield
+            };
+        }
+        Launched { driver, pacing }
+    }
+
+    /// A new Live record for a started child, with the driver that will run it.
+    fn register(
+        &mut self,
+        started: Started,
+        spec: ProcessSpawnSpec,
+        spill_dir: PathBuf,
+    ) -> (SpawnedProcess, Driver, CancellationToken) {
+        let pid = started.pid;
+        let kill = spec
+            .abort
+            .as_ref()
+            .map(|abort| abort.kill_token())
+            .unwrap_or_default();
+        let (output, driver) = Driver::new(started, &spec, spill_dir, kill.clone());
+        self.generation += 1;
+        let entry = self.slots.vacant_entry();
+        let id = ProcessId {
+            slot: entry.key(),
+            generation: self.generation,
+        };
+        entry.insert(Slot {
+            generation: id.generation,
+            pid,
+            output: output.clone(),
+            state: SlotState::Live {
+                kill: kill.clone(),
+                waiters: Vec::new(),
+                release_when_settled: false,
+            },
+        });
+        self.live += 1;
+        self.peak_live = self.peak_live.max(self.live);
+        tracing::debug!(%id, pid, argv0 = %spec.argv[0], "spawned");
+        (SpawnedProcess { id, pid, output }, driver, kill)
+    }
+
+    fn release_when_settled(&mut self, id: ProcessId) {
+        if let Ok(Slot {
+            state:
+                SlotState::Live {
+                    release_when_settled,
+                    ..
+                },
+            ..
+        }) = self.slot_mut(id)
+        {
+            *release_when_settled = true;
+        }
+    }
+}

@@ -1,0 +1,111 @@
+//! The messages of the [`TaskRegistry`](crate::TaskRegistry) actor, and what they answer.
+//!
+//! A host registers work with [`Register`]; callers read it ([`ReadTask`]), look at it ([`GetTask`],
+//! [`ListTasks`]) and kill it ([`KillTask`]); subscribers hear of each end once ([`TaskDone`]).
+//! [`ReleaseOwner`] and [`ShutdownTasks`] kill and join.
+
+use actix::prelude::*;
+
+use crate::agent::{AgentRef, TaskOwner};
+use crate::errors::TaskError;
+use crate::producer::{TaskOutput, TaskProducer, TaskStatus};
+use crate::snapshot::TaskSnapshot;
+
+/// Register running work as a task; replies with its id.
+#[derive(Message)]
+#[rtype(result = "Result<String, TaskError>")]
+pub struct Register {
+    pub kind: String,
+    pub label: String,
+    pub owner: Option<AgentRef>,
+    pub producer: Box<dyn TaskProducer>,
+}
+
+/// Consuming read of a task's new output, with its status as of just before the read.
+#[derive(Message, Debug)]
+#[rtype(result = "Result<ReadReply, TaskError>")]
+pub struct ReadTask {
+    pub id: String,
+    /// The caller's session id; `None` for a caller with no agent.
+    pub caller: Option<String>,
+}
+
+/// What a [`ReadTask`] returns.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReadReply {
+    pub output: TaskOutput,
+    /// Taken before the read, so a terminal status here means the output read is final.
+    pub snapshot: TaskSnapshot,
+}
+
+/// Kill a running task.
+#[derive(Message, Debug)]
+#[rtype(result = "Result<KillReply, TaskError>")]
+pub struct KillTask {
+    pub id: String,
+    pub caller: Option<String>,
+}
+
+/// What a [`KillTask`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TaskKillOutcome {
+    /// The task was running; its kill has started.
+    Killed,
+    /// The task had already ended (or was already being killed).
+    AlreadyFinished,
+}
+
+/// What a [`KillTask`] returns.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KillReply {
+    pub outcome: TaskKillOutcome,
+    pub snapshot: TaskSnapshot,
+}
+
+/// A non-consuming look at one task.
+#[derive(Message, Debug)]
+#[rtype(result = "Result<TaskSnapshot, TaskError>")]
+pub struct GetTask {
+    pub id: String,
+    pub caller: Option<String>,
+}
+
+/// The tasks a caller may see, in registration order.
+#[derive(Message, Debug)]
+#[rtype(result = "Vec<TaskSnapshot>")]
+pub struct ListTasks {
+    pub caller: Option<String>,
+}
+
+/// Be told about every task that ends.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Subscribe(pub Recipient<TaskDone>);
+
+/// Sent once per task, after its output is final.
+#[derive(Message, Clone, Debug)]
+#[rtype(result = "()")]
+pub struct TaskDone {
+    pub snapshot: TaskSnapshot,
+    pub owner: Option<TaskOwner>,
+}
+
+/// Kill and join the live tasks of a session, then forget all its tasks.
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+pub struct ReleaseOwner {
+    pub session_id: String,
+}
+
+/// Kill and join every task and refuse new ones. Idempotent. No `TaskDone` is sent after it begins.
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+pub struct ShutdownTasks;
+
+/// Internal: the producer of task `id` finished with `status`.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(crate) struct ProducerFinished {
+    pub id: String,
+    pub status: TaskStatus,
+}

@@ -1,0 +1,313 @@
+//! The task table: every task record and every rule about them, with no actor in sight.
+//!
+//! The [`TaskRegistry`](crate::TaskRegistry) actor owns one table and does only what needs a
+//! scheduler: it waits for producers to finish, tells subscribers, checks owners on a timer and awaits
+//! kills. Each method here changes the records and returns what the actor must deliver or await.
+//!
+//! Record life cycle:
+//!
+//! ```text
+//!   register ──► running ──finished──► completed | killed   (settled once; one TaskDone)
+//!                  └──kill──► killed (signal unknown yet; reported) ──finished──► killed by SIG…
+//!   settled records stay readable until evicted (over `max_finished`, reported ones first) or their
+//!   owner is released.
+//! ```
+//!
+//! Access fence: a task with an owner is visible only to callers presenting the owner's session id
+//! (`task <id> belongs to another session`); tasks without one are open to every caller.
+
+use std::collections::HashMap;
+use std::time::SystemTime;
+
+use futures::future::BoxFuture;
+use tokio::sync::oneshot;
+
+use crate::agent::TaskOwner;
+use crate::errors::TaskError;
+use crate::messages::{KillReply, ReadReply, TaskDone, TaskKillOutcome};
+use crate::producer::{TaskProducer, TaskStatus};
+use crate::snapshot::TaskSnapshot;
+
+/// A registered task: its id, and the future that resolves when its producer has finished.
+pub(crate) struct Registered {
+    pub id: String,
+    pub finished: BoxFuture<'static, TaskStatus>,
+}
+
+struct Record {
+    order: u64,
+    kind: String,
+    label: String,
+    owner: Option<TaskOwner>,
+    producer: Box<dyn TaskProducer>,
+    status: TaskStatus,
+    settled: bool,
+    started_at: SystemTime,
+    finished_at: Option<SystemTime>,
+    reported: bool,
+    /// Woken when the record settles (owner release, shutdown).
+    settle_waiters: Vec<oneshot::Sender<()>>,
+}
+
+impl Record {
+    fn snapshot(&self, id: &str) -> TaskSnapshot {
+        TaskSnapshot {
+            id: id.to_owned(),
+            kind: self.kind.clone(),
+            label: self.label.clone(),
+            owner_session: self.owner.as_ref().map(|o| o.session_id.clone()),
+            status: self.status.clone(),
+            settled: self.settled,
+            started_at: self.started_at,
+            finished_at: self.finished_at,
+            reported: self.reported,
+        }
+    }
+
+    fn visible_to(&self, caller: Option<&str>) -> bool {
+        match &self.owner {
+            None => true,
+            Some(owner) => caller == Some(owner.session_id.as_str()),
+        }
+    }
+
+    /// Starts the kill of running work; `true` if this call started it. Either way the owner has now
+    /// seen the end, so no notice is needed.
+    fn kill(&mut self) -> bool {
+        self.reported = true;
+        if !self.status.is_running() {
+            return false;
+        }
+        self.producer.kill();
+        self.status = TaskStatus::Killed { signal: None };
+        true
+    }
+}
+
+/// Every task of one registry.
+pub(crate) struct TaskTable {
+    /// Settled records kept; beyond it the oldest reported ones are evicted first.
+    max_finished: usize,
+    records: HashMap<String, Record>,
+    /// Next ordinal per kind (`bash` → 3 means `bash-3` is next).
+    counters: HashMap<String, u64>,
+    registered: u64,
+    shutting_down: bool,
+}
+
+impl TaskTable {
+    pub(crate) fn new(max_finished: usize) -> Self {
+        Self {
+            max_finished,
+            records: HashMap::new(),
+            counters: HashMap::new(),
+            registered: 0,
+            shutting_down: false,
+        }
+    }
+
+    fn access(&mut self, id: &str, caller: Option<&str>) -> Result<&mut Record, TaskError> {
+        let record = self
+            .records
+            .get_mut(id)
+            .ok_or_else(|| TaskError::Unknown(id.to_owned()))?;
+        if record.visible_to(caller) {
+            Ok(record)
+        } else {
+            Err(TaskError::Foreign(id.to_owned()))
+        }
+    }
+
+    /// Records new running work under the next `<kind>-<n>` id.
+    pub(crate) fn register(
+        &mut self,
+        kind: String,
+        label: String,
+        owner: Option<TaskOwner>,
+        producer: Box<dyn TaskProducer>,
+    ) -> Result<Registered, TaskError> {
+        if self.shutting_down {
+            // The producer is dropped here; a bash producer releases (and so kills) its process.
+            producer.kill();
+            return Err(TaskError::ShutDown);
+        }
+        if kind.trim().is_empty() {
+            return Err(TaskError::EmptyKind);
+        }
+        if label.trim().is_empty() {
+            return Err(TaskError::EmptyLabel);
+        }
+        let counter = self.counters.entry(kind.clone()).or_insert(0);
+        *counter += 1;
+        let id = format!("{kind}-{counter}");
+        self.registered += 1;
+        let finished = producer.finished();
+        self.records.insert(
+            id.clone(),
+            Record {
+                order: self.registered,
+                kind,
+                label,
+                owner,
+                producer,
+                status: TaskStatus::Running,
+                settled: false,
+                started_at: SystemTime::now(),
+                finished_at: None,
+                reported: false,
+                settle_waiters: Vec::new(),
+            },
+        );
+        tracing::debug!(task = %id, "task registered");
+        Ok(Registered { id, finished })
+    }
+
+    /// The producer of `id` finished: the record settles once. Returns the notice for subscribers,
+    /// unless the registry is shutting down.
+    pub(crate) fn settle(&mut self, id: &str, end: TaskStatus) -> Option<TaskDone> {
+        let record = self.records.get_mut(id)?;
+        if record.settled {
+            return None;
+        }
+        record.settled = true;
+        record.finished_at = Some(SystemTime::now());
+        let killed = matches!(record.status, TaskStatus::Killed { .. });
+        record.status = end.stays_killed(killed);
+        for waiter in record.settle_waiters.drain(..) {
+            let _ = waiter.send(());
+        }
+        tracing::debug!(task = %id, status = ?record.status, reported = record.reported, "task settled");
+        let done = (!self.shutting_down).then(|| TaskDone {
+            snapshot: record.snapshot(id),
+            owner: record.owner.clone(),
+        });
+        self.evict_over_cap();
+        done
+    }
+
+    /// Keeps at most `max_finished` settled records: the oldest reported ones go first.
+    fn evict_over_cap(&mut self) {
+        let settled = self.records.values().filter(|r| r.settled).count();
+        for _ in self.max_finished..settled {
+            let victim = self
+                .records
+                .iter()
+                .filter(|(_, r)| r.settled)
+                .min_by_key(|(_, r)| (!r.reported, r.order))
+                .map(|(id, _)| id.clone());
+            if let Some(id) = victim {
+                tracing::debug!(task = %id, "evicting finished task record");
+                self.records.remove(&id);
+            }
+        }
+    }
+
+    /// A consuming read. The status is taken first: if it says the task has ended, the read is final.
+    pub(crate) fn read(&mut self, id: &str, caller: Option<&str>) -> Result<ReadReply, TaskError> {
+        let record = self.access(id, caller)?;
+        if record.settled {
+            record.reported = true;
+        }
+        let snapshot = record.snapshot(id);
+        let output = record.producer.read();
+        Ok(ReadReply { output, snapshot })
+    }
+
+    pub(crate) fn kill(&mut self, id: &str, caller: Option<&str>) -> Result<KillReply, TaskError> {
+        let record = self.access(id, caller)?;
+        let outcome = if record.kill() {
+            TaskKillOutcome::Killed
+        } else {
+            TaskKillOutcome::AlreadyFinished
+        };
+        Ok(KillReply {
+            outcome,
+            snapshot: record.snapshot(id),
+        })
+    }
+
+    pub(crate) fn get(
+        &mut self,
+        id: &str,
+        caller: Option<&str>,
+    ) -> Result<TaskSnapshot, TaskError> {
+        Ok(self.access(id, caller)?.snapshot(id))
+    }
+
+    /// The tasks `caller` may see, in registration order.
+    pub(crate) fn list(&self, caller: Option<&str>) -> Vec<TaskSnapshot> {
+        let mut visible: Vec<(&String, &Record)> = self
+            .records
+            .iter()
+            .filter(|(_, r)| r.visible_to(caller))
+            .collect();
+        visible.sort_by_key(|(_, r)| r.order);
+        visible.into_iter().map(|(id, r)| r.snapshot(id)).collect()
+    }
+
+    /// The tasks whose own owner's mailbox closed. Matching is by the exact mailbox each task was
+    /// registered with, so a replacement agent with the same session id keeps its tasks.
+    pub(crate) fn tasks_of_gone_owners(&self) -> Vec<String> {
+        self.records
+            .iter()
+            .filter(|(_, r)| r.owner.as_ref().is_some_and(TaskOwner::is_gone))
+            .map(|(id, _)| id.clone())
+            .collect()
+    }
+
+    /// The ids of every task owned by `session_id`.
+    pub(crate) fn session_tasks(&self, session_id: &str) -> Vec<String> {
+        self.records
+            .iter()
+            .filter(|(_, r)| r.owner.as_ref().is_some_and(|o| o.session_id == session_id))
+            .map(|(id, _)| id.clone())
+            .collect()
+    }
+
+    /// Kills the given unsettled tasks and returns receivers that fire when each has settled.
+    pub(crate) fn kill_and_watch(&mut self, ids: &[String]) -> Vec<oneshot::Receiver<()>> {
+        let mut watches = Vec::new();
+        for id in ids {
+            let Some(record) = self.records.get_mut(id) else {
+                continue;
+            };
+            if record.settled {
+                continue;
+            }
+            record.kill();
+            let (tx, rx) = oneshot::channel();
+            record.settle_waiters.push(tx);
+            watches.push(rx);
+        }
+        watches
+    }
+
+    /// Forgets the given tasks.
+    pub(crate) fn remove(&mut self, ids: &[String]) {
+        for id in ids {
+            self.records.remove(id);
+        }
+    }
+
+    /// Refuses new tasks and stops notices; kills every live task and returns receivers that fire as
+    /// each settles.
+    pub(crate) fn begin_shutdown(&mut self) -> Vec<oneshot::Receiver<()>> {
+        self.shutting_down = true;
+        let live: Vec<String> = self
+            .records
+            .iter()
+            .filter(|(_, r)| !r.settled)
+            .map(|(id, _)| id.clone())
+            .collect();
+        tracing::debug!(live = live.len(), "task registry shutting down");
+        self.kill_and_watch(&live)
+    }
+
+    /// Forgets every task (the end of a shutdown).
+    pub(crate) fn clear(&mut self) {
+        self.records.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,170 @@
+//! The task table's rules on their own, with a stub producer and no actor.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use futures::future::BoxFuture;
+
+use super::*;
+use crate::producer::TaskOutput;
+
+/// Work that never finishes on its own; counts kills and reads.
+#[derive(Clone, Default)]
+struct Stub {
+    kills: Arc<AtomicUsize>,
+    reads: Arc<AtomicUsize>,
+}
+
+impl TaskProducer for Stub {
+    fn read(&self) -> TaskOutput {
+        let n = self.reads.fetch_add(1, Ordering::SeqCst);
+        TaskOutput {
+            delta: format!("read {n}"),
+            ..TaskOutput::default()
+        }
+    }
+
+    fn kill(&self) {
+        self.kills.fetch_add(1, Ordering::SeqCst);
+    }
+
+    fn finished(&self) -> BoxFuture<'static, TaskStatus> {
+        Box::pin(std::future::pending())
+    }
+}
+
+fn register(table: &mut TaskTable, stub: &Stub) -> String {
+    table
+        .register("bash".into(), "sleep".into(), None, Box::new(stub.clone()))
+        .map(|registered| registered.id)
+        .expect("registered")
+}
+
+#[test]
+fn ids_count_per_kind_and_blank_names_are_refused() {
+    let mut table = TaskTable::new(8);
+    let stub = Stub::default();
+    assert_eq!(register(&mut table, &stub), "bash-1");
+    assert_eq!(register(&mut table, &stub), "bash-2");
+    let other = table
+        .register("py".into(), "x".into(), None, Box::new(stub.clone()))
+        .map(|r| r.id);
+    assert_eq!(other, Ok("py-1".to_owned()));
+    let blank_kind = table.register(" ".into(), "x".into(), None, Box::new(stub.clone()));
+    assert_eq!(blank_kind.err(), Some(TaskError::EmptyKind));
+    let blank_label = table.register("bash".into(), "".into(), None, Box::new(stub.clone()));
+    assert_eq!(blank_label.err(), Some(TaskError::EmptyLabel));
+    let listed: Vec<String> = table.list(None).into_iter().map(|s| s.id).collect();
+    assert_eq!(listed, ["bash-1", "bash-2", "py-1"]);
+}
+
+#[test]
+fn a_task_settles_once_with_one_notice() {
+    let mut table = TaskTable::new(8);
+    let id = register(&mut table, &Stub::default());
+    let done = table
+        .settle(&id, TaskStatus::Completed { exit_code: 0 })
+        .expect("a notice");
+    assert_eq!(done.snapshot.status, TaskStatus::Completed { exit_code: 0 });
+    assert!(done.snapshot.settled && !done.snapshot.reported);
+    assert!(
+        table
+            .settle(&id, TaskStatus::Killed { signal: None })
+            .is_none()
+    );
+    assert_eq!(
+        table.get(&id, None).unwrap().status,
+        TaskStatus::Completed { exit_code: 0 }
+    );
+}
+
+#[test]
+fn a_killed_task_stays_killed_even_if_it_exits_zero() {
+    let mut table = TaskTable::new(8);
+    let stub = Stub::default();
+    let id = register(&mut table, &stub);
+    let reply = table.kill(&id, None).unwrap();
+    assert_eq!(reply.outcome, TaskKillOutcome::Killed);
+    assert_eq!(reply.snapshot.status, TaskStatus::Killed { signal: None });
+    assert!(reply.snapshot.reported);
+    let again = table.kill(&id, None).unwrap();
+    assert_eq!(again.outcome, TaskKillOutcome::AlreadyFinished);
+    assert_eq!(stub.kills.load(Ordering::SeqCst), 1);
+    let done = table
+        .settle(&id, TaskStatus::Completed { exit_code: 0 })
+        .unwrap();
+    assert_eq!(done.snapshot.status, TaskStatus::Killed { signal: None });
+
+    let signalled = register(&mut table, &stub);
+    table.kill(&signalled, None).unwrap();
+    let end = TaskStatus::Killed {
+        signal: Some("SIGTERM".into()),
+    };
+    assert_eq!(
+        table
+            .settle(&signalled, end.clone())
+            .unwrap()
+            .snapshot
+            .status,
+        end
+    );
+}
+
+#[test]
+fn reading_after_the_end_marks_it_reported() {
+    let mut table = TaskTable::new(8);
+    let id = register(&mut table, &Stub::default());
+    let before = table.read(&id, None).unwrap();
+    assert_eq!(before.output.delta, "read 0");
+    assert!(!before.snapshot.reported);
+    table.settle(&id, TaskStatus::Completed { exit_code: 1 });
+    let after = table.read(&id, None).unwrap();
+    assert!(after.snapshot.reported && after.snapshot.settled);
+    assert_eq!(
+        table.read("bash-9", None).err(),
+        Some(TaskError::Unknown("bash-9".into()))
+    );
+}
+
+#[test]
+fn eviction_drops_reported_records_first() {
+    let mut table = TaskTable::new(1);
+    let stub = Stub::default();
+    let first = register(&mut table, &stub);
+    let second = register(&mut table, &stub);
+    table.settle(&first, TaskStatus::Completed { exit_code: 0 });
+    table.read(&first, None).unwrap();
+    table.settle(&second, TaskStatus::Completed { exit_code: 0 });
+    assert_eq!(
+        table.get(&first, None).err(),
+        Some(TaskError::Unknown(first))
+    );
+    assert!(table.get(&second, None).is_ok());
+}
+
+#[test]
+fn shutdown_kills_live_tasks_sends_no_notice_and_refuses_new_ones() {
+    let mut table = TaskTable::new(8);
+    let stub = Stub::default();
+    let live = register(&mut table, &stub);
+    let ended = register(&mut table, &stub);
+    table.settle(&ended, TaskStatus::Completed { exit_code: 0 });
+    let mut watches = table.begin_shutdown();
+    assert_eq!(watches.len(), 1);
+    assert_eq!(stub.kills.load(Ordering::SeqCst), 1);
+    assert!(
+        table
+            .settle(&live, TaskStatus::Killed { signal: None })
+            .is_none()
+    );
+    assert_eq!(watches[0].try_recv(), Ok(()));
+    let late = table.register("bash".into(), "x".into(), None, Box::new(stub.clone()));
+    assert_eq!(late.err(), Some(TaskError::ShutDown));
+    assert_eq!(
+        stub.kills.load(Ordering::SeqCst),
+        2,
+        "a refused producer is killed"
+    );
+    table.clear();
+    assert!(table.list(None).is_empty());
+}

@@ -16,10 +16,12 @@ pub mod error;
 pub mod events;
 pub mod host;
 pub mod mountinfo;
+pub mod spawn;
 
 pub use cgroup::{CgroupTarget, CgroupTree, Leaf, Limits};
 pub use error::{Error, Result};
 pub use host::{HostFacts, LimitSource, Mode};
+pub use spawn::{Child, Method, Program, SpawnError, Stdio, spawn, spawn_with};
 
 /// A value unique to this process and call (time, pid and a counter), for names in shared
 /// namespaces such as cgroup directories and markers.

@@ -17,6 +17,7 @@ pub mod events;
 pub mod host;
 pub mod mountinfo;
 pub mod spawn;
+pub mod subreaper;
 
 pub use cgroup::{CgroupTarget, CgroupTree, Leaf, Limits};
 pub use error::{Error, Result};

@@ -137,3 +137,46 @@ pub fn cgroup_host() -> Option<dsh_contain::HostFacts> {
         }
     }
 }
+
+/// A `sleep` duration unique to this run (`3000.<digits>`), so the sleeps of one test can be found
+/// by their command line.
+pub fn sleep_marker() -> String {
+    let n = u128::from_str_radix(&dsh_contain::nonce(), 16).unwrap_or(0) % 1_000_000_000;
+    format!("3000.{n:09}")
+}
+
+/// Starts `script` under bash with `env` added to a minimal environment; stdio on /dev/null.
+pub fn spawn_script(
+    script: &str,
+    env: &[(&str, &str)],
+    cgroup: Option<dsh_contain::CgroupTarget<'_>>,
+) -> Child {
+    let mut vars = vec![("PATH", "/usr/local/bin:/usr/bin:/bin")];
+    vars.extend_from_slice(env);
+    let program =
+        Program::new(Path::new("/bin/bash"), ["bash", "-c", script], vars, None).expect("program");
+    let null = dev_null();
+    dsh_contain::spawn(
+        &program,
+        Stdio {
+            stdin: null.as_fd(),
+            stdout: null.as_fd(),
+            stderr: null.as_fd(),
+        },
+        cgroup,
+    )
+    .expect("spawn")
+}
+
+/// Every escape route out of the process group, each ending in a `sleep <m>`; `ESCAPEES` of them.
+pub fn escapees_script(m: &str) -> String {
+    format!(
+        "setsid sleep {m} & nohup sleep {m} >/dev/null 2>&1 & (sleep {m} &) ; \
+         timeout 300 sleep {m} & set -m; sleep {m} & \
+         (trap '' TERM HUP; exec sleep {m}) & \
+         sh -c 'sleep {m} & :' ; exit 0"
+    )
+}
+
+/// Processes `escapees_script` leaves with the marker in their command line (timeout counts too).
+pub const ESCAPEES: usize = 8;

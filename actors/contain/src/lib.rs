@@ -18,6 +18,7 @@ pub mod host;
 pub mod mountinfo;
 pub mod spawn;
 pub mod subreaper;
+pub mod watchdog;
 
 pub use cgroup::{CgroupTarget, CgroupTree, Leaf, Limits};
 pub use error::{Error, Result};

@@ -53,6 +53,9 @@ pub struct Leaf {
     v1: Vec<PathBuf>,
     v1_procs: Vec<OwnedFd>,
     oom: Option<OomSource>,
+    /// `oom_kill` when the leaf was (re)issued: a recycled leaf keeps the kernel's counter.
+    oom_base: u64,
+    limits: Limits,
 }
 
 #[derive(Debug, Clone)]
@@ -190,6 +193,8 @@ impl CgroupTree {
             v1: Vec::new(),
             v1_procs: Vec::new(),
             oom: None,
+            oom_base: 0,
+            limits,
         };
         // On any error below, `leaf` is dropped unremoved; remove it so no directory is left.
         let result = self.fill_leaf(&mut leaf, name, limits);
@@ -365,7 +370,20 @@ impl Leaf {
         events::wait_unpopulated(&self.v2.join("cgroup.events")).await
     }
 
-    /// How many processes the kernel OOM-killed in this leaf; `None` without a memory limit.
+    /// The limits the leaf was created with.
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    /// Starts counting OOM kills afresh (for a recycled leaf).
+    pub(crate) fn rebase_oom(&mut self) -> Result<()> {
+        self.oom_base = 0;
+        self.oom_base = self.oom_kills()?.unwrap_or(0);
+        Ok(())
+    }
+
+    /// How many processes the kernel OOM-killed in this leaf since it was issued; `None` without a
+    /// memory limit.
     /// v2 reads `oom_kill` from `memory.events`; v1 reads `oom_kill` from `memory.oom_control`
     /// (Linux 4.13+).
     pub fn oom_kills(&self) -> Result<Option<u64>> {
@@ -375,7 +393,11 @@ impl Leaf {
             Some(OomSource::V1Control(p)) => (p, "oom_kill"),
         };
         let text = std::fs::read_to_string(path).map_err(|e| Error::io("read", path, e))?;
-        Ok(Some(events::field(&text, key).unwrap_or(0)))
+        Ok(Some(
+            events::field(&text, key)
+                .unwrap_or(0)
+                .saturating_sub(self.oom_base),
+        ))
     }
 
     /// Removes the leaf (v2 and v1 twins). Call once it is empty; `EBUSY` is retried briefly.

@@ -16,6 +16,7 @@ pub mod error;
 pub mod events;
 pub mod host;
 pub mod mountinfo;
+pub mod pool;
 pub mod spawn;
 pub mod subreaper;
 pub mod watchdog;
@@ -23,6 +24,7 @@ pub mod watchdog;
 pub use cgroup::{CgroupTarget, CgroupTree, Leaf, Limits};
 pub use error::{Error, Result};
 pub use host::{HostFacts, LimitSource, Mode};
+pub use pool::LeafPool;
 pub use spawn::{Child, Method, Program, SpawnError, Stdio, spawn, spawn_with};
 
 /// A value unique to this process and call (time, pid and a counter), for names in shared

@@ -145,3 +145,49 @@ async fn a_memory_limit_oom_kills_and_is_detected() {
     assert_none_left(&m);
     leaf.remove().expect("remove");
 }
+
+#[tokio::test]
+async fn a_recycled_leaf_reports_only_its_new_owners_oom_kills() {
+    let Some(facts) = cgroup_host() else { return };
+    if let Err(why) = facts.memory_limit() {
+        eprintln!("SKIP: no memory limit here: {why}");
+        return;
+    }
+    let limits = Limits {
+        max_pids: None,
+        max_memory: Some(64 << 20),
+    };
+    let tree = CgroupTree::create(&facts, limits).expect("tree");
+    let pool = dsh_contain::LeafPool::new(2);
+    let m = sleep_marker();
+    let leaf = pool.acquire(&tree, limits).expect("leaf");
+    let first = leaf.path().to_path_buf();
+    let child = spawn_script(
+        &format!("perl -e 'my $x = \"a\" x (300 * 1024 * 1024)' {m}"),
+        &[],
+        Some(leaf.target()),
+    );
+    reap(&child);
+    leaf.wait_empty().await.expect("empty");
+    assert!(leaf.oom_kills().expect("oom").unwrap_or(0) >= 1);
+    pool.release(leaf).expect("release");
+    assert_eq!(pool.idle_count(), 1);
+    let leaf = pool.acquire(&tree, limits).expect("recycled leaf");
+    assert_eq!(leaf.path(), first, "the emptied leaf is reused");
+    assert_eq!(leaf.oom_kills().expect("oom"), Some(0));
+    let child = spawn_script("exit 0", &[], Some(leaf.target()));
+    assert_eq!(nix::libc::WEXITSTATUS(reap(&child)), 0);
+    leaf.wait_empty().await.expect("empty");
+    assert_eq!(leaf.oom_kills().expect("oom"), Some(0));
+    pool.release(leaf).expect("release");
+    pool.clear().expect("clear");
+    assert!(!first.exists());
+    // A populated leaf is refused; the tree still kills and removes it.
+    let busy = pool.acquire(&tree, Limits::default()).expect("leaf");
+    let sleeper = spawn_script(&format!("exec sleep {m}"), &[], Some(busy.target()));
+    assert!(pool.release(busy).is_err());
+    assert_eq!(pool.idle_count(), 0);
+    drop(tree);
+    assert!(nix::libc::WIFSIGNALED(reap(&sleeper)));
+    assert_none_left(&m);
+}

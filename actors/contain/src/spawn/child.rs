@@ -136,70 +136,120 @@ unsafe fn fail(ctx: &ChildContext, step: Step) -> ! {
 ///
 /// # Safety
 /// Only called in a freshly cloned child whose parent blocked every signal before cloning, with
-/// `ctx` pointing to a valid context.
+/// `ctx` pointing to a valid context whose pointers stay valid until the child execs or exits.
 pub(crate) unsafe extern "C" fn child_main(ctx: *const ChildContext) -> ! {
     // SAFETY: the caller passes a valid context that outlives the child's use of it.
     let ctx = unsafe { &*ctx };
-    // SAFETY (whole body): async-signal-safe calls on descriptors and pointers the parent prepared.
+    // 1. Limits first: nothing below forks, and the exec'd program can only fork once it is in.
+    for i in 0..ctx.v1_count {
+        // SAFETY: `v1_procs` points to `v1_count` descriptors the parent keeps open.
+        let fd = unsafe { *ctx.v1_procs.add(i) };
+        // SAFETY: writing one byte from a static buffer to an open descriptor.
+        if unsafe { libc::write(fd, b"0".as_ptr().cast(), 1) } != 1 {
+            // SAFETY: in the child, with a valid context.
+            unsafe { fail(ctx, Step::JoinCgroup) }
+        }
+    }
+    // 2. Default dispositions for every caught signal (handlers belong to the parent's code) and for
+    //    the termination signals even if ignored. Errors (SIGKILL, SIGSTOP, glibc-reserved signals)
+    //    are expected and harmless.
+    reset_signal_handlers();
+    // 3. A new session and process group.
+    // SAFETY: setsid takes no arguments.
+    if unsafe { libc::setsid() } < 0 {
+        // SAFETY: in the child, with a valid context.
+        unsafe { fail(ctx, Step::Setsid) }
+    }
+    // 4. stdio. The parent moved every source that is not its own target above 2.
+    for target in 0..3 {
+        let source = ctx.stdio[target as usize];
+        let ok = if source == target {
+            // SAFETY: clearing close-on-exec on a descriptor of ours.
+            unsafe { libc::fcntl(target, libc::F_SETFD, 0) == 0 }
+        } else {
+            // SAFETY: dup2 between two descriptor numbers.
+            unsafe { libc::dup2(source, target) == target }
+        };
+        if !ok {
+            // SAFETY: in the child, with a valid context.
+            unsafe { fail(ctx, Step::Stdio) }
+        }
+    }
+    // 5. Only 0–2 survive exec. Marking (not closing) keeps a report pipe usable until exec.
+    if !mark_close_on_exec_from_3() {
+        // SAFETY: in the child, with a valid context.
+        unsafe { fail(ctx, Step::CloseFds) }
+    }
+    // 6. Working directory.
+    // SAFETY: `cwd` is null or a NUL-terminated string the parent keeps alive.
+    if !ctx.cwd.is_null() && unsafe { libc::chdir(ctx.cwd) } != 0 {
+        // SAFETY: in the child, with a valid context.
+        unsafe { fail(ctx, Step::Chdir) }
+    }
+    // 7. An empty signal mask, last: the parent blocked everything before cloning.
+    // SAFETY: a zeroed sigset_t is a valid argument for sigemptyset, and both calls take valid
+    // pointers (or null for the old mask).
     unsafe {
-        // 1. Limits first: nothing below forks, and the exec'd program can only fork once it is in.
-        for i in 0..ctx.v1_count {
-            let fd = *ctx.v1_procs.add(i);
-            if libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
-                fail(ctx, Step::JoinCgroup);
-            }
+        let mut empty: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut empty);
+        libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
+    }
+    // SAFETY: NUL-terminated program path and null-terminated argv/envp arrays kept alive by the
+    // parent; execve only returns on failure.
+    unsafe { libc::execve(ctx.program, ctx.argv, ctx.envp) };
+    // SAFETY: in the child, with a valid context.
+    unsafe { fail(ctx, Step::Exec) }
+}
+
+fn reset_signal_handlers() {
+    // SAFETY: an all-zero sigaction with SIG_DFL is a valid disposition.
+    let mut default: libc::sigaction = unsafe { std::mem::zeroed() };
+    default.sa_sigaction = libc::SIG_DFL;
+    // Reads a value glibc set at start-up (async-signal-safe).
+    let last = libc::SIGRTMAX();
+    for sig in 1..=last {
+        // SAFETY: as above.
+        let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
+        // SAFETY: querying a disposition into a valid out-pointer.
+        if unsafe { libc::sigaction(sig, std::ptr::null(), &mut old) } != 0 {
+            continue;
         }
-        // 2. Default dispositions for every caught signal (handlers belong to the parent's code) and
-        //    for the termination signals even if ignored. Errors (SIGKILL, SIGSTOP, glibc-reserved
-        //    signals) are expected and harmless.
-        let mut default: libc::sigaction = std::mem::zeroed();
-        default.sa_sigaction = libc::SIG_DFL;
-        for sig in 1..=libc::SIGRTMAX() {
-            let mut old: libc::sigaction = std::mem::zeroed();
-            if libc::sigaction(sig, std::ptr::null(), &mut old) != 0 {
-                continue;
-            }
-            let reset = old.sa_sigaction != libc::SIG_DFL
-                && (old.sa_sigaction != libc::SIG_IGN || RESET_ALWAYS.contains(&sig));
-            if reset {
-                libc::sigaction(sig, &default, std::ptr::null_mut());
-            }
+        let reset = old.sa_sigaction != libc::SIG_DFL
+            && (old.sa_sigaction != libc::SIG_IGN || RESET_ALWAYS.contains(&sig));
+        if reset {
+            // SAFETY: installing the default disposition from a valid sigaction.
+            unsafe { libc::sigaction(sig, &default, std::ptr::null_mut()) };
         }
-        // 3. A new session and process group.
-        if libc::setsid() < 0 {
-            fail(ctx, Step::Setsid);
-        }
-        // 4. stdio. The parent moved every source that is not its own target above 2.
-        for target in 0..3 {
-            let source = ctx.stdio[target as usize];
-            let ok = if source == target {
-                libc::fcntl(target, libc::F_SETFD, 0) == 0
-            } else {
-                libc::dup2(source, target) == target
-            };
-            if !ok {
-                fail(ctx, Step::Stdio);
-            }
-        }
-        // 5. Only 0–2 survive exec. Marking (not closing) keeps a report pipe usable until exec.
-        if libc::syscall(
+    }
+}
+
+/// `close_range(3, ~0, CLOSE_RANGE_CLOEXEC)` (Linux 5.11); before that, `FD_CLOEXEC` on every
+/// descriptor below the `RLIMIT_NOFILE` soft limit (capped at 65536).
+fn mark_close_on_exec_from_3() -> bool {
+    // SAFETY: close_range takes two descriptor numbers and flags.
+    let r = unsafe {
+        libc::syscall(
             libc::SYS_close_range,
             3u32,
             u32::MAX,
             libc::CLOSE_RANGE_CLOEXEC,
-        ) != 0
-        {
-            fail(ctx, Step::CloseFds);
-        }
-        // 6. Working directory.
-        if !ctx.cwd.is_null() && libc::chdir(ctx.cwd) != 0 {
-            fail(ctx, Step::Chdir);
-        }
-        // 7. An empty signal mask, last: the parent blocked everything before cloning.
-        let mut empty: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut empty);
-        libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
-        libc::execve(ctx.program, ctx.argv, ctx.envp);
-        fail(ctx, Step::Exec)
+        )
+    };
+    if r == 0 {
+        return true;
     }
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit with a valid out-pointer.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return false;
+    }
+    let end = limit.rlim_cur.min(65536) as c_int;
+    for fd in 3..end {
+        // SAFETY: fcntl on a descriptor number; EBADF for unused numbers is ignored.
+        unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+    }
+    true
 }

@@ -191,3 +191,59 @@ async fn a_recycled_leaf_reports_only_its_new_owners_oom_kills() {
     assert!(nix::libc::WIFSIGNALED(reap(&sleeper)));
     assert_none_left(&m);
 }
+
+#[tokio::test]
+async fn two_hundred_sleeps_die_together() {
+    let Some(facts) = cgroup_host() else { return };
+    let tree = CgroupTree::create(&facts, Limits::default()).expect("tree");
+    let leaf = tree.create_leaf("p0-0", Limits::default()).expect("leaf");
+    let m = sleep_marker();
+    let sleeps = format!("sleep\0{m}");
+    let child = spawn_script(
+        &format!("for i in $(seq 200); do sleep {m} & done; exec sleep {m}"),
+        &[],
+        Some(leaf.target()),
+    );
+    assert!(
+        wait_until(Duration::from_secs(30), || with_marker(&sleeps).len()
+            == 201),
+        "started {}",
+        with_marker(&sleeps).len()
+    );
+    leaf.kill().expect("kill");
+    tokio::time::timeout(Duration::from_secs(30), leaf.wait_empty())
+        .await
+        .expect("populated 0")
+        .expect("wait_empty");
+    assert!(nix::libc::WIFSIGNALED(reap(&child)));
+    assert!(with_marker(&m).is_empty());
+    leaf.remove().expect("remove");
+    drop(tree);
+}
+
+#[test]
+fn a_fork_in_a_full_pids_leaf_fails() {
+    let Some(facts) = cgroup_host() else { return };
+    if let Err(why) = facts.pids_limit() {
+        eprintln!("SKIP: no pids limit here: {why}");
+        return;
+    }
+    let limits = Limits {
+        max_pids: Some(1),
+        max_memory: None,
+    };
+    let tree = CgroupTree::create(&facts, limits).expect("tree");
+    let leaf = tree.create_leaf("p0-0", limits).expect("leaf");
+    let m = sleep_marker();
+    let first = spawn_script(&format!("exec sleep {m}"), &[], Some(leaf.target()));
+    // Joining a v1 pids leaf is allowed past its limit, so the second child starts; its own fork
+    // fails (perl reports it at once instead of retrying with back-off like bash).
+    let script = "exec perl -e '$p = fork(); if (!defined $p) { print qq(fail $!) } \
+                  elsif ($p == 0) { exit 0 } else { wait; print qq(ok) }'";
+    let (out, status) = run_capture(dsh_contain::Method::Clone3Vm, script, Some(leaf.target()));
+    assert!(nix::libc::WIFEXITED(status));
+    assert!(out.starts_with("fail"), "a fork inside a full leaf: {out}");
+    leaf.kill().expect("kill");
+    assert!(nix::libc::WIFSIGNALED(reap(&first)));
+    assert_none_left(&m);
+}

@@ -77,3 +77,39 @@ fn the_reaper_leaves_registered_children_alone() {
     let status = reap(&child);
     assert_eq!(nix::libc::WEXITSTATUS(status), 7);
 }
+
+#[test]
+fn two_hundred_setsid_sleeps_are_all_attributed_and_killed() {
+    become_subreaper().expect("subreaper");
+    let registry = ChildRegistry::new();
+    let marker = Marker::task(&dsh_contain::nonce(), "200");
+    let (name, value) = marker.env_entry().expect("task marker");
+    let m = sleep_marker();
+    let sleeps = format!("sleep\0{m}");
+    let guard = registry.spawning();
+    let child = spawn_script(
+        &format!("for i in $(seq 200); do setsid sleep {m} & done; exit 0"),
+        &[(name, value)],
+        None,
+    );
+    guard.register(child.pid);
+    reap(&child);
+    registry.forget(child.pid);
+    assert!(
+        wait_until(Duration::from_secs(30), || with_marker(&sleeps).len()
+            == 200),
+        "started {}",
+        with_marker(&sleeps).len()
+    );
+    assert_eq!(find_marked(&marker).len(), 200);
+    kill_marked(&marker, nix::libc::SIGKILL);
+    assert_none_left(&m);
+    let mut reaped = 0;
+    assert!(
+        wait_until(Duration::from_secs(10), || {
+            reaped += registry.reap_orphans().len();
+            reaped >= 200
+        }),
+        "reaped {reaped}"
+    );
+}

@@ -12,6 +12,10 @@
 //! of `<own>` and of the parent; a non-root `<own>` that holds processes refuses that (`EBUSY`), so
 //! [`CgroupTree::create`] then moves the runtime into a leaf `<own>/dsh-runtime-<pid>` of its own and
 //! retries. That is the one place the runtime moves itself, and only when v2 limits are asked for.
+//! Create the tree before starting the watchdog, so the watchdog is born in the runtime's leaf and
+//! does not make `<own>` an interior node with a process. (Not exercised here: this host has no v2
+//! controllers. `dsh-runtime-<pid>` holds the runtime itself, so it outlives the runtime; its
+//! removal is left to whoever owns `<own>`, e.g. systemd removing the scope.)
 //!
 //! The v1 leaves hold the same processes as the v2 leaf (the child joins them before exec, see
 //! `spawn.rs`), so kill and emptiness are always answered by the v2 leaf alone.
@@ -45,7 +49,8 @@ pub struct CgroupTree {
     destroyed: bool,
 }
 
-/// One process's cgroup leaf (and its v1 twins when limits are on).
+/// One process's cgroup leaf (and its v1 twins when limits are on). Dropping it does not remove the
+/// directories: [`Leaf::remove`], [`crate::LeafPool::release`] or the tree's destroy does.
 #[derive(Debug)]
 pub struct Leaf {
     v2: PathBuf,
@@ -365,7 +370,8 @@ impl Leaf {
         events::populated(&self.v2.join("cgroup.events"))
     }
 
-    /// Resolves once every process of the leaf has exited.
+    /// Resolves once every process of the leaf has exited (`populated 0`; zombies do not count).
+    /// Needs a tokio runtime with IO enabled (inotify on `cgroup.events`); cancel-safe.
     pub async fn wait_empty(&self) -> Result<()> {
         events::wait_unpopulated(&self.v2.join("cgroup.events")).await
     }

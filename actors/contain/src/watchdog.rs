@@ -103,9 +103,8 @@ impl Watchdog {
             .open("/dev/null")
             .map_err(SpawnError::Setup)?
             .into();
-        let argv: Vec<&OsStr> = std::iter::once(program.as_os_str()).collect();
         let args: Vec<A> = args.into_iter().collect();
-        let argv = argv.into_iter().chain(args.iter().map(AsRef::as_ref));
+        let argv = std::iter::once(program.as_os_str()).chain(args.iter().map(AsRef::as_ref));
         let program = Program::new(program, argv, std::env::vars_os(), Some(Path::new("/")))?;
         let child = spawn::spawn(
             &program,

@@ -15,7 +15,7 @@ struct Started {
     runtime: std::process::Child,
     marker: String,
     spill: PathBuf,
-    cgroup: Option<PathBuf>,
+    cgroups: Vec<PathBuf>,
 }
 
 fn start_runtime(mode: &str, goodbye: bool) -> Started {
@@ -35,7 +35,11 @@ fn start_runtime(mode: &str, goodbye: bool) -> Started {
         .expect("ready line");
     let fields: Vec<&str> = line.split_whitespace().collect();
     assert_eq!(fields.first(), Some(&"ready"), "helper said {line:?}");
-    let cgroup = fields.get(2).filter(|c| **c != "-").map(PathBuf::from);
+    let cgroups: Vec<PathBuf> = fields[2..]
+        .iter()
+        .filter(|c| **c != "-")
+        .map(PathBuf::from)
+        .collect();
     // Five sleeps: setsid, nohup, double fork, TERM-trapping, and the shell exec'd into one. The
     // NUL keeps the helper (whose arguments hold the marker) out of the count.
     let sleeps = format!("sleep\0{marker}");
@@ -54,7 +58,7 @@ fn start_runtime(mode: &str, goodbye: bool) -> Started {
         runtime,
         marker,
         spill,
-        cgroup,
+        cgroups,
     }
 }
 
@@ -72,10 +76,11 @@ fn assert_all_cleaned(started: &Started) {
         wait_until(Duration::from_secs(10), || !started.spill.exists()),
         "spill dir left"
     );
-    if let Some(cgroup) = &started.cgroup {
+    for cgroup in &started.cgroups {
         assert!(
             wait_until(Duration::from_secs(10), || !cgroup.exists()),
-            "cgroup left"
+            "cgroup {} left",
+            cgroup.display()
         );
     }
     assert_none_left(&format!("wd{}", started.marker));
@@ -83,6 +88,9 @@ fn assert_all_cleaned(started: &Started) {
 
 fn killed_runtime(mode: &str) {
     let mut started = start_runtime(mode, false);
+    if mode == "cgroup" {
+        assert!(started.cgroups.iter().all(|c| c.exists()) && !started.cgroups.is_empty());
+    }
     started.runtime.kill().expect("SIGKILL the runtime");
     started.runtime.wait().expect("reap the runtime");
     let status = started.runtime.wait().expect("runtime status");

@@ -6,7 +6,7 @@
 //! - `dsh-contain-helper runtime cgroup|subreaper <sleep-seconds> <spill-dir> <goodbye:yes|no>`:
 //!   starts a watchdog, registers the spill directory and either a cgroup tree with one leaf or a
 //!   subreaper marker, starts escapees running `sleep <sleep-seconds>`, prints `ready <watchdog-pid>
-//!   <cgroup-or-dash>` and waits to be killed (or, with goodbye `yes`, cleans up itself and exits).
+//!   <cgroup-or-dash> [v1 parents…]` and waits to be killed (or, with goodbye `yes`, cleans up itself and exits).
 
 use std::io::Write;
 use std::os::fd::{AsFd, FromRawFd, OwnedFd};
@@ -69,15 +69,29 @@ fn runtime(mode: &str, seconds: &str, spill: &str, goodbye: bool) {
     let nonce = dsh_contain::nonce();
     if mode == "cgroup" {
         let facts = HostFacts::discover();
-        let t = CgroupTree::create(&facts, Limits::default()).unwrap_or_else(|e| fail("tree", e));
+        // A pids limit where the host has one, so v1 parents are registered and removed too.
+        let limits = Limits {
+            max_pids: facts.pids_limit().ok().map(|_| 100),
+            max_memory: None,
+        };
+        let t = CgroupTree::create(&facts, limits).unwrap_or_else(|e| fail("tree", e));
         watchdog
             .register(Registration::Cgroup(t.path()))
             .unwrap_or_else(|e| fail("register", e));
+        for v1 in t.v1_paths() {
+            watchdog
+                .register(Registration::CgroupV1(&v1))
+                .unwrap_or_else(|e| fail("register", e));
+        }
         leaf = Some(
-            t.create_leaf("p0-0", Limits::default())
+            t.create_leaf("p0-0", limits)
                 .unwrap_or_else(|e| fail("leaf", e)),
         );
-        cgroup_path = t.path().display().to_string();
+        cgroup_path = std::iter::once(t.path().to_path_buf())
+            .chain(t.v1_paths())
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(" ");
         tree = Some(t);
     } else {
         subreaper::become_subreaper().unwrap_or_else(|e| fail("subreaper", e));

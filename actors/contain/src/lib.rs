@@ -31,7 +31,7 @@
 //! - **Kill:** SIGTERM to the group as today; at the grace's end [`Leaf::kill`] (cgroup) or
 //!   `kill(-pgid, SIGKILL)` plus [`subreaper::kill_marked`] with the task's marker (subreaper).
 //! - **Settle:** the shell's exit is not the end: await [`Leaf::wait_empty`] (cgroup) or poll
-//!   [`subreaper::find_marked`] until empty (subreaper); then [`Leaf::oom_kills`] says whether
+//!   [`subreaper::wait_unmarked`] (subreaper); then [`Leaf::oom_kills`] says whether
 //!   the kernel killed for memory; then [`LeafPool::release`].
 //! - **Shutdown:** kill every leaf (or [`CgroupTree::destroy`]) / every marker of the runtime, then
 //!   [`watchdog::Watchdog::goodbye`]. Dying without it makes the watchdog do the same.

@@ -96,6 +96,14 @@ pub fn find_marked(marker: &Marker) -> Vec<i32> {
     pids().filter(|pid| carries(*pid, marker)).collect()
 }
 
+/// Resolves once no live process carries `marker` (the subreaper-mode "all gone"), re-scanning
+/// every `interval`. There is no kernel event for this, so it polls; 20–50 ms suits a settle.
+pub async fn wait_unmarked(marker: &Marker, interval: std::time::Duration) {
+    while !find_marked(marker).is_empty() {
+        tokio::time::sleep(interval).await;
+    }
+}
+
 /// Sends `signal` to every live process carrying `marker`, rescanning until a pass finds none (at
 /// most 100 passes). Returns how many signals were delivered.
 pub fn kill_marked(marker: &Marker, signal: i32) -> usize {

@@ -78,8 +78,8 @@ fn the_reaper_leaves_registered_children_alone() {
     assert_eq!(nix::libc::WEXITSTATUS(status), 7);
 }
 
-#[test]
-fn two_hundred_setsid_sleeps_are_all_attributed_and_killed() {
+#[tokio::test]
+async fn two_hundred_setsid_sleeps_are_all_attributed_and_killed() {
     become_subreaper().expect("subreaper");
     let registry = ChildRegistry::new();
     let marker = Marker::task(&dsh_contain::nonce(), "200");
@@ -103,6 +103,12 @@ fn two_hundred_setsid_sleeps_are_all_attributed_and_killed() {
     );
     assert_eq!(find_marked(&marker).len(), 200);
     kill_marked(&marker, nix::libc::SIGKILL);
+    tokio::time::timeout(
+        Duration::from_secs(30),
+        dsh_contain::subreaper::wait_unmarked(&marker, Duration::from_millis(20)),
+    )
+    .await
+    .expect("all gone within 30 s");
     assert_none_left(&m);
     let mut reaped = 0;
     assert!(

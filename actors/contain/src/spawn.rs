@@ -35,6 +35,11 @@
 //! | (c), a recycled leaf per process ([`crate::LeafPool`]) | 1529 µs | 1.05× | 139 µs |
 //! | (c), a recycled leaf with v1 limits | 1616 µs | 1.11× | 262 µs |
 //!
+//! A second run under heavier load (13–18 on 2 cores) ordered the cases the same; its best rounds
+//! (less sensitive to load than medians): raw 1287 µs, (c) into a leaf 1372, (c) recycled leaf
+//! 1401 (1.09×), (c) recycled with v1 limits 1462 (1.14×), (c) fresh leaf 1440, (a) 1479, (b) 1412.
+//! Figures on a quiet machine are still to be taken for BENCHMARKS.md.
+//!
 //! **Chosen: (c) `Clone3Vm` with recycled leaves.** It is the only window-free method that costs no
 //! more than `posix_spawn` itself: (a) is racy and pays a cgroup migration in the parent; (b) copies
 //! the parent's page tables, which grows with the runtime's resident memory (this test process is

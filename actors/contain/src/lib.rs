@@ -1,0 +1,70 @@
+//! Kernel-facing containment primitives for dsh: a task is all of its descendants.
+//!
+//! - [`host`]: what the host gives (cgroup mounts, delegation, subreaper, pidfd, `clone3`), for
+//!   `dsh doctor` and `--containment auto`;
+//! - [`cgroup`] and [`pool`]: the runtime-owned cgroup tree with one leaf per process, kill, "all
+//!   gone", limits, OOM detection, and recycling of emptied leaves;
+//! - [`spawn`](mod@spawn): starting a child in a new session with a clean signal state, only fds 0–2, and
+//!   inside its cgroup leaf before it can fork;
+//! - [`subreaper`]: without cgroups, the runtime adopts escaped descendants and attributes them by
+//!   an inherited environment marker;
+//! - [`watchdog`]: a small process that kills everything when the runtime dies without goodbye.
+//!
+//! Nothing here knows about actors or tasks: the process manager decides when to call what.
+//!
+//! ## How the process manager uses it
+//!
+//! - **Start-up:** [`HostFacts::discover`]; resolve `--containment` with [`HostFacts::auto_mode`] /
+//!   [`HostFacts::check_mode`] (an error string says why a requested mode is impossible) and the
+//!   limits with [`HostFacts::pids_limit`] / [`HostFacts::memory_limit`]; log the mode. Start the
+//!   [`watchdog::Watchdog`] (`dsh __watchdog` calls [`watchdog::watchdog_main`] on fd 0) and
+//!   register the spill directory. Cgroup mode: [`CgroupTree::create`] with the requested limits,
+//!   register [`CgroupTree::path`] and [`CgroupTree::v1_paths`], keep a [`LeafPool`]. Subreaper
+//!   mode: [`subreaper::become_subreaper`], register the runtime nonce, keep a
+//!   [`subreaper::ChildRegistry`] and call [`subreaper::ChildRegistry::reap_orphans`] on SIGCHLD.
+//! - **Spawn:** build a [`Program`] (resolved path, argv, the child's whole environment including
+//!   `DSH_TASK` in subreaper mode, cwd); [`spawn()`](fn@spawn) with stdio fds and, in cgroup mode,
+//!   `Some(leaf.target())` from [`LeafPool::acquire`]. The returned [`Child`] has the pid (= pgid =
+//!   sid) and a pidfd for the exit watcher. Subreaper mode: hold
+//!   [`subreaper::ChildRegistry::spawning`] across the spawn and `register` the pid (and `forget`
+//!   it after reaping); send `Registration::Group(pid)` to the watchdog.
+//! - **Kill:** SIGTERM to the group as today; at the grace's end [`Leaf::kill`] (cgroup) or
+//!   `kill(-pgid, SIGKILL)` plus [`subreaper::kill_marked`] with the task's marker (subreaper).
+//! - **Settle:** the shell's exit is not the end: await [`Leaf::wait_empty`] (cgroup) or poll
+//!   [`subreaper::wait_unmarked`] (subreaper); then [`Leaf::oom_kills`] says whether
+//!   the kernel killed for memory; then [`LeafPool::release`].
+//! - **Shutdown:** kill every leaf (or [`CgroupTree::destroy`]) / every marker of the runtime, then
+//!   [`watchdog::Watchdog::goodbye`]. Dying without it makes the watchdog do the same.
+#![deny(missing_docs)]
+
+pub mod cgroup;
+pub mod error;
+pub mod events;
+pub mod host;
+pub mod mountinfo;
+pub mod pool;
+pub mod spawn;
+pub mod subreaper;
+pub mod watchdog;
+
+pub use cgroup::{CgroupTarget, CgroupTree, Leaf, Limits};
+pub use error::{Error, Result};
+pub use host::{HostFacts, LimitSource, Mode};
+pub use pool::LeafPool;
+pub use spawn::{Child, Method, Program, SpawnError, Stdio, spawn, spawn_with};
+
+/// A value unique to this process and call (time, pid and a counter), for names in shared
+/// namespaces such as cgroup directories and markers.
+pub fn nonce() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::time::{SystemTime, UNIX_EPOCH};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    format!(
+        "{:x}",
+        nanos ^ (u64::from(std::process::id()) << 40) ^ n.rotate_left(17)
+    )
+}

@@ -1,0 +1,272 @@
+//! Starting a child inside its cgroup leaf with no window, in a new session, with a clean signal
+//! state and only descriptors 0–2.
+//!
+//! glibc 2.36 has neither `posix_spawnattr_setcgroup_np` nor `pidfd_spawn`, so the child is
+//! started with a raw `clone3`:
+//! - `CLONE_INTO_CGROUP` puts it in the v2 leaf atomically with its creation (Linux 5.7);
+//! - the v1 limit leaves (hybrid hosts) are joined by the child itself, writing `0` to their
+//!   pre-opened `cgroup.procs` as its first act, before exec: only the exec'd program can fork, so
+//!   no grandchild ever starts outside them;
+//! - `CLONE_PIDFD` returns a pidfd, since the process crate reaps through pidfds;
+//! - `CLONE_VFORK` suspends the calling thread until the child has exec'd or exited, so exec errors
+//!   are known when `spawn` returns, and carry the errno.
+//!
+//! Three methods are implemented so they can be measured against each other ([`Method`]); the
+//! argument and environment strings are checked for NUL bytes when a [`Program`] is built, before
+//! anything runs.
+//!
+//! ## Measurements and the choice
+//!
+//! `tests/spawn_timing.rs` (ignored; run with `cargo nextest run -p dsh-contain --release
+//! --run-ignored only spawn_timing --no-capture`): `bash -c true` spawned, waited for and reaped,
+//! 100 per round, 21 rounds with the order rotated each round, medians of the rounds; 2 shared cores
+//! (load 2–14 from other builds), kernel 6.18, glibc 2.36, hybrid cgroups. "In spawn" is the time
+//! inside the spawn call alone (clone until the child's exec has replaced its memory).
+//!
+//! | case | spawn + wait | vs raw | in spawn |
+//! |---|---|---|---|
+//! | raw: glibc `posix_spawn`, no cgroup | 1460 µs | 1.00× | 111 µs |
+//! | (c) `clone3` + `CLONE_VM`, no cgroup | 1425 µs | 0.98× | 99 µs |
+//! | (a) `posix_spawn`, then write the pid to `cgroup.procs` (racy) | 1755 µs | 1.20× | 342 µs |
+//! | (b) `clone3` fork semantics, into a leaf | 1600 µs | 1.10× | 360 µs |
+//! | (c) `clone3` + `CLONE_VM`, into a leaf | 1511 µs | 1.03× | 136 µs |
+//! | (c) + v1 `pids`/`memory` leaves joined in the child | 1704 µs | 1.17× | 290 µs |
+//! | (c), a fresh leaf per process (mkdir, spawn, rmdir) | 1762 µs | 1.21× | 1201 µs |
+//! | (c), a recycled leaf per process ([`crate::LeafPool`]) | 1529 µs | 1.05× | 139 µs |
+//! | (c), a recycled leaf with v1 limits | 1616 µs | 1.11× | 262 µs |
+//!
+//! A second run under heavier load (13–18 on 2 cores) ordered the cases the same; its best rounds
+//! (less sensitive to load than medians): raw 1287 µs, (c) into a leaf 1372, (c) recycled leaf
+//! 1401 (1.09×), (c) recycled with v1 limits 1462 (1.14×), (c) fresh leaf 1440, (a) 1479, (b) 1412.
+//! Figures on a quiet machine are still to be taken for BENCHMARKS.md.
+//!
+//! **Chosen: (c) `Clone3Vm` with recycled leaves.** It is the only window-free method that costs no
+//! more than `posix_spawn` itself: (a) is racy and pays a cgroup migration in the parent; (b) copies
+//! the parent's page tables, which grows with the runtime's resident memory (this test process is
+//! small; a server holding large spill buffers would pay more). (c) is what glibc's `posix_spawn`
+//! does internally (`CLONE_VM | CLONE_VFORK` on a separate stack), so its soundness argument is the
+//! same: the calling thread is suspended until the child execs or exits, every signal is blocked
+//! across the clone and the child resets all handlers before unblocking, and the child code makes
+//! only async-signal-safe calls on data prepared beforehand. It needs a few lines of assembly per
+//! architecture (x86_64 here; elsewhere [`Method::Clone3Vm`] falls back to (b)). The first process
+//! to enter a fresh cgroup costs about 1 ms more in the kernel (see `pool.rs`), hence the pool. The
+//! v1 joins (hybrid hosts with limits only) cost ~130 µs: two cgroup migrations in the child.
+
+mod child;
+mod clone;
+
+use std::ffi::{CString, OsStr};
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+use nix::libc::{self, c_char};
+
+pub use child::Step;
+
+use crate::cgroup::CgroupTarget;
+
+/// Why a spawn failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SpawnError {
+    /// An argument, variable or path contains a NUL byte (or a variable name contains `=`).
+    #[error("argument or variable contains a NUL byte, or a variable name contains '='")]
+    InvalidString,
+    /// Preparing the spawn failed (pipes, descriptors, stack).
+    #[error("preparing the spawn: {0}")]
+    Setup(#[source] io::Error),
+    /// The kernel refused to create the child (`EAGAIN` at a pids limit, `ENOSYS` without clone3,
+    /// `EOPNOTSUPP`/`EBUSY` for an unusable cgroup).
+    #[error("clone3: {0}")]
+    Clone(#[source] io::Error),
+    /// Writing the pid into a cgroup after `posix_spawn` failed ([`Method::SpawnThenJoin`] only).
+    #[error("moving the child into its cgroup: {0}")]
+    Join(#[source] io::Error),
+    /// The child failed at `step` before running the program (the child has been reaped).
+    #[error("{step}: {source}")]
+    Child {
+        /// Which step failed.
+        step: Step,
+        /// The errno, e.g. ENOENT or EACCES from exec.
+        #[source]
+        source: io::Error,
+    },
+}
+
+impl SpawnError {
+    /// The errno behind the failure, if any.
+    pub fn raw_os_error(&self) -> Option<i32> {
+        match self {
+            SpawnError::InvalidString => None,
+            SpawnError::Setup(e)
+            | SpawnError::Clone(e)
+            | SpawnError::Join(e)
+            | SpawnError::Child { source: e, .. } => e.raw_os_error(),
+        }
+    }
+}
+
+/// How the child is created.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Method {
+    /// glibc `posix_spawn`, then the parent writes the pid into `cgroup.procs`. Racy: the child may
+    /// fork before it is moved. A baseline for measurement only.
+    SpawnThenJoin,
+    /// `clone3(CLONE_INTO_CGROUP | CLONE_VFORK | CLONE_PIDFD)` without `CLONE_VM`: the child is a
+    /// copy-on-write copy of the parent (page tables are copied).
+    Clone3Fork,
+    /// The same with `CLONE_VM` and a separate child stack (no page-table copy), like glibc's own
+    /// `posix_spawn`. x86_64 only; elsewhere it falls back to [`Method::Clone3Fork`].
+    Clone3Vm,
+}
+
+impl Method {
+    /// The method [`spawn`] uses.
+    pub const DEFAULT: Method = Method::Clone3Vm;
+}
+
+/// A program with its arguments, environment and working directory, checked and converted for exec.
+#[derive(Debug, Clone)]
+pub struct Program {
+    program: CString,
+    argv: Vec<CString>,
+    envp: Vec<CString>,
+    cwd: Option<CString>,
+}
+
+fn c_string(bytes: &[u8]) -> Result<CString, SpawnError> {
+    CString::new(bytes).map_err(|_| SpawnError::InvalidString)
+}
+
+impl Program {
+    /// `program` is the path to execute (no `PATH` search); `argv` includes `argv[0]`; `env` is the
+    /// complete environment; `cwd` `None` keeps the parent's.
+    pub fn new<A, K, V>(
+        program: &Path,
+        argv: impl IntoIterator<Item = A>,
+        env: impl IntoIterator<Item = (K, V)>,
+        cwd: Option<&Path>,
+    ) -> Result<Self, SpawnError>
+    where
+        A: AsRef<OsStr>,
+        K: AsRef<OsStr>,
+        V: AsRef<OsStr>,
+    {
+        let argv = argv
+            .into_iter()
+            .map(|a| c_string(a.as_ref().as_bytes()))
+            .collect::<Result<Vec<_>, _>>()?;
+        let envp = env
+            .into_iter()
+            .map(|(k, v)| {
+                let k = k.as_ref().as_bytes();
+                if k.is_empty() || k.contains(&b'=') {
+                    return Err(SpawnError::InvalidString);
+                }
+                let mut entry = k.to_vec();
+                entry.push(b'=');
+                entry.extend_from_slice(v.as_ref().as_bytes());
+                c_string(&entry)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Program {
+            program: c_string(program.as_os_str().as_bytes())?,
+            argv,
+            envp,
+            cwd: cwd
+                .map(|c| c_string(c.as_os_str().as_bytes()))
+                .transpose()?,
+        })
+    }
+}
+
+/// The descriptors that become the child's 0, 1 and 2.
+#[derive(Debug, Clone, Copy)]
+pub struct Stdio<'a> {
+    /// Becomes fd 0.
+    pub stdin: BorrowedFd<'a>,
+    /// Becomes fd 1.
+    pub stdout: BorrowedFd<'a>,
+    /// Becomes fd 2.
+    pub stderr: BorrowedFd<'a>,
+}
+
+/// A started child: its pid (leader of its own session and group) and a pidfd to wait on. The
+/// caller reaps it (`waitpid(pid)` once the pidfd is readable).
+#[derive(Debug)]
+pub struct Child {
+    /// The child's pid, also its process group and session id.
+    pub pid: i32,
+    /// A pidfd for the child (`None` only for [`Method::SpawnThenJoin`] when `pidfd_open` failed).
+    pub pidfd: Option<OwnedFd>,
+}
+
+/// Starts `program` with [`Method::DEFAULT`]; inside `cgroup` when given.
+pub fn spawn(
+    program: &Program,
+    stdio: Stdio<'_>,
+    cgroup: Option<CgroupTarget<'_>>,
+) -> Result<Child, SpawnError> {
+    spawn_with(Method::DEFAULT, program, stdio, cgroup)
+}
+
+/// Starts `program` with a given method (for measurement).
+pub fn spawn_with(
+    method: Method,
+    program: &Program,
+    stdio: Stdio<'_>,
+    cgroup: Option<CgroupTarget<'_>>,
+) -> Result<Child, SpawnError> {
+    // Sources that sit on another stdio slot would be clobbered by an earlier dup2: move them up.
+    let mut moved: Vec<OwnedFd> = Vec::new();
+    let mut fds = [0 as RawFd; 3];
+    for (target, fd) in [stdio.stdin, stdio.stdout, stdio.stderr].iter().enumerate() {
+        let raw = fd.as_raw_fd();
+        fds[target] = if raw <= 2 && raw != target as RawFd {
+            let up = dup_above_stdio(raw).map_err(SpawnError::Setup)?;
+            let r = up.as_raw_fd();
+            moved.push(up);
+            r
+        } else {
+            raw
+        };
+    }
+    let mut argv: Vec<*const c_char> = program.argv.iter().map(|a| a.as_ptr()).collect();
+    argv.push(std::ptr::null());
+    let mut envp: Vec<*const c_char> = program.envp.iter().map(|e| e.as_ptr()).collect();
+    envp.push(std::ptr::null());
+    let v1: Vec<RawFd> = cgroup
+        .map(|c| c.v1_procs.iter().map(AsRawFd::as_raw_fd).collect())
+        .unwrap_or_default();
+    let request = clone::Request {
+        program: program.program.as_ptr(),
+        argv: argv.as_ptr(),
+        envp: envp.as_ptr(),
+        cwd: program
+            .cwd
+            .as_ref()
+            .map_or(std::ptr::null(), |c| c.as_ptr()),
+        stdio: fds,
+        v1_procs: &v1,
+        cgroup: cgroup.map(|c| c.v2_dir.as_raw_fd()),
+    };
+    let result = match method {
+        Method::SpawnThenJoin => clone::posix_spawn_then_join(&request),
+        Method::Clone3Fork => clone::clone3_fork(&request),
+        Method::Clone3Vm => clone::clone3_vm(&request),
+    };
+    drop(moved);
+    result
+}
+
+/// `F_DUPFD_CLOEXEC` onto the lowest free descriptor above 2.
+fn dup_above_stdio(fd: RawFd) -> io::Result<OwnedFd> {
+    // SAFETY: fcntl with F_DUPFD_CLOEXEC returns a new descriptor or -1.
+    let up = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 3) };
+    if up < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the descriptor is new and owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(up) })
+}

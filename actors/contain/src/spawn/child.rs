@@ -1,0 +1,255 @@
+//! The code that runs in the new child between `clone3` and `execve`.
+//!
+//! It runs either in a copy-on-write copy of a multi-threaded parent (fork semantics) or in the
+//! parent's own memory on a separate stack (`CLONE_VM`, vfork semantics), so it may only make
+//! async-signal-safe libc calls on data prepared beforehand: no allocation, no locks, no panics
+//! (no indexing that could fail, no formatting). Failure is reported as a step and an errno, through
+//! a close-on-exec pipe (fork semantics) or a slot in shared memory (`CLONE_VM`), then `_exit(127)`.
+
+use nix::libc::{self, c_char, c_int};
+
+/// The step of the child's setup that failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Step {
+    /// Writing `0` to a v1 leaf's `cgroup.procs`.
+    JoinCgroup = 1,
+    /// `setsid`.
+    Setsid = 2,
+    /// Putting the given descriptors on 0, 1 and 2.
+    Stdio = 3,
+    /// Marking descriptors 3 and up close-on-exec.
+    CloseFds = 4,
+    /// `chdir` to the working directory.
+    Chdir = 5,
+    /// `execve` itself (ENOENT, EACCES, E2BIG, ENOEXEC…).
+    Exec = 6,
+}
+
+impl Step {
+    pub(crate) fn from_u8(value: u8) -> Option<Self> {
+        Some(match value {
+            1 => Step::JoinCgroup,
+            2 => Step::Setsid,
+            3 => Step::Stdio,
+            4 => Step::CloseFds,
+            5 => Step::Chdir,
+            6 => Step::Exec,
+            _ => return None,
+        })
+    }
+}
+
+impl std::fmt::Display for Step {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Step::JoinCgroup => "joining the v1 limit cgroups",
+            Step::Setsid => "setsid",
+            Step::Stdio => "setting up stdio",
+            Step::CloseFds => "closing inherited descriptors",
+            Step::Chdir => "changing to the working directory",
+            Step::Exec => "exec",
+        })
+    }
+}
+
+/// Where a failing child reports.
+#[repr(C)]
+pub(crate) enum Report {
+    /// Write `[step, errno (4 bytes, native endian)]` to this pipe (fork semantics).
+    Pipe(c_int),
+    /// Store into this slot (vfork semantics: the parent reads it after the child exec'd or exited).
+    Slot(*mut Failure),
+}
+
+/// A failure reported through shared memory.
+#[repr(C)]
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Failure {
+    pub step: u8,
+    pub errno: c_int,
+}
+
+/// Everything the child needs, as raw pointers into memory the parent keeps alive and unchanged
+/// until the child has exec'd or exited (`CLONE_VFORK` guarantees the parent thread waits).
+#[repr(C)]
+pub(crate) struct ChildContext {
+    pub program: *const c_char,
+    pub argv: *const *const c_char,
+    pub envp: *const *const c_char,
+    /// Null for "stay in the parent's working directory".
+    pub cwd: *const c_char,
+    /// Descriptors for 0, 1, 2; each is either already its target or above 2.
+    pub stdio: [c_int; 3],
+    pub v1_procs: *const c_int,
+    pub v1_count: usize,
+    pub report: Report,
+}
+
+/// Signals whose disposition is reset to default even when the parent ignores them.
+const RESET_ALWAYS: [c_int; 5] = [
+    libc::SIGHUP,
+    libc::SIGINT,
+    libc::SIGQUIT,
+    libc::SIGTERM,
+    libc::SIGPIPE,
+];
+
+fn errno() -> c_int {
+    // SAFETY: __errno_location returns the calling thread's errno slot, always valid.
+    unsafe { *libc::__errno_location() }
+}
+
+/// Reports `step` with the current errno and exits with 127.
+///
+/// # Safety
+/// Only called in the child, with `ctx` valid.
+unsafe fn fail(ctx: &ChildContext, step: Step) -> ! {
+    let code = errno();
+    match ctx.report {
+        Report::Pipe(fd) => {
+            let mut msg = [0u8; 5];
+            msg[0] = step as u8;
+            let bytes = code.to_ne_bytes();
+            msg[1] = bytes[0];
+            msg[2] = bytes[1];
+            msg[3] = bytes[2];
+            msg[4] = bytes[3];
+            // SAFETY: `msg` is valid for 5 bytes; a short or failed write only loses the detail.
+            unsafe { libc::write(fd, msg.as_ptr().cast(), msg.len()) };
+        }
+        Report::Slot(slot) => {
+            // SAFETY: the parent keeps the slot alive and does not touch it until we exit or exec.
+            unsafe {
+                slot.write_volatile(Failure {
+                    step: step as u8,
+                    errno: code,
+                })
+            };
+        }
+    }
+    // SAFETY: _exit ends only this process (no CLONE_THREAD) without running any user-space cleanup.
+    unsafe { libc::_exit(127) }
+}
+
+/// The child's whole life: join, reset, redirect, exec.
+///
+/// # Safety
+/// Only called in a freshly cloned child whose parent blocked every signal before cloning, with
+/// `ctx` pointing to a valid context whose pointers stay valid until the child execs or exits.
+pub(crate) unsafe extern "C" fn child_main(ctx: *const ChildContext) -> ! {
+    // SAFETY: the caller passes a valid context that outlives the child's use of it.
+    let ctx = unsafe { &*ctx };
+    // 1. Limits first: nothing below forks, and the exec'd program can only fork once it is in.
+    for i in 0..ctx.v1_count {
+        // SAFETY: `v1_procs` points to `v1_count` descriptors the parent keeps open.
+        let fd = unsafe { *ctx.v1_procs.add(i) };
+        // SAFETY: writing one byte from a static buffer to an open descriptor.
+        if unsafe { libc::write(fd, b"0".as_ptr().cast(), 1) } != 1 {
+            // SAFETY: in the child, with a valid context.
+            unsafe { fail(ctx, Step::JoinCgroup) }
+        }
+    }
+    // 2. Default dispositions for every caught signal (handlers belong to the parent's code) and for
+    //    the termination signals even if ignored. Errors (SIGKILL, SIGSTOP, glibc-reserved signals)
+    //    are expected and harmless.
+    reset_signal_handlers();
+    // 3. A new session and process group.
+    // SAFETY: setsid takes no arguments.
+    if unsafe { libc::setsid() } < 0 {
+        // SAFETY: in the child, with a valid context.
+        unsafe { fail(ctx, Step::Setsid) }
+    }
+    // 4. stdio. The parent moved every source that is not its own target above 2.
+    for target in 0..3 {
+        let source = ctx.stdio[target as usize];
+        let ok = if source == target {
+            // SAFETY: clearing close-on-exec on a descriptor of ours.
+            unsafe { libc::fcntl(target, libc::F_SETFD, 0) == 0 }
+        } else {
+            // SAFETY: dup2 between two descriptor numbers.
+            unsafe { libc::dup2(source, target) == target }
+        };
+        if !ok {
+            // SAFETY: in the child, with a valid context.
+            unsafe { fail(ctx, Step::Stdio) }
+        }
+    }
+    // 5. Only 0–2 survive exec. Marking (not closing) keeps a report pipe usable until exec.
+    if !mark_close_on_exec_from_3() {
+        // SAFETY: in the child, with a valid context.
+        unsafe { fail(ctx, Step::CloseFds) }
+    }
+    // 6. Working directory.
+    // SAFETY: `cwd` is null or a NUL-terminated string the parent keeps alive.
+    if !ctx.cwd.is_null() && unsafe { libc::chdir(ctx.cwd) } != 0 {
+        // SAFETY: in the child, with a valid context.
+        unsafe { fail(ctx, Step::Chdir) }
+    }
+    // 7. An empty signal mask, last: the parent blocked everything before cloning.
+    // SAFETY: a zeroed sigset_t is a valid argument for sigemptyset, and both calls take valid
+    // pointers (or null for the old mask).
+    unsafe {
+        let mut empty: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut empty);
+        libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
+    }
+    // SAFETY: NUL-terminated program path and null-terminated argv/envp arrays kept alive by the
+    // parent; execve only returns on failure.
+    unsafe { libc::execve(ctx.program, ctx.argv, ctx.envp) };
+    // SAFETY: in the child, with a valid context.
+    unsafe { fail(ctx, Step::Exec) }
+}
+
+fn reset_signal_handlers() {
+    // SAFETY: an all-zero sigaction with SIG_DFL is a valid disposition.
+    let mut default: libc::sigaction = unsafe { std::mem::zeroed() };
+    default.sa_sigaction = libc::SIG_DFL;
+    // Reads a value glibc set at start-up (async-signal-safe).
+    let last = libc::SIGRTMAX();
+    for sig in 1..=last {
+        // SAFETY: as above.
+        let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
+        // SAFETY: querying a disposition into a valid out-pointer.
+        if unsafe { libc::sigaction(sig, std::ptr::null(), &mut old) } != 0 {
+            continue;
+        }
+        let reset = old.sa_sigaction != libc::SIG_DFL
+            && (old.sa_sigaction != libc::SIG_IGN || RESET_ALWAYS.contains(&sig));
+        if reset {
+            // SAFETY: installing the default disposition from a valid sigaction.
+            unsafe { libc::sigaction(sig, &default, std::ptr::null_mut()) };
+        }
+    }
+}
+
+/// `close_range(3, ~0, CLOSE_RANGE_CLOEXEC)` (Linux 5.11); before that, `FD_CLOEXEC` on every
+/// descriptor below the `RLIMIT_NOFILE` soft limit (capped at 65536).
+fn mark_close_on_exec_from_3() -> bool {
+    // SAFETY: close_range takes two descriptor numbers and flags.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            3u32,
+            u32::MAX,
+            libc::CLOSE_RANGE_CLOEXEC,
+        )
+    };
+    if r == 0 {
+        return true;
+    }
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit with a valid out-pointer.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return false;
+    }
+    let end = limit.rlim_cur.min(65536) as c_int;
+    for fd in 3..end {
+        // SAFETY: fcntl on a descriptor number; EBADF for unused numbers is ignored.
+        unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+    }
+    true
+}

@@ -1,0 +1,262 @@
+//! Containment without cgroups: the runtime is a child subreaper, every task's processes carry an
+//! inherited marker, and a `/proc` scan finds (and kills) every live process with it.
+//!
+//! **Marker.** Each task's environment gets `DSH_TASK=<runtime-nonce>:<task>` ([`Marker`]). The
+//! environment is inherited across fork, exec, `setsid`, `nohup`, `timeout` and `set -m` alike, and
+//! `/proc/<pid>/environ` shows the environment a process was exec'd with, so the marker survives
+//! every route out of the process group. It is not tamper-proof: a command that execs with a
+//! cleaned environment (`env -i`, `env -u DSH_TASK`) escapes attribution; the process group kill and
+//! the shutdown sweep of everything the runtime adopted still cover most of those. The runtime-wide
+//! prefix `DSH_TASK=<runtime-nonce>:` selects every task of one runtime (what the watchdog uses).
+//!
+//! **Kills without pid reuse races.** A scan yields pids; each is opened as a pidfd, its environ is
+//! re-read *through that pid* (a reused pid would no longer carry the marker) and only then is it
+//! signalled with `pidfd_send_signal`. Scans repeat until one finds nothing, so a process that
+//! forked between scan and kill is caught by the next pass.
+//!
+//! **Reaping adopted orphans.** Orphans re-parent to the runtime and must be reaped, but the process
+//! crate reaps its own direct children through pidfds with `waitpid(pid)`, and a `waitpid(-1)` here
+//! would steal their statuses. So [`ChildRegistry`] records every direct child, and
+//! [`ChildRegistry::reap_orphans`] reaps only zombies whose parent is this process and whose pid is
+//! not registered, found by a `/proc/*/stat` scan (a zombie pid cannot be reused before it is
+//! reaped). Registration happens under a read lock held from before the spawn until the pid is
+//! recorded, and the reaper holds the write lock, so a direct child that dies before it is
+//! registered is never mistaken for an orphan.
+
+use std::collections::HashSet;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::{Mutex, RwLock, RwLockReadGuard};
+
+use nix::libc;
+
+/// The environment variable that carries a task's marker.
+pub const MARKER_VAR: &str = "DSH_TASK";
+
+/// Makes this process a child subreaper: orphaned descendants re-parent to it instead of init.
+pub fn become_subreaper() -> io::Result<()> {
+    nix::sys::prctl::set_child_subreaper(true).map_err(io::Error::from)
+}
+
+/// Which processes a scan selects.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Marker {
+    /// Exactly one task: `DSH_TASK=<runtime>:<task>`.
+    Task(String),
+    /// Every task of a runtime: entries starting with `DSH_TASK=<runtime>:`.
+    Runtime(String),
+}
+
+impl Marker {
+    /// The marker of `task` in runtime `runtime` (neither may contain `:` or NUL).
+    pub fn task(runtime: &str, task: &str) -> Self {
+        Marker::Task(format!("{MARKER_VAR}={runtime}:{task}"))
+    }
+
+    /// Every task of runtime `runtime`.
+    pub fn runtime(runtime: &str) -> Self {
+        Marker::Runtime(format!("{MARKER_VAR}={runtime}:"))
+    }
+
+    /// The `(name, value)` to put in the task's environment (only for [`Marker::Task`]).
+    pub fn env_entry(&self) -> Option<(&str, &str)> {
+        match self {
+            Marker::Task(entry) => entry.split_once('='),
+            Marker::Runtime(_) => None,
+        }
+    }
+
+    /// Whether a NUL-separated environment block carries this marker.
+    pub fn matches(&self, environ: &[u8]) -> bool {
+        environ.split(|b| *b == 0).any(|entry| match self {
+            Marker::Task(m) => entry == m.as_bytes(),
+            Marker::Runtime(p) => entry.starts_with(p.as_bytes()),
+        })
+    }
+}
+
+fn pids() -> impl Iterator<Item = i32> {
+    let own = std::process::id() as i32;
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .filter(move |pid| *pid != own)
+}
+
+/// Whether `pid` is alive and carries `marker`. Gone processes, zombies (no environment left) and
+/// unreadable ones (`EACCES`: another user's) do not match.
+fn carries(pid: i32, marker: &Marker) -> bool {
+    std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|env| marker.matches(&env))
+}
+
+/// Every live process (other than this one) that carries `marker`.
+pub fn find_marked(marker: &Marker) -> Vec<i32> {
+    pids().filter(|pid| carries(*pid, marker)).collect()
+}
+
+/// Resolves once no live process carries `marker` (the subreaper-mode "all gone"), re-scanning
+/// every `interval`. There is no kernel event for this, so it polls; 20–50 ms suits a settle.
+pub async fn wait_unmarked(marker: &Marker, interval: std::time::Duration) {
+    while !find_marked(marker).is_empty() {
+        tokio::time::sleep(interval).await;
+    }
+}
+
+/// Sends `signal` to every live process carrying `marker`, rescanning until a pass finds none (at
+/// most 100 passes). Returns how many signals were delivered.
+pub fn kill_marked(marker: &Marker, signal: i32) -> usize {
+    let mut sent = 0;
+    for _ in 0..100 {
+        let found = find_marked(marker);
+        if found.is_empty() {
+            break;
+        }
+        let mut progress = false;
+        for pid in found {
+            if signal_verified(pid, marker, signal) {
+                sent += 1;
+                progress = true;
+            }
+        }
+        if !progress || signal != libc::SIGKILL {
+            // Only SIGKILL is sure to make the next scan smaller; other signals get one pass.
+            break;
+        }
+    }
+    sent
+}
+
+/// Opens a pidfd for `pid`, checks through it that the process still carries `marker`, and signals
+/// it. `false` when it is gone or no longer matches.
+fn signal_verified(pid: i32, marker: &Marker, signal: i32) -> bool {
+    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if fd < 0 {
+        return false;
+    }
+    // SAFETY: the descriptor is new and owned by nobody else.
+    let pidfd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
+    // The pidfd pins the process: if `pid` was reused before pidfd_open, the new process is what
+    // we check here, so the kill reaches a process carrying the marker or nothing.
+    if !carries(pid, marker) {
+        return false;
+    }
+    // SAFETY: pidfd_send_signal with a valid pidfd, a signal number, no siginfo and no flags.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            pidfd.as_raw_fd(),
+            signal,
+            std::ptr::null::<libc::siginfo_t>(),
+            0u32,
+        )
+    };
+    r == 0
+}
+
+/// The direct children of this process that someone else reaps (see the module docs).
+#[derive(Debug, Default)]
+pub struct ChildRegistry {
+    gate: RwLock<()>,
+    direct: Mutex<HashSet<i32>>,
+}
+
+/// Held from before a spawn until its pid is registered.
+#[derive(Debug)]
+pub struct SpawnGuard<'a> {
+    registry: &'a ChildRegistry,
+    _gate: RwLockReadGuard<'a, ()>,
+}
+
+impl SpawnGuard<'_> {
+    /// Records the direct child `pid`; the reaper will leave it alone until [`ChildRegistry::forget`].
+    pub fn register(self, pid: i32) {
+        lock(&self.registry.direct).insert(pid);
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // A panic while holding this lock cannot leave the set inconsistent (single insert/remove).
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl ChildRegistry {
+    /// An empty registry.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Call before spawning a direct child; [`SpawnGuard::register`] its pid after.
+    pub fn spawning(&self) -> SpawnGuard<'_> {
+        SpawnGuard {
+            registry: self,
+            _gate: self.gate.read().unwrap_or_else(|p| p.into_inner()),
+        }
+    }
+
+    /// Forgets `pid` once its owner has reaped it.
+    pub fn forget(&self, pid: i32) {
+        lock(&self.direct).remove(&pid);
+    }
+
+    /// Whether `pid` is a registered direct child.
+    pub fn is_registered(&self, pid: i32) -> bool {
+        lock(&self.direct).contains(&pid)
+    }
+
+    /// Reaps every zombie child of this process that is not a registered direct child (adopted
+    /// orphans). Returns their pids and wait statuses.
+    pub fn reap_orphans(&self) -> Vec<(i32, i32)> {
+        let _gate = self.gate.write().unwrap_or_else(|p| p.into_inner());
+        let own = std::process::id() as i32;
+        let mut reaped = Vec::new();
+        for pid in pids() {
+            if self.is_registered(pid) || !is_zombie_child_of(pid, own) {
+                continue;
+            }
+            let mut status = 0;
+            // SAFETY: waitpid on one specific pid with a valid out-pointer; WNOHANG never blocks.
+            if unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) } == pid {
+                reaped.push((pid, status));
+            }
+        }
+        reaped
+    }
+}
+
+/// `/proc/<pid>/stat`: state `Z` and parent `parent`. The command name may hold spaces and
+/// parentheses, so fields are read after the last `)`.
+fn is_zombie_child_of(pid: i32, parent: i32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
+        return false;
+    };
+    let mut fields = rest.split_whitespace();
+    let state = fields.next();
+    let ppid = fields.next().and_then(|p| p.parse::<i32>().ok());
+    state == Some("Z") && ppid == Some(parent)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn markers_match_whole_entries_or_the_runtime_prefix() {
+        let env = b"PATH=/bin\0DSH_TASK=rt1:7\0HOME=/root\0";
+        assert!(Marker::task("rt1", "7").matches(env));
+        assert!(!Marker::task("rt1", "70").matches(env));
+        assert!(!Marker::task("rt1", "").matches(env));
+        assert!(Marker::runtime("rt1").matches(env));
+        assert!(!Marker::runtime("rt").matches(env));
+        assert!(!Marker::task("rt1", "7").matches(b"XDSH_TASK=rt1:7\0"));
+        assert_eq!(
+            Marker::task("a", "b").env_entry(),
+            Some(("DSH_TASK", "a:b"))
+        );
+    }
+}

@@ -1,0 +1,257 @@
+//! A killed runtime still kills its tasks: one small watchdog process per runtime.
+//!
+//! The runtime starts the watchdog (its own binary re-executed in a hidden mode, see
+//! [`Watchdog::start`]) with the read end of a pipe as the watchdog's stdin and keeps the write end
+//! (close-on-exec, so no command inherits it). Over the pipe it sends registrations, one line each:
+//!
+//! | line | meaning | on EOF without goodbye |
+//! |---|---|---|
+//! | `cgroup <path>` | the runtime's v2 cgroup parent | `cgroup.kill`, wait for `populated 0`, remove the tree |
+//! | `cgroup-v1 <path>` | a v1 limit parent | remove the tree (after the kills) |
+//! | `group <pgid>` / `ungroup <pgid>` | a task's process group (subreaper/group modes) | `kill(-pgid, SIGKILL)` |
+//! | `runtime <nonce>` | the runtime's marker prefix `DSH_TASK=<nonce>:` | SIGKILL every process carrying it |
+//! | `spill <path>` | the spill directory | remove it recursively |
+//! | `bye` | clean shutdown: the runtime cleaned up itself | exit without touching anything |
+//!
+//! When the runtime dies in any way (SIGKILL, OOM killer, panic with abort) the kernel closes its
+//! descriptors, the watchdog reads EOF, kills everything registered, removes the spill directory
+//! and the cgroup parents, and exits. It costs one process per runtime, never per task.
+//!
+//! It runs in a session and process group of its own (so a command's `kill -- -<pgid>` or a
+//! terminal's ^C never reaches it), outside the task subtree (it stays in the runtime's own cgroup),
+//! with SIGHUP, SIGINT, SIGTERM and SIGPIPE ignored: a host that signals the runtime's whole cgroup
+//! (systemd's `KillMode=control-group`) must not take the watchdog down before the runtime, since
+//! only EOF tells it the runtime is gone. SIGKILL of the watchdog itself is not defended against.
+
+use std::ffi::OsStr;
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, Write};
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::{Path, PathBuf};
+
+use nix::libc;
+
+use crate::spawn::{self, Program, SpawnError, Stdio};
+use crate::subreaper::{self, Marker};
+
+/// One registration sent to the watchdog.
+#[derive(Debug, Clone, Copy)]
+pub enum Registration<'a> {
+    /// The runtime's v2 cgroup parent.
+    Cgroup(&'a Path),
+    /// A v1 limit parent directory.
+    CgroupV1(&'a Path),
+    /// A task's process group.
+    Group(i32),
+    /// A process group that is gone (its task settled).
+    Ungroup(i32),
+    /// The runtime's marker nonce (subreaper mode): every `DSH_TASK=<nonce>:…` process is killed.
+    Runtime(&'a str),
+    /// The spill directory.
+    Spill(&'a Path),
+}
+
+impl Registration<'_> {
+    fn line(&self) -> io::Result<String> {
+        let path = |p: &Path| {
+            let s = p.to_str().ok_or_else(|| invalid("path is not UTF-8"))?;
+            if s.contains('\n') {
+                return Err(invalid("path contains a newline"));
+            }
+            Ok(s.to_owned())
+        };
+        Ok(match self {
+            Registration::Cgroup(p) => format!("cgroup {}\n", path(p)?),
+            Registration::CgroupV1(p) => format!("cgroup-v1 {}\n", path(p)?),
+            Registration::Group(g) => format!("group {g}\n"),
+            Registration::Ungroup(g) => format!("ungroup {g}\n"),
+            Registration::Runtime(n) if n.contains(['\n', ':']) => {
+                return Err(invalid("nonce contains a newline or ':'"));
+            }
+            Registration::Runtime(n) => format!("runtime {n}\n"),
+            Registration::Spill(p) => format!("spill {}\n", path(p)?),
+        })
+    }
+}
+
+fn invalid(what: &str) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, what.to_owned())
+}
+
+/// The runtime's handle on its watchdog. Dropping it without [`Watchdog::goodbye`] closes the pipe,
+/// which the watchdog treats as the runtime's death.
+#[derive(Debug)]
+pub struct Watchdog {
+    pid: i32,
+    pipe: File,
+}
+
+impl Watchdog {
+    /// Starts `program args…` as the watchdog (e.g. the `dsh` binary with its hidden `__watchdog`
+    /// subcommand, which calls [`watchdog_main`] with its stdin). The watchdog gets the read end of
+    /// the pipe as stdin, `/dev/null` as stdout and stderr, this process's environment, and `/` as
+    /// working directory.
+    pub fn start<A: AsRef<OsStr>>(
+        program: &Path,
+        args: impl IntoIterator<Item = A>,
+    ) -> Result<Self, SpawnError> {
+        let (read, write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+            .map_err(|e| SpawnError::Setup(e.into()))?;
+        let null: OwnedFd = File::options()
+            .read(true)
+            .write(true)
+            .open("/dev/null")
+            .map_err(SpawnError::Setup)?
+            .into();
+        let args: Vec<A> = args.into_iter().collect();
+        let argv = std::iter::once(program.as_os_str()).chain(args.iter().map(AsRef::as_ref));
+        let program = Program::new(program, argv, std::env::vars_os(), Some(Path::new("/")))?;
+        let child = spawn::spawn(
+            &program,
+            Stdio {
+                stdin: read.as_fd(),
+                stdout: null.as_fd(),
+                stderr: null.as_fd(),
+            },
+            None,
+        )?;
+        Ok(Watchdog {
+            pid: child.pid,
+            pipe: File::from(write),
+        })
+    }
+
+    /// The watchdog's pid (a direct child: register it with the subreaper's registry if one runs).
+    pub fn pid(&self) -> i32 {
+        self.pid
+    }
+
+    /// Sends one registration.
+    pub fn register(&mut self, registration: Registration<'_>) -> io::Result<()> {
+        self.pipe.write_all(registration.line()?.as_bytes())
+    }
+
+    /// Clean shutdown: tells the watchdog to exit without acting, and reaps it.
+    pub fn goodbye(mut self) -> io::Result<()> {
+        self.pipe.write_all(b"bye\n")?;
+        let pid = self.pid;
+        drop(self);
+        let mut status = 0;
+        // SAFETY: waiting for our own child; ECHILD (someone else reaped it) is fine.
+        while unsafe { libc::waitpid(pid, &mut status, 0) } < 0 {
+            if io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+                break;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What the watchdog has been told to clean up.
+#[derive(Debug, Default)]
+struct Registered {
+    cgroups: Vec<PathBuf>,
+    cgroups_v1: Vec<PathBuf>,
+    groups: Vec<i32>,
+    runtimes: Vec<String>,
+    spills: Vec<PathBuf>,
+}
+
+/// Outcome of reading the pipe to its end.
+enum Ending {
+    Goodbye,
+    RuntimeGone,
+}
+
+fn read_registrations(input: impl BufRead, reg: &mut Registered) -> Ending {
+    for line in input.split(b'\n') {
+        let Ok(line) = line else { break };
+        let line = String::from_utf8_lossy(&line);
+        let (word, rest) = line.split_once(' ').unwrap_or((&line, ""));
+        match word {
+            "bye" => return Ending::Goodbye,
+            "cgroup" => reg.cgroups.push(rest.into()),
+            "cgroup-v1" => reg.cgroups_v1.push(rest.into()),
+            "group" => reg
+                .groups
+                .extend(rest.parse::<i32>().ok().filter(|g| *g > 1)),
+            "ungroup" => reg.groups.retain(|g| rest.parse() != Ok(*g)),
+            "runtime" => reg.runtimes.push(rest.into()),
+            "spill" => reg.spills.push(rest.into()),
+            _ => {}
+        }
+    }
+    Ending::RuntimeGone
+}
+
+/// Kills and removes everything registered. Each step is best effort: one failure must not stop
+/// the others.
+fn clean_up(reg: &Registered) {
+    for group in &reg.groups {
+        // SAFETY: kill with a negative pgid (> 1, checked when read) and a signal number.
+        unsafe { libc::kill(-group, libc::SIGKILL) };
+    }
+    for nonce in &reg.runtimes {
+        subreaper::kill_marked(&Marker::runtime(nonce), libc::SIGKILL);
+    }
+    for cgroup in &reg.cgroups {
+        let _ = crate::cgroup::kill_and_remove(cgroup);
+    }
+    for cgroup in &reg.cgroups_v1 {
+        let _ = crate::cgroup::remove_tree(cgroup);
+    }
+    for spill in &reg.spills {
+        let _ = std::fs::remove_dir_all(spill);
+    }
+}
+
+/// The watchdog process's whole life: read registrations from `input` until EOF, then clean up
+/// (unless the runtime said goodbye) and exit. Call it from the binary's hidden watchdog mode with
+/// the descriptor the runtime handed over (stdin for [`Watchdog::start`]).
+pub fn watchdog_main(input: OwnedFd) -> ! {
+    for sig in [libc::SIGHUP, libc::SIGINT, libc::SIGTERM, libc::SIGPIPE] {
+        // SAFETY: setting a signal to SIG_IGN installs no handler code.
+        unsafe { libc::signal(sig, libc::SIG_IGN) };
+    }
+    let mut reg = Registered::default();
+    let ending = read_registrations(BufReader::new(File::from(input)), &mut reg);
+    if let Ending::RuntimeGone = ending {
+        clean_up(&reg);
+    }
+    std::process::exit(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_registrations_and_goodbye() {
+        let mut reg = Registered::default();
+        let text =
+            "cgroup /a b\ngroup 12\ngroup 13\nungroup 12\nruntime n1\nspill /tmp/x\ngroup 1\n";
+        assert!(matches!(
+            read_registrations(text.as_bytes(), &mut reg),
+            Ending::RuntimeGone
+        ));
+        assert_eq!(reg.cgroups, [PathBuf::from("/a b")]);
+        assert_eq!(reg.groups, [13]);
+        assert_eq!(reg.runtimes, ["n1"]);
+        assert_eq!(reg.spills, [PathBuf::from("/tmp/x")]);
+        let mut reg = Registered::default();
+        assert!(matches!(
+            read_registrations("group 5\nbye\n".as_bytes(), &mut reg),
+            Ending::Goodbye
+        ));
+    }
+
+    #[test]
+    fn registration_lines_reject_newlines() {
+        assert!(Registration::Spill(Path::new("/a\nb")).line().is_err());
+        assert!(Registration::Runtime("a:b").line().is_err());
+        assert_eq!(
+            Registration::Group(7).line().ok().as_deref(),
+            Some("group 7\n")
+        );
+    }
+}

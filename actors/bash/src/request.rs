@@ -9,6 +9,7 @@ use dsh_process::AbortSignal;
 
 use crate::config::BashConfig;
 use crate::errors::ExecError;
+use crate::peek::OutputPeek;
 
 /// What a caller asks for. Numbers are `f64` because they come from model-made JSON.
 #[derive(Clone, Debug, Default)]
@@ -23,6 +24,8 @@ pub struct BashExecRequest {
     pub dsh_env: Option<BTreeMap<String, String>>,
     /// Cancels a foreground run (reported as `aborted`) or kills a background one.
     pub abort: Option<AbortSignal>,
+    /// Filled with the foreground run's output once it is spawned, for progress reports.
+    pub peek: Option<OutputPeek>,
 }
 
 impl BashExecRequest {
@@ -46,6 +49,7 @@ pub struct BashExecSpec {
     pub env: Option<BTreeMap<String, String>>,
     pub dsh_env: Option<BTreeMap<String, String>>,
     pub abort: Option<AbortSignal>,
+    pub peek: Option<OutputPeek>,
 }
 
 fn positive(value: f64) -> bool {
@@ -89,6 +93,7 @@ impl BashConfig {
             env: request.env,
             dsh_env: request.dsh_env,
             abort: request.abort,
+            peek: request.peek,
         })
     }
 }

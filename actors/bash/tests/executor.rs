@@ -110,6 +110,7 @@ impl Handler<Resolve> for StubExecutor {
             env: r.env,
             dsh_env: r.dsh_env,
             abort: r.abort,
+            peek: r.peek,
         })
     }
 }

@@ -9,6 +9,7 @@
 
 mod flags;
 mod jsonl;
+mod jsonl_line;
 mod mcp;
 mod notices;
 mod run;
@@ -54,6 +55,9 @@ enum Mode {
     Jsonl {
         #[command(flatten)]
         flags: RuntimeFlags,
+        /// Longest input line accepted; a longer one is answered with an error and skipped unread.
+        #[arg(long, default_value_t = stdio::DEFAULT_MAX_LINE_BYTES, value_name = "BYTES")]
+        max_line_bytes: usize,
     },
 }
 
@@ -78,7 +82,10 @@ fn main() {
                 command,
             } => run::main(flags, workdir, command).await,
             Mode::Mcp { flags } => mcp::main(flags).await,
-            Mode::Jsonl { flags } => jsonl::main(flags).await,
+            Mode::Jsonl {
+                flags,
+                max_line_bytes,
+            } => jsonl::main(flags, max_line_bytes).await,
         }
     });
     let code = match outcome {

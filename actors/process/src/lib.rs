@@ -28,6 +28,7 @@ pub mod manager;
 pub mod outcome;
 pub mod policy;
 mod reap;
+pub mod rlimit;
 pub mod signal;
 mod spawn;
 pub mod spec;

@@ -340,14 +340,17 @@ fn spawn_in_session(
         ))?;
 
         let mut pid: libc::pid_t = 0;
-        check(libc::posix_spawn(
-            &mut pid,
-            program.as_ptr(),
-            &state.actions,
-            &state.attr,
-            argv_ptrs.as_ptr(),
-            env.envp(),
-        ))?;
+        // Only the call itself: glibc checks descriptors against the limit when actions are added.
+        check(crate::rlimit::with_child_limit(|| {
+            libc::posix_spawn(
+                &mut pid,
+                program.as_ptr(),
+                &state.actions,
+                &state.attr,
+                argv_ptrs.as_ptr(),
+                env.envp(),
+            )
+        }))?;
         Ok(pid)
     }
 }

@@ -15,6 +15,7 @@ mod log_gate;
 mod mcp;
 mod mcp_stdio;
 mod mcp_tools;
+mod nofile;
 mod notices;
 mod progress;
 mod roots;
@@ -84,6 +85,7 @@ fn main() {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
         .init();
+    nofile::raise_open_files_limit();
     // Kept alive until `exit`: dropping it would wait for a stdin read still pending on tokio's blocking
     // pool (a server stopped by a signal has not seen EOF).
     let system = actix::System::new();

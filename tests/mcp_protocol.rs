@@ -168,6 +168,22 @@ fn bad_json_rpc_gets_the_right_error_codes() {
 }
 
 #[test]
+fn a_message_over_max_line_bytes_is_refused_unread_and_the_server_goes_on() {
+    let mut client = Client::start(&["--max-line-bytes", "4096"]);
+    let huge = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"ping","params":{{"pad":"{}"}}}}"#,
+        "x".repeat(1 << 20)
+    );
+    client.send_raw(&huge);
+    let reply = client.next();
+    assert_eq!((error_code(&reply), &reply["id"]), (-32600, &Value::Null));
+    assert!(reply["error"]["message"].as_str().unwrap().contains("4096"));
+    client.send_raw(r#"{"jsonrpc":"2.0","id":2,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#);
+    assert!(client.response(2).get("result").is_some());
+    client.finish();
+}
+
+#[test]
 fn tools_have_titles_annotations_schemas_and_structured_results() {
     let mut client = Client::session("2025-06-18", json!({}), &[]);
     client.send(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}));

@@ -4,7 +4,8 @@
 //! tools/list` and a `tools/call`).
 //!
 //! The packages are pinned by tests/mcp-ts/package-lock.json and installed with `npm ci` into
-//! tests/mcp-ts/node_modules when it is missing. Without `node` or `npm` the tests print why and pass.
+//! tests/mcp-ts/node_modules when it is missing. Without `node` or `npm` the tests print why and pass
+//! (or fail, when `DSH_REQUIRE_NODE` is set, as CI does).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -28,6 +29,11 @@ fn have(tool: &str) -> bool {
 fn node_project() -> Option<PathBuf> {
     for tool in ["node", "npm"] {
         if !have(tool) {
+            // CI sets DSH_REQUIRE_NODE so a missing Node fails the run instead of skipping silently.
+            assert!(
+                std::env::var_os("DSH_REQUIRE_NODE").is_none(),
+                "`{tool}` is not installed but DSH_REQUIRE_NODE is set"
+            );
             println!(
                 "skipped: `{tool}` is not installed; the TypeScript SDK and Inspector tests need Node 20+"
             );

@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
-use std::sync::mpsc;
+use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
 use dsh::actors::process::signal::pid_is_live;
@@ -16,6 +16,8 @@ struct Server {
     child: Child,
     stdin: Option<ChildStdin>,
     lines: mpsc::Receiver<Value>,
+    /// Every output line exactly as written.
+    raw: Arc<Mutex<Vec<String>>>,
 }
 
 impl Server {
@@ -31,11 +33,19 @@ impl Server {
         let stdin = child.stdin.take();
         let stdout: ChildStdout = child.stdout.take().unwrap();
         let (tx, lines) = mpsc::channel();
+        let raw = Arc::new(Mutex::new(Vec::new()));
+        let seen = raw.clone();
         std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines() {
                 let Ok(line) = line else { break };
-                let value: Value = serde_json::from_str(&line)
-                    .unwrap_or_else(|e| panic!("not JSON: {line:?}: {e}"));
+                seen.lock().unwrap().push(line.clone());
+                // Ids beyond f64 (`1e400`) are valid JSON that serde_json's Value cannot hold: such
+                // lines are checked through `raw`.
+                let value: Value = serde_json::from_str(&line).unwrap_or_else(|_| {
+                    serde_json::from_str::<&serde_json::value::RawValue>(&line)
+                        .unwrap_or_else(|e| panic!("not JSON: {line:?}: {e}"));
+                    Value::String(line.clone())
+                });
                 if tx.send(value).is_err() {
                     break;
                 }
@@ -45,6 +55,7 @@ impl Server {
             child,
             stdin,
             lines,
+            raw,
         }
     }
 
@@ -161,16 +172,25 @@ fn a_hundred_concurrent_requests_all_answered_with_their_ids() {
 #[test]
 fn malformed_lines_get_an_error_and_the_server_goes_on() {
     let mut server = Server::start(&[]);
-    for line in [
-        "[1,2]",
-        "{\"id\": 5}",
-        "{\"id\": 6, \"tool\": 7}",
-        "not json at all",
-        "{\"tool\":\"bash\",\"session\":3}",
+    for (line, id) in [
+        ("[1,2]", Value::Null),
+        ("{\"id\": 5}", json!(5)),
+        ("{\"id\": 6, \"tool\": 7}", json!(6)),
+        ("not json at all", Value::Null),
+        ("{\"tool\":\"bash\",\"session\":3}", Value::Null),
+        ("{\"id\":\"s\",\"tool\":\"bash\",\"session\":3}", json!("s")),
+        (
+            "{\"id\":[7],\"tool\":\"bash\",\"arguments\":\"ls\"}",
+            json!([7]),
+        ),
+        (
+            "{\"id\":8,\"cancel\":9,\"tool\":\"bash\",\"arguments\":{}}",
+            json!(8),
+        ),
     ] {
         server.send(line);
         let reply = server.next();
-        assert_eq!(reply["id"], Value::Null, "{line}");
+        assert_eq!(reply["id"], id, "{line}");
         assert!(
             reply["error"].as_str().is_some_and(|e| !e.is_empty()),
             "{line}: {reply}"
@@ -187,17 +207,25 @@ fn malformed_lines_get_an_error_and_the_server_goes_on() {
     server.request(json!("after"), None, "bash", bash("echo still here"));
     let reply = server.next();
     assert_eq!(
-        reply,
-        json!({"id": "after", "text": "still here\n", "is_error": false})
+        (&reply["id"], &reply["text"], &reply["is_error"]),
+        (&json!("after"), &json!("still here\n"), &json!(false))
     );
-    // Key order is part of the protocol: id first.
-    server.request(json!(1), None, "nope", json!({}));
-    let reply = server.next();
+    assert_eq!(reply["structured"]["exit_code"], 0);
+    // Key order follows DESIGN.md: id first.
     assert!(
-        reply
-            .to_string()
-            .starts_with("{\"id\":1,\"text\":\"Error: unknown tool"),
+        server
+            .raw
+            .lock()
+            .unwrap()
+            .last()
+            .unwrap()
+            .starts_with("{\"id\":\"after\",\"text\":"),
         "{reply}"
+    );
+    server.request(json!(1), None, "nope", json!({}));
+    assert_eq!(
+        server.next(),
+        json!({"id": 1, "error": "unknown tool \"nope\"; available tools: bash, bash_output, bash_kill"})
     );
     server.finish();
 }
@@ -332,4 +360,155 @@ fn sigterm_kills_and_joins_everything_and_answers_running_calls() {
     let status = server.child.wait().unwrap();
     assert_eq!(status.code(), Some(0));
     assert!(!pid_is_live(pid), "the background task was killed");
+}
+
+#[test]
+fn ids_of_any_size_and_form_come_back_as_the_exact_text_sent() {
+    let mut server = Server::start(&[]);
+    let ids = [
+        "18446744073709551617",
+        "1.0",
+        "-0",
+        "1e400",
+        r#""caf\u00e9""#,
+        r#"{"b":1,"a":[true,null]}"#,
+    ];
+    for id in ids {
+        server.send(&format!(
+            r#"{{"id":{id},"tool":"bash","arguments":{{"command":"true","description":"d"}}}}"#
+        ));
+    }
+    server.send(r#"{"id":18446744073709551618,"tool":"nope"}"#);
+    for _ in 0..ids.len() + 1 {
+        server.next();
+    }
+    let raw = server.raw.lock().unwrap().clone();
+    for id in ids {
+        assert!(
+            raw.iter()
+                .any(|l| l.starts_with(&format!("{{\"id\":{id},\"text\":"))),
+            "{id} not echoed verbatim in {raw:?}"
+        );
+    }
+    assert!(
+        raw.iter()
+            .any(|l| l.starts_with(r#"{"id":18446744073709551618,"error":"unknown tool"#))
+    );
+    server.finish();
+}
+
+#[test]
+fn an_id_already_in_flight_is_an_error_and_the_running_call_goes_on() {
+    let mut server = Server::start(&[]);
+    server.request(json!(7), None, "bash", bash("echo first; sleep 1"));
+    server.request(json!(7), None, "bash", bash("echo second"));
+    let mut others = Vec::new();
+    let reply = server.reply(&json!(7), &mut others);
+    assert_eq!(reply["text"], "first\n");
+    assert_eq!(
+        others,
+        [json!({"id": 7, "error": "id 7 is already in flight; this line was not run"})]
+    );
+    // Once answered, the id is free again; a cancel with its own id is answered too.
+    server.request(json!(7), None, "bash", bash("sleep 60"));
+    server.send(r#"{"id":"c","cancel":7}"#);
+    let mut others = Vec::new();
+    let text = server.reply(&json!(7), &mut others)["text"].clone();
+    // The cancel may land before or after the call reached the executor.
+    assert!(
+        text == "Error: command aborted" || text == "Error: tool call aborted before dispatch",
+        "{text}"
+    );
+    assert!(
+        others.contains(&json!({"id": "c", "cancelled": true})),
+        "{others:?}"
+    );
+    server.finish();
+}
+
+/// Peak resident memory of a process, in KiB.
+fn peak_rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+#[test]
+fn a_line_over_max_line_bytes_is_answered_and_never_held_in_memory() {
+    let mut server = Server::start(&["--max-line-bytes", "1048576"]);
+    // 256 MiB in one line: the server must skip it as it streams by.
+    let chunk = vec![b'x'; 1 << 20];
+    let stdin = server.stdin.as_mut().unwrap();
+    stdin
+        .write_all(br#"{"id":1,"tool":"bash","arguments":{"command":""#)
+        .unwrap();
+    for _ in 0..256 {
+        stdin.write_all(&chunk).unwrap();
+    }
+    stdin.write_all(b"\"}}\n").unwrap();
+    assert_eq!(
+        server.next(),
+        json!({"id": null, "error": "the line is longer than --max-line-bytes (1048576 bytes); skipped"})
+    );
+    let peak = peak_rss_kib(server.child.id());
+    assert!(peak < 64 * 1024, "peak RSS {peak} KiB");
+    server.request(json!(2), None, "bash", bash("echo fine"));
+    assert_eq!(server.next()["text"], "fine\n");
+    server.finish();
+}
+
+#[test]
+fn the_client_closing_our_stdout_is_a_disconnect_everything_is_killed_exit_0() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_dsh"))
+        .args(["jsonl", "--grace-ms", "300"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    writeln!(stdin, r#"{{"id":1,"tool":"bash","arguments":{{"command":"echo $$; exec sleep 300","description":"d","run_in_background":true}}}}"#).unwrap();
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    let task = serde_json::from_str::<Value>(&line).unwrap()["structured"]["task_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let pid = loop {
+        writeln!(
+            stdin,
+            r#"{{"id":2,"tool":"bash_output","arguments":{{"task_id":"{task}"}}}}"#
+        )
+        .unwrap();
+        line.clear();
+        stdout.read_line(&mut line).unwrap();
+        let text = serde_json::from_str::<Value>(&line).unwrap()["text"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        if let Some(pid) = text.lines().next().and_then(|l| l.parse::<i32>().ok()) {
+            break pid;
+        }
+    };
+    // A foreground call is running too; the client closes its end of our stdout but keeps stdin open.
+    writeln!(
+        stdin,
+        r#"{{"id":3,"tool":"bash","arguments":{{"command":"sleep 300","description":"d"}}}}"#
+    )
+    .unwrap();
+    drop(stdout);
+    let deadline = Instant::now() + SOON;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "server kept running after the disconnect"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(0));
+    assert!(!pid_is_live(pid), "the background task was killed");
+    drop(stdin);
 }

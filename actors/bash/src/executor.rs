@@ -96,6 +96,9 @@ async fn run(
         .send(Spawn(process))
         .await
         .map_err(|_| ExecError::ManagerGone)??;
+    if let Some(peek) = &spec.peek {
+        peek.attach(spawned.output.clone());
+    }
     let deadline = Instant::now() + Duration::from_millis(spec.timeout_ms);
     let caller_abort = spec.abort.clone();
     // Straight from the process's driver, not through the manager's mailbox.

@@ -10,6 +10,7 @@ mod config;
 mod errors;
 mod executor;
 mod messages;
+mod peek;
 mod request;
 
 pub use background::{BashProcess, merge_streams};
@@ -17,6 +18,7 @@ pub use config::BashConfig;
 pub use errors::ExecError;
 pub use executor::{LocalBashExecutor, TERMINAL_ENV};
 pub use messages::{BashRunResult, Resolver, Run, Start};
+pub use peek::{OutputPeek, PeekSnapshot};
 pub use request::{BashExecRequest, BashExecSpec};
 
 pub use dsh_process::{

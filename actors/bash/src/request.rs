@@ -11,6 +11,7 @@ use dsh_process::AbortSignal;
 use crate::config::BashConfig;
 use crate::errors::ExecError;
 use crate::messages::Resolver;
+use crate::peek::OutputPeek;
 
 /// What a caller asks for. Numbers are `f64` because they come from model-made JSON.
 #[derive(Clone, Debug, Default)]
@@ -25,6 +26,8 @@ pub struct BashExecRequest {
     pub dsh_env: Option<BTreeMap<String, String>>,
     /// Cancels a foreground run (reported as `aborted`) or kills a background one.
     pub abort: Option<AbortSignal>,
+    /// Filled with the foreground run's output once it is spawned, for progress reports.
+    pub peek: Option<OutputPeek>,
 }
 
 impl BashExecRequest {
@@ -48,6 +51,7 @@ pub struct BashExecSpec {
     pub env: Option<BTreeMap<String, String>>,
     pub dsh_env: Option<BTreeMap<String, String>>,
     pub abort: Option<AbortSignal>,
+    pub peek: Option<OutputPeek>,
 }
 
 fn positive(value: f64) -> bool {
@@ -97,6 +101,7 @@ impl BashConfig {
             env: request.env,
             dsh_env: request.dsh_env,
             abort: request.abort,
+            peek: request.peek,
         })
     }
 }

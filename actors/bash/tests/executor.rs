@@ -112,6 +112,7 @@ fn stub_resolver() -> Resolver {
             env: r.env,
             dsh_env: r.dsh_env,
             abort: r.abort,
+            peek: r.peek,
         })
     })
 }

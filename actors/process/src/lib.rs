@@ -48,6 +48,7 @@ mod outcome;
 mod policy;
 mod posix_spawn;
 mod reap;
+pub mod rlimit;
 mod shared_output;
 pub mod signal;
 mod spawn;

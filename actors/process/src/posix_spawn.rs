@@ -166,7 +166,9 @@ pub(crate) fn spawn_in_session(
     // SAFETY: `program` and every `argv_ptrs` entry point into C strings borrowed for this call, and
     // `argv_ptrs` ends with a null pointer; `env.envp()` is a null-terminated array valid while `env`
     // lives; `actions` and `attrs` are initialised. posix_spawn only reads them (the child gets copies).
-    check(unsafe {
+    // The soft open-files limit is the original one only around the call itself, so the child
+    // inherits it while the runtime keeps the raised one (see `rlimit`).
+    check(crate::rlimit::with_child_limit(|| unsafe {
         libc::posix_spawn(
             &mut pid,
             program.as_ptr(),
@@ -175,6 +177,6 @@ pub(crate) fn spawn_in_session(
             argv_ptrs.as_ptr(),
             env.envp(),
         )
-    })?;
+    }))?;
     Ok(pid)
 }

@@ -7,6 +7,7 @@ mod args;
 mod definitions;
 mod managed_env;
 mod render;
+mod structured;
 mod tool;
 
 pub use args::{BashArgs, parse_bash_args, parse_task_id};
@@ -15,6 +16,10 @@ pub use managed_env::{managed_env, resolve_dsh_home};
 pub use render::{
     render_kill, render_notice, render_read, render_result, render_started, status_line,
 };
+pub use structured::{
+    bash_structured, kill_structured, output_schema, read_structured, started_structured,
+};
 pub use tool::{ExecutorRef, ToolBash, ToolBashConfig, ToolCall, ToolResult};
 
+pub use dsh_bash::{OutputPeek, PeekSnapshot};
 pub use dsh_tasks::{AgentRef, Inject};

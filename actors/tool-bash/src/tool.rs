@@ -7,7 +7,9 @@
 use std::path::{Path, PathBuf};
 
 use actix::prelude::*;
-use dsh_bash::{AbortSignal, BashConfig, BashExecRequest, LocalBashExecutor, Resolver, Run, Start};
+use dsh_bash::{
+    AbortSignal, BashConfig, BashExecRequest, LocalBashExecutor, OutputPeek, Resolver, Run, Start,
+};
 use dsh_tasks::{
     AgentRef, KillTask, ReadTask, Register, Subscribe, TaskDone, TaskKillOutcome, TaskRegistry,
 };
@@ -17,6 +19,7 @@ use crate::args::{parse_bash_args, parse_task_id};
 use crate::definitions::{DefinitionFacts, ToolDefinition, tool_definitions};
 use crate::managed_env::managed_env;
 use crate::render::{render_kill, render_notice, render_read, render_result, render_started};
+use crate::structured::{bash_structured, kill_structured, read_structured, started_structured};
 
 /// One model tool call.
 #[derive(Message, Clone, Debug)]
@@ -30,6 +33,8 @@ pub struct ToolCall {
     pub caller: Option<AgentRef>,
     /// Cancels a foreground call (reported as `command aborted`). Background tasks ignore it.
     pub cancel: Option<AbortSignal>,
+    /// Filled with a foreground `bash` call's output once it runs, so a front end can report progress.
+    pub peek: Option<OutputPeek>,
 }
 
 impl ToolCall {
@@ -39,6 +44,7 @@ impl ToolCall {
             arguments,
             caller: None,
             cancel: None,
+            peek: None,
         }
     }
 
@@ -51,13 +57,21 @@ impl ToolCall {
         self.cancel = Some(cancel);
         self
     }
+
+    pub fn with_peek(mut self, peek: OutputPeek) -> Self {
+        self.peek = Some(peek);
+        self
+    }
 }
 
-/// What the model sees.
+/// What the model sees, and the same facts for programs.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ToolResult {
     pub text: String,
     pub is_error: bool,
+    /// The result as an object matching [`crate::output_schema`] for the tool (exit code, spill paths,
+    /// task id, …); `None` for errors that have no such facts (bad arguments, unknown tasks).
+    pub structured: Option<Value>,
 }
 
 impl ToolResult {
@@ -65,6 +79,7 @@ impl ToolResult {
         Self {
             text: text.into(),
             is_error: false,
+            structured: None,
         }
     }
 
@@ -73,7 +88,13 @@ impl ToolResult {
         Self {
             text: format!("Error: {message}"),
             is_error: true,
+            structured: None,
         }
+    }
+
+    pub fn with_structured(mut self, structured: Value) -> Self {
+        self.structured = Some(structured);
+        self
     }
 }
 
@@ -223,6 +244,8 @@ async fn bash(
         );
     }
     let session = call.caller.as_ref().map(|c| c.session_id.as_str());
+    // A foreground run always gets a peek: it also yields the whole-stream byte counts at the end.
+    let peek = (!args.run_in_background).then(|| call.peek.clone().unwrap_or_default());
     // Only named arguments are forwarded: a model cannot set env, stdin or output budgets.
     let request = BashExecRequest {
         command: args.command.clone(),
@@ -234,6 +257,7 @@ async fn bash(
         } else {
             call.cancel.clone()
         },
+        peek: peek.clone(),
         ..BashExecRequest::default()
     };
     let spec = (executor.resolve)(request).map_err(|err| err.to_string())?;
@@ -246,23 +270,36 @@ async fn bash(
             producer: Box::new(handle),
         };
         let id = flatten(registry.send(register).await, REGISTRY)?;
-        return Ok(ToolResult::ok(render_started(&id)));
+        return Ok(ToolResult::ok(render_started(&id)).with_structured(started_structured(&id)));
     }
+    let began = std::time::Instant::now();
     let result = flatten(executor.run.send(Run(spec)).await, EXECUTOR)?;
+    let duration_ms = began.elapsed().as_millis() as u64;
+    let totals = peek.as_ref().and_then(OutputPeek::snapshot);
+    let structured = bash_structured(&result, duration_ms, totals.as_ref());
     if result.aborted {
-        return Err("command aborted".into());
+        return Ok(ToolResult::error("command aborted").with_structured(structured));
     }
-    Ok(ToolResult::ok(render_result(&result)))
+    Ok(ToolResult::ok(render_result(&result)).with_structured(structured))
 }
 
 async fn bash_output(registry: &Addr<TaskRegistry>, call: ToolCall) -> Result<ToolResult, String> {
     let id = parse_task_id(&call.arguments)?;
     let caller = call.caller.map(|c| c.session_id);
-    let reply = flatten(registry.send(ReadTask { id, caller }).await, REGISTRY)?;
-    Ok(ToolResult::ok(render_read(
-        &reply.output,
-        &reply.snapshot.status,
-    )))
+    let reply = flatten(
+        registry
+            .send(ReadTask {
+                id: id.clone(),
+                caller,
+            })
+            .await,
+        REGISTRY,
+    )?;
+    let structured = read_structured(&id, &reply.output, &reply.snapshot.status);
+    Ok(
+        ToolResult::ok(render_read(&reply.output, &reply.snapshot.status))
+            .with_structured(structured),
+    )
 }
 
 async fn bash_kill(registry: &Addr<TaskRegistry>, call: ToolCall) -> Result<ToolResult, String> {
@@ -277,10 +314,8 @@ async fn bash_kill(registry: &Addr<TaskRegistry>, call: ToolCall) -> Result<Tool
             .await,
         REGISTRY,
     )?;
-    Ok(ToolResult::ok(render_kill(
-        &id,
-        reply.outcome == TaskKillOutcome::Killed,
-    )))
+    let killed = reply.outcome == TaskKillOutcome::Killed;
+    Ok(ToolResult::ok(render_kill(&id, killed)).with_structured(kill_structured(&id, killed)))
 }
 
 impl Handler<TaskDone> for ToolBash {

@@ -1,109 +1,93 @@
 //! `dsh jsonl`: newline-delimited JSON on stdin/stdout, for scripts and load tests.
 //!
 //! Request `{"id": …, "session": "…"?, "tool": "bash", "arguments": {…}}` → reply
-//! `{"id": …, "text": "…", "is_error": …}`; notices `{"session": "…", "notice": "…"}`; `{"cancel": id}`
-//! aborts a running call (ignored when no call with that id runs). Requests run concurrently; `id` is any
-//! JSON value, echoed verbatim. A line that is not a JSON object with a string `tool` (or not UTF-8)
-//! gets `{"id": null, "error": "…"}` and the server goes on; blank lines are skipped.
+//! `{"id": …, "text": "…", "is_error": …, "structured": {…}}`; notices `{"session": "…", "notice": "…"}`;
+//! `{"cancel": id}` aborts a running call (a cancel line with its own `id` is answered
+//! `{"id": …, "cancelled": true|false}`). Requests run concurrently; `id` is any JSON value, echoed as
+//! the exact text the client sent. Every line that carries an id and is not a valid call or cancel is
+//! answered `{"id": <id>, "error": "…"}` (a bad `tool`, `session` or `arguments`, both a cancel and a
+//! call, an id already in flight); lines without an id get `"id": null`. Blank lines are skipped. A
+//! line longer than `--max-line-bytes` is skipped as it streams by and answered with an error.
 //!
 //! End of input: calls already running finish and are answered, then every process is killed and joined
-//! and the server exits 0. SIGINT/SIGTERM: everything is killed and joined at once (running calls are
-//! answered with what they got); a second signal SIGKILLs every group immediately.
+//! and the server exits 0. SIGINT/SIGTERM, or the client closing our stdout: everything is killed and
+//! joined at once (running calls are answered with what they got, where anyone can still read them); a
+//! second signal SIGKILLs every group immediately.
 
+use dsh::lock_unpoisoned;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use dsh::{AbortSignal, AgentRef, Runtime, ToolCall, lock_unpoisoned};
-use serde_json::{Value, json};
+use dsh::{AbortSignal, AgentRef, Runtime, ToolCall};
+use serde_json::json;
+use serde_json::value::RawValue;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
 use crate::flags::RuntimeFlags;
+use crate::jsonl_line::{Id, Line, error_reply, parse_line};
 use crate::notices::session_agent;
 use crate::signals::{self, Interrupts};
 use crate::stdio::{self, InputLine};
 
-/// Output lines go through one writer task so concurrent replies never interleave.
+/// Output lines go through one writer thread so concurrent replies never interleave.
 type Out = mpsc::UnboundedSender<String>;
 
-/// One parsed input line.
-#[derive(Debug, PartialEq)]
-enum Line {
-    Call {
-        id: Value,
-        session: Option<String>,
-        tool: String,
-        arguments: Value,
-    },
-    Cancel(Value),
-    Blank,
-    Malformed(String),
-}
-
-fn parse_line(line: &str) -> Line {
-    if line.trim().is_empty() {
-        return Line::Blank;
-    }
-    let value: Value = match serde_json::from_str(line) {
-        Ok(value) => value,
-        Err(err) => return Line::Malformed(format!("invalid JSON: {err}")),
-    };
-    let Value::Object(mut object) = value else {
-        return Line::Malformed("expected a JSON object".into());
-    };
-    if let Some(id) = object.remove("cancel") {
-        return Line::Cancel(id);
-    }
-    let tool = match object.remove("tool") {
-        Some(Value::String(tool)) => tool,
-        Some(_) => return Line::Malformed("\"tool\" must be a string".into()),
-        None => return Line::Malformed("missing \"tool\"".into()),
-    };
-    let session = match object.remove("session") {
-        None | Some(Value::Null) => None,
-        Some(Value::String(session)) => Some(session),
-        Some(_) => return Line::Malformed("\"session\" must be a string".into()),
-    };
-    Line::Call {
-        id: object.remove("id").unwrap_or(Value::Null),
-        session,
-        tool,
-        arguments: object.remove("arguments").unwrap_or_else(|| json!({})),
-    }
-}
-
-/// Calls in flight by the text of their id, so `{"cancel": id}` can find them.
+/// Calls in flight by the JSON text of their id, so `{"cancel": id}` can find them.
 type Running = Arc<Mutex<HashMap<String, AbortSignal>>>;
 
 struct Server {
     runtime: Runtime,
+    tools: Vec<&'static str>,
     out: Out,
     running: Running,
     sessions: HashMap<String, AgentRef>,
     calls: JoinSet<()>,
 }
 
+/// The reply to a finished call, `id` first.
+#[derive(serde::Serialize)]
+struct Reply<'a> {
+    id: &'a RawValue,
+    text: &'a str,
+    is_error: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    structured: Option<&'a serde_json::Value>,
+}
+
 impl Server {
     fn handle_input(&mut self, line: InputLine) {
         match line {
             InputLine::Text(text) => self.handle_line(&text),
-            InputLine::NotUtf8 => self.reply_malformed("the line is not valid UTF-8"),
+            InputLine::NotUtf8 => self.reply_error(None, "the line is not valid UTF-8"),
+            InputLine::TooLong { limit } => self.reply_error(
+                None,
+                &format!("the line is longer than --max-line-bytes ({limit} bytes); skipped"),
+            ),
         }
     }
 
-    fn reply_malformed(&self, error: &str) {
-        let _ = self
-            .out
-            .send(json!({"id": null, "error": error}).to_string());
+    fn reply_error(&self, id: Option<&RawValue>, error: &str) {
+        let _ = self.out.send(error_reply(id, error));
+    }
+
+    fn lock_running(&self) -> std::sync::MutexGuard<'_, HashMap<String, AbortSignal>> {
+        lock_unpoisoned(&self.running)
     }
 
     fn handle_line(&mut self, line: &str) {
-        match parse_line(line) {
+        match parse_line(line, &self.tools) {
             Line::Blank => {}
-            Line::Malformed(error) => self.reply_malformed(&error),
-            Line::Cancel(id) => {
-                if let Some(signal) = lock_unpoisoned(&self.running).get(&id.to_string()) {
+            Line::Malformed { id, error } => self.reply_error(id.as_deref(), &error),
+            Line::Cancel { id, target } => {
+                let signal = self.lock_running().get(target.get()).cloned();
+                if let Some(signal) = &signal {
                     signal.abort("cancelled by the client");
+                }
+                if let Some(id) = id {
+                    let reply =
+                        format!("{{\"id\":{},\"cancelled\":{}}}", id.get(), signal.is_some());
+                    let _ = self.out.send(reply);
                 }
             }
             Line::Call {
@@ -127,10 +111,32 @@ impl Server {
             .clone()
     }
 
-    fn start_call(&mut self, id: Value, session: Option<String>, tool: String, arguments: Value) {
+    fn start_call(
+        &mut self,
+        id: Option<Id>,
+        session: Option<String>,
+        tool: String,
+        arguments: serde_json::Value,
+    ) {
         let cancel = AbortSignal::new();
-        let key = id.to_string();
-        lock_unpoisoned(&self.running).insert(key.clone(), cancel.clone());
+        // Calls without an id cannot be cancelled, so they never clash.
+        let key = id
+            .as_deref()
+            .map(RawValue::get)
+            .filter(|text| *text != "null")
+            .map(str::to_owned);
+        if let Some(key) = &key {
+            let mut running = self.lock_running();
+            if running.contains_key(key) {
+                drop(running);
+                self.reply_error(
+                    id.as_deref(),
+                    &format!("id {key} is already in flight; this line was not run"),
+                );
+                return;
+            }
+            running.insert(key.clone(), cancel.clone());
+        }
         let mut call = ToolCall::new(tool, arguments).with_cancel(cancel);
         if let Some(session) = session {
             call = call.with_caller(self.agent(session));
@@ -139,79 +145,101 @@ impl Server {
             (self.runtime.clone(), self.out.clone(), self.running.clone());
         self.calls.spawn(async move {
             let result = runtime.call(call).await;
-            lock_unpoisoned(&running).remove(&key);
-            let _ = out.send(
-                json!({"id": id, "text": result.text, "is_error": result.is_error}).to_string(),
-            );
+            if let Some(key) = &key {
+                lock_unpoisoned(&running).remove(key);
+            }
+            let null = RawValue::from_string("null".into()).expect("null is JSON");
+            let reply = Reply {
+                id: id.as_deref().unwrap_or(&null),
+                text: &result.text,
+                is_error: result.is_error,
+                structured: result.structured.as_ref(),
+            };
+            match serde_json::to_string(&reply) {
+                Ok(line) => {
+                    let _ = out.send(line);
+                }
+                Err(err) => {
+                    let _ = out.send(error_reply(id.as_deref(), &err.to_string()));
+                }
+            }
         });
     }
 }
 
-pub async fn main(flags: RuntimeFlags) -> Result<i32, String> {
+/// Why the input loop stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stop {
+    EndOfInput,
+    Interrupted,
+    Disconnected,
+}
+
+pub async fn main(flags: RuntimeFlags, max_line_bytes: usize) -> Result<i32, String> {
     let mut interrupts = Interrupts::install();
     let runtime = flags.start()?;
-    let (out, written) = stdio::spawn_writer();
+    let output = stdio::spawn_writer();
+    let disconnected = output.disconnected.clone();
     let mut server = Server {
+        tools: runtime.tool_definitions().iter().map(|d| d.name).collect(),
         runtime: runtime.clone(),
-        out,
+        out: output.lines,
         running: Arc::default(),
         sessions: HashMap::new(),
         calls: JoinSet::new(),
     };
-    let mut input = stdio::spawn_reader();
-    let interrupted = loop {
+    let mut input = stdio::spawn_reader(max_line_bytes);
+    let mut stop = loop {
         tokio::select! {
             line = input.recv() => match line {
                 Some(line) => server.handle_input(line),
-                None => break false,
+                None => break Stop::EndOfInput,
             },
             Some(_) = server.calls.join_next(), if !server.calls.is_empty() => {}
-            () = interrupts.next() => break true,
+            () = interrupts.next() => break Stop::Interrupted,
+            () = disconnected.cancelled() => break Stop::Disconnected,
         }
     };
-    if interrupted {
-        // Kill everything now; the running calls are answered with what they got.
+    if stop == Stop::EndOfInput {
+        // Running calls finish and are answered, unless a signal or a hang-up cuts the wait short.
+        stop = loop {
+            tokio::select! {
+                next = server.calls.join_next() => if next.is_none() { break Stop::EndOfInput },
+                () = interrupts.next() => break Stop::Interrupted,
+                () = disconnected.cancelled() => break Stop::Disconnected,
+            }
+        };
+    }
+    if stop != Stop::EndOfInput {
+        tracing::info!(?stop, "killing and joining everything");
         signals::shutdown(&runtime, &mut interrupts).await;
     }
     while server.calls.join_next().await.is_some() {}
     runtime.shutdown().await;
     drop(server);
     // Every reply and notice queued so far is on stdout once the writer has seen the channel close.
-    let _ = written.await;
+    let _ = output.written.await;
     Ok(0)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::jsonl_line::id_text;
 
     #[test]
-    fn lines_parse_into_calls_cancels_and_errors() {
+    fn replies_echo_the_raw_id_first() {
+        let id = RawValue::from_string("18446744073709551617".into()).unwrap();
+        let reply = Reply {
+            id: &id,
+            text: "hi\n",
+            is_error: false,
+            structured: None,
+        };
         assert_eq!(
-            parse_line(r#"{"id":[1,"a"],"session":"s","tool":"bash","arguments":{"command":"x"}}"#),
-            Line::Call {
-                id: json!([1, "a"]),
-                session: Some("s".into()),
-                tool: "bash".into(),
-                arguments: json!({"command":"x"})
-            }
+            serde_json::to_string(&reply).unwrap(),
+            r#"{"id":18446744073709551617,"text":"hi\n","is_error":false}"#
         );
-        assert_eq!(parse_line(r#"{"cancel": 7}"#), Line::Cancel(json!(7)));
-        assert_eq!(parse_line("   "), Line::Blank);
-        assert_eq!(
-            parse_line("[1]"),
-            Line::Malformed("expected a JSON object".into())
-        );
-        assert_eq!(
-            parse_line(r#"{"id":1}"#),
-            Line::Malformed("missing \"tool\"".into())
-        );
-        assert_eq!(
-            parse_line(r#"{"id":1,"tool":3}"#),
-            Line::Malformed("\"tool\" must be a string".into())
-        );
-        assert!(
-            matches!(parse_line("{nope"), Line::Malformed(m) if m.starts_with("invalid JSON: "))
-        );
+        assert_eq!(id_text(None), "null");
     }
 }

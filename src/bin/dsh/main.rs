@@ -9,8 +9,16 @@
 
 mod flags;
 mod jsonl;
+mod jsonl_line;
+mod jsonrpc_errors;
+mod log_gate;
 mod mcp;
+mod mcp_stdio;
+mod mcp_tools;
+mod nofile;
 mod notices;
+mod progress;
+mod roots;
 mod run;
 mod signals;
 mod stdio;
@@ -49,11 +57,21 @@ enum Mode {
     Mcp {
         #[command(flatten)]
         flags: RuntimeFlags,
+        /// Longest JSON-RPC message accepted; a longer one is answered -32600 and skipped unread.
+        #[arg(long, default_value_t = stdio::DEFAULT_MAX_LINE_BYTES, value_name = "BYTES")]
+        max_line_bytes: usize,
+        /// How often a call with a progressToken reports progress.
+        #[arg(long, default_value_t = progress::DEFAULT_INTERVAL_MS, value_name = "MS",
+              value_parser = clap::value_parser!(u64).range(1..))]
+        progress_interval_ms: u64,
     },
     /// Serve the tools as JSON lines on stdin/stdout (see README for the protocol).
     Jsonl {
         #[command(flatten)]
         flags: RuntimeFlags,
+        /// Longest input line accepted; a longer one is answered with an error and skipped unread.
+        #[arg(long, default_value_t = stdio::DEFAULT_MAX_LINE_BYTES, value_name = "BYTES")]
+        max_line_bytes: usize,
     },
 }
 
@@ -67,6 +85,7 @@ fn main() {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
         .init();
+    nofile::raise_open_files_limit();
     // Kept alive until `exit`: dropping it would wait for a stdin read still pending on tokio's blocking
     // pool (a server stopped by a signal has not seen EOF).
     let system = actix::System::new();
@@ -77,8 +96,18 @@ fn main() {
                 workdir,
                 command,
             } => run::main(flags, workdir, command).await,
-            Mode::Mcp { flags } => mcp::main(flags).await,
-            Mode::Jsonl { flags } => jsonl::main(flags).await,
+            Mode::Mcp {
+                flags,
+                max_line_bytes,
+                progress_interval_ms,
+            } => {
+                let interval = std::time::Duration::from_millis(progress_interval_ms);
+                mcp::main(flags, max_line_bytes, interval).await
+            }
+            Mode::Jsonl {
+                flags,
+                max_line_bytes,
+            } => jsonl::main(flags, max_line_bytes).await,
         }
     });
     let code = match outcome {

@@ -1,17 +1,27 @@
-//! Line-oriented stdin and stdout for `dsh jsonl`, each on a plain thread of its own.
+//! Line-oriented stdin and stdout for the front ends, each on a plain thread of its own.
 //!
 //! tokio's `stdin()`/`stdout()` hand every read and every write to the blocking pool: one task and one
 //! thread wake-up per request line and two per reply, all paid on the runtime thread that also spawns
 //! and supervises the children. Here one reader thread blocks in `read` and one writer thread writes
 //! whatever replies have queued up, flushing once per batch, so the runtime thread only moves strings
 //! through channels. Both work for any kind of stdin/stdout: pipe, file, terminal or socket.
+//!
+//! Two things no input may do: make the server hold an arbitrarily long line in memory (a line over
+//! the limit is skipped as it streams by and reported as [`InputLine::TooLong`]), and leave it running
+//! after the client closed the server's stdout (a failed write, or `POLLERR`/`POLLHUP` on stdout while
+//! idle, cancels [`Output::disconnected`]).
 
-use std::io::{BufRead, BufWriter, Write};
+use std::io::{BufRead, BufWriter, ErrorKind, Write};
+use std::os::fd::AsFd;
 
 use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
 
 /// Lines queued between the reader thread and the server; a full queue makes the reader wait.
 const READ_AHEAD: usize = 1024;
+
+/// The default `--max-line-bytes`: 16 MiB.
+pub const DEFAULT_MAX_LINE_BYTES: usize = 16 << 20;
 
 /// One line of input.
 #[derive(Debug, PartialEq)]
@@ -20,16 +30,19 @@ pub enum InputLine {
     Text(String),
     /// The line's bytes are not UTF-8; it is answered as malformed and the server goes on.
     NotUtf8,
+    /// The line was longer than the limit; its bytes were discarded as they arrived.
+    TooLong { limit: usize },
 }
 
-/// Reads stdin line by line on a thread of its own. The channel closes at end of input or at the
-/// first read error (logged). The thread may stay blocked in `read` after the server is done with it;
-/// the binary exits with `std::process::exit`, which does not wait for it.
-pub fn spawn_reader() -> mpsc::Receiver<InputLine> {
+/// Reads stdin line by line on a thread of its own, never holding more than `max_line_bytes` of one
+/// line. The channel closes at end of input or at the first read error (logged). The thread may stay
+/// blocked in `read` after the server is done with it; the binary exits with `std::process::exit`,
+/// which does not wait for it.
+pub fn spawn_reader(max_line_bytes: usize) -> mpsc::Receiver<InputLine> {
     let (tx, rx) = mpsc::channel(READ_AHEAD);
     let spawned = std::thread::Builder::new()
         .name("dsh-stdin".into())
-        .spawn(move || read_lines(std::io::stdin().lock(), &tx));
+        .spawn(move || read_lines(std::io::stdin().lock(), max_line_bytes, &tx));
     if let Err(err) = spawned {
         // The dropped sender reads as end of input: the server answers nothing and exits cleanly.
         tracing::error!(%err, "cannot start the stdin reader thread");
@@ -37,19 +50,56 @@ pub fn spawn_reader() -> mpsc::Receiver<InputLine> {
     rx
 }
 
-fn read_lines(mut input: impl BufRead, tx: &mpsc::Sender<InputLine>) {
-    let mut bytes = Vec::new();
+fn read_lines(mut input: impl BufRead, max_line_bytes: usize, tx: &mpsc::Sender<InputLine>) {
+    let mut line = Vec::new();
+    let mut discarding = false;
     loop {
-        bytes.clear();
-        match input.read_until(b'\n', &mut bytes) {
-            Ok(0) => return,
-            Ok(_) => {}
+        let buffer = match input.fill_buf() {
+            Ok(buffer) => buffer,
+            Err(err) if err.kind() == ErrorKind::Interrupted => continue,
             Err(err) => {
                 tracing::warn!(%err, "stdin read failed; treating as end of input");
                 return;
             }
+        };
+        if buffer.is_empty() {
+            // End of input: a last line without a newline still counts.
+            let last = if discarding {
+                Some(InputLine::TooLong {
+                    limit: max_line_bytes,
+                })
+            } else {
+                (!line.is_empty()).then(|| to_line(&line))
+            };
+            if let Some(last) = last {
+                let _ = tx.blocking_send(last);
+            }
+            return;
         }
-        if tx.blocking_send(to_line(&bytes)).is_err() {
+        let newline = buffer.iter().position(|&b| b == b'\n');
+        let used = newline.map_or(buffer.len(), |i| i + 1);
+        if !discarding {
+            let content = newline.unwrap_or(buffer.len());
+            if line.len() + content > max_line_bytes {
+                discarding = true;
+                line = Vec::new();
+            } else {
+                line.extend_from_slice(&buffer[..used]);
+            }
+        }
+        input.consume(used);
+        if newline.is_none() {
+            continue;
+        }
+        let complete = if std::mem::take(&mut discarding) {
+            InputLine::TooLong {
+                limit: max_line_bytes,
+            }
+        } else {
+            to_line(&line)
+        };
+        line.clear();
+        if tx.blocking_send(complete).is_err() {
             return;
         }
     }
@@ -64,50 +114,129 @@ fn to_line(bytes: &[u8]) -> InputLine {
     }
 }
 
-/// Writes each queued line to stdout followed by `\n`, on a thread of its own, flushing whenever the
-/// queue runs empty. The returned receiver resolves once every line sent before the last sender was
-/// dropped has been written (or stdout failed, e.g. the reader went away).
-pub fn spawn_writer() -> (mpsc::UnboundedSender<String>, oneshot::Receiver<()>) {
+/// The server's side of stdout.
+pub struct Output {
+    /// Each line sent is written followed by `\n`; lines never interleave.
+    pub lines: mpsc::UnboundedSender<String>,
+    /// Resolves once every line sent before the last sender was dropped has been written (or stdout
+    /// failed).
+    pub written: oneshot::Receiver<()>,
+    /// Cancelled when the client closed our stdout: nothing we write can reach it any more.
+    pub disconnected: CancellationToken,
+}
+
+/// Writes each queued line to stdout on a thread of its own, flushing whenever the queue runs empty,
+/// and watches stdout for the client hanging up.
+pub fn spawn_writer() -> Output {
     let (tx, rx) = mpsc::unbounded_channel();
     let (done_tx, done_rx) = oneshot::channel();
+    let disconnected = CancellationToken::new();
+    let token = disconnected.clone();
     let spawned = std::thread::Builder::new()
         .name("dsh-stdout".into())
         .spawn(move || {
-            write_lines(std::io::stdout().lock(), rx);
+            if let Err(err) = write_lines(std::io::stdout().lock(), rx) {
+                tracing::info!(%err, "stdout is gone; the client disconnected");
+                token.cancel();
+            }
             let _ = done_tx.send(());
         });
     if let Err(err) = spawned {
         // Without a writer nothing can be answered; the closed channel makes every send a no-op.
         tracing::error!(%err, "cannot start the stdout writer thread");
     }
-    (tx, done_rx)
+    watch_for_hangup(disconnected.clone());
+    Output {
+        lines: tx,
+        written: done_rx,
+        disconnected,
+    }
 }
 
-fn write_lines(output: impl Write, mut rx: mpsc::UnboundedReceiver<String>) {
+/// A pipe whose reader closed reports `POLLERR` to its writer, a socket `POLLHUP`: noticed here even
+/// when the server has nothing to write. Other kinds of stdout (files, `/dev/null`) never report
+/// either and the thread just stays blocked.
+fn watch_for_hangup(disconnected: CancellationToken) {
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    let spawned = std::thread::Builder::new()
+        .name("dsh-stdout-watch".into())
+        .spawn(move || {
+            let stdout = std::io::stdout();
+            loop {
+                let mut fds = [PollFd::new(stdout.as_fd(), PollFlags::empty())];
+                match poll(&mut fds, PollTimeout::NONE) {
+                    Err(nix::errno::Errno::EINTR) => continue,
+                    Err(err) => {
+                        tracing::debug!(%err, "cannot watch stdout");
+                        return;
+                    }
+                    Ok(_) => {}
+                }
+                let hung_up = fds[0]
+                    .revents()
+                    .is_some_and(|r| r.intersects(PollFlags::POLLERR | PollFlags::POLLHUP));
+                if hung_up {
+                    tracing::info!("stdout hung up; the client disconnected");
+                    disconnected.cancel();
+                }
+                return;
+            }
+        });
+    if let Err(err) = spawned {
+        tracing::warn!(%err, "cannot start the stdout watcher thread");
+    }
+}
+
+fn write_lines(output: impl Write, mut rx: mpsc::UnboundedReceiver<String>) -> std::io::Result<()> {
     let mut output = BufWriter::new(output);
     while let Some(line) = rx.blocking_recv() {
         let mut next = Some(line);
         while let Some(line) = next {
-            if writeln!(output, "{line}").is_err() {
-                return;
-            }
+            writeln!(output, "{line}")?;
             next = rx.try_recv().ok();
         }
-        if output.flush().is_err() {
-            return;
-        }
+        output.flush()?;
     }
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn read_all(input: &[u8], max: usize) -> Vec<InputLine> {
+        let (tx, mut rx) = mpsc::channel(16);
+        read_lines(input, max, &tx);
+        drop(tx);
+        let mut got = Vec::new();
+        while let Some(line) = rx.blocking_recv() {
+            got.push(line);
+        }
+        got
+    }
+
     #[test]
     fn lines_lose_their_terminators_and_bad_utf8_is_flagged() {
-        let (tx, mut rx) = mpsc::channel(16);
         let input: &[u8] = b"one\ntwo\r\n\xff\xfe\n\nlast without newline";
-        read_lines(input, &tx);
+        assert_eq!(
+            read_all(input, 1 << 20),
+            vec![
+                InputLine::Text("one".into()),
+                InputLine::Text("two".into()),
+                InputLine::NotUtf8,
+                InputLine::Text(String::new()),
+                InputLine::Text("last without newline".into()),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_line_over_the_limit_is_skipped_and_reported_once() {
+        // A small buffer makes the long line arrive in many pieces.
+        let input = b"short\n0123456789abcdef\n12345678\nxxxxxxxxxxxxxxxxxxxxxx".to_vec();
+        let reader = std::io::BufReader::with_capacity(3, &input[..]);
+        let (tx, mut rx) = mpsc::channel(16);
+        read_lines(reader, 8, &tx);
         drop(tx);
         let mut got = Vec::new();
         while let Some(line) = rx.blocking_recv() {
@@ -116,11 +245,10 @@ mod tests {
         assert_eq!(
             got,
             vec![
-                InputLine::Text("one".into()),
-                InputLine::Text("two".into()),
-                InputLine::NotUtf8,
-                InputLine::Text(String::new()),
-                InputLine::Text("last without newline".into()),
+                InputLine::Text("short".into()),
+                InputLine::TooLong { limit: 8 },
+                InputLine::Text("12345678".into()),
+                InputLine::TooLong { limit: 8 },
             ]
         );
     }
@@ -133,7 +261,7 @@ mod tests {
         }
         drop(tx);
         let mut written = Vec::new();
-        write_lines(&mut written, rx);
+        write_lines(&mut written, rx).unwrap();
         let expected: String = (0..1000).map(|i| format!("line {i}\n")).collect();
         assert_eq!(String::from_utf8(written).unwrap(), expected);
     }

@@ -1,0 +1,157 @@
+//! The JSON-RPC errors rmcp does not send on its own, decided per input line before rmcp sees it.
+//!
+//! rmcp (3.11) ignores input that is not JSON (no reply at all), answers `tools/call` without params
+//! with -32601, and answers other malformed messages with -32600 but `id: null`. JSON-RPC 2.0 wants
+//! -32700 for unparseable input, -32600 (with the id when there is one) for an invalid request object,
+//! and MCP wants -32602 for invalid `tools/call` params. [`screen`] answers exactly those lines and
+//! lets every other line through untouched; unknown tool names are refused by the server itself.
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+pub const PARSE_ERROR: i32 = -32700;
+pub const INVALID_REQUEST: i32 = -32600;
+pub const INVALID_PARAMS: i32 = -32602;
+
+/// A JSON-RPC error response; `id` is the request id's JSON text (`null` when there is none).
+pub fn error_response(id: Option<&str>, code: i32, message: &str) -> String {
+    format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":{},\"error\":{{\"code\":{code},\"message\":{}}}}}",
+        id.unwrap_or("null"),
+        Value::String(message.to_owned())
+    )
+}
+
+/// `Some(error response)` for a line rmcp would mishandle, `None` for a line to pass on.
+pub fn screen(line: &str) -> Option<String> {
+    if line.trim().is_empty() {
+        return None;
+    }
+    if let Err(err) = serde_json::from_str::<&RawValue>(line) {
+        return Some(error_response(
+            None,
+            PARSE_ERROR,
+            &format!("Parse error: {err}"),
+        ));
+    }
+    let Ok(fields) = serde_json::from_str::<HashMap<String, &RawValue>>(line) else {
+        let what = if line.trim_start().starts_with('[') {
+            "Invalid Request: batches are not supported"
+        } else {
+            "Invalid Request: expected a JSON object"
+        };
+        return Some(error_response(None, INVALID_REQUEST, what));
+    };
+    let value = |key: &str| {
+        fields
+            .get(key)
+            .and_then(|raw| serde_json::from_str::<Value>(raw.get()).ok())
+    };
+    // An id MCP can answer: a string or an integer. Anything else cannot be echoed.
+    let id = fields.get("id").map(|raw| raw.get());
+    let usable_id = match value("id") {
+        Some(Value::String(_)) => id,
+        Some(Value::Number(_)) if !id.is_some_and(|t| t.contains(['.', 'e', 'E'])) => id,
+        _ => None,
+    };
+    let invalid = |message: &str| {
+        Some(error_response(
+            usable_id,
+            INVALID_REQUEST,
+            &format!("Invalid Request: {message}"),
+        ))
+    };
+    if fields.contains_key("id") && usable_id.is_none() {
+        return invalid("\"id\" must be a string or an integer");
+    }
+    if value("jsonrpc") != Some(Value::String("2.0".into())) {
+        return invalid("\"jsonrpc\" must be \"2.0\"");
+    }
+    let method = match value("method") {
+        Some(Value::String(method)) => method,
+        Some(_) => return invalid("\"method\" must be a string"),
+        None if usable_id.is_some()
+            && (fields.contains_key("result") || fields.contains_key("error")) =>
+        {
+            return None;
+        }
+        None => return invalid("missing \"method\""),
+    };
+    if method == "tools/call"
+        && usable_id.is_some()
+        && let Some(problem) = tool_call_params_problem(value("params"))
+    {
+        return Some(error_response(
+            usable_id,
+            INVALID_PARAMS,
+            &format!("Invalid params: {problem}"),
+        ));
+    }
+    None
+}
+
+fn tool_call_params_problem(params: Option<Value>) -> Option<&'static str> {
+    let Some(Value::Object(params)) = params else {
+        return Some("tools/call needs a params object");
+    };
+    match params.get("name") {
+        Some(Value::String(_)) => {}
+        Some(_) => return Some("\"name\" must be a string"),
+        None => return Some("missing \"name\""),
+    }
+    match params.get("arguments") {
+        None | Some(Value::Object(_)) => None,
+        Some(_) => Some("\"arguments\" must be an object"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn code_and_id(line: &str) -> Option<(i64, Value)> {
+        let reply: Value = serde_json::from_str(&screen(line)?).unwrap();
+        Some((
+            reply["error"]["code"].as_i64().unwrap(),
+            reply["id"].clone(),
+        ))
+    }
+
+    #[test]
+    fn each_kind_of_bad_line_gets_its_code_and_good_lines_pass() {
+        assert_eq!(code_and_id("{oops"), Some((-32700, Value::Null)));
+        assert_eq!(code_and_id("[1]"), Some((-32600, Value::Null)));
+        assert_eq!(
+            code_and_id(r#"{"jsonrpc":"2.0","id":3}"#),
+            Some((-32600, 3.into()))
+        );
+        assert_eq!(
+            code_and_id(r#"{"jsonrpc":"1.0","id":"a","method":"ping"}"#),
+            Some((-32600, "a".into()))
+        );
+        assert_eq!(
+            code_and_id(r#"{"jsonrpc":"2.0","id":{},"method":"ping"}"#),
+            Some((-32600, Value::Null))
+        );
+        assert_eq!(
+            code_and_id(r#"{"jsonrpc":"2.0","id":4,"method":"tools/call"}"#),
+            Some((-32602, 4.into()))
+        );
+        assert_eq!(
+            code_and_id(
+                r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"bash","arguments":[]}}"#
+            ),
+            Some((-32602, 5.into()))
+        );
+        for good in [
+            "",
+            r#"{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"bash"}}"#,
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+            r#"{"jsonrpc":"2.0","id":7,"result":{}}"#,
+        ] {
+            assert_eq!(screen(good), None, "{good}");
+        }
+    }
+}

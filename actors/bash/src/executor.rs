@@ -131,8 +131,10 @@ async fn run(
     })
 }
 
-/// A background start. Validation failures are errors; an OS failure to start (missing workdir, no
-/// bash) gives a handle that settles `killed` and reports `spawn failed: …` in one read.
+/// A background start. A failure to start is an error and nothing is registered (a NUL byte, E2BIG,
+/// EMFILE, a missing program, …), as in the foreground. The one exception is the seeds' asynchronous
+/// case, an unusable working directory: it gives a handle that settles `killed` and reports
+/// `spawn failed: …` in one read.
 async fn start(
     config: BashConfig,
     manager: Addr<ProcessManager>,
@@ -151,9 +153,7 @@ async fn start(
         .map_err(|_| ExecError::ManagerGone)?
     {
         Ok(spawned) => Ok(BashProcess::running(manager, spawned, spec.abort)),
-        Err(
-            err @ (SpawnError::Workdir { .. } | SpawnError::Os { .. } | SpawnError::SpillDir(_)),
-        ) => {
+        Err(err @ SpawnError::Workdir { .. }) => {
             tracing::debug!(%err, "background spawn failed");
             Ok(BashProcess::failed(manager, format!("spawn failed: {err}")))
         }

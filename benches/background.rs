@@ -6,6 +6,12 @@
 //!   once, and the p99 from exit to notice. Beside it, the raw baseline: the same commands in the same
 //!   bursts through tokio, timed from the printed time to `wait` returning, which shows how much of the
 //!   figure is the children's own exit competing for the cores.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "a bench, not product code: a failed setup should stop it loudly"
+)]
 
 #[path = "support/mod.rs"]
 mod support;

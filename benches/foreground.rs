@@ -3,6 +3,12 @@
 //! - concurrent foreground: 200 concurrent `echo $i` calls vs 200 concurrent raw tokio commands;
 //! - output flood: `head -c 1G /dev/zero` through a foreground call (default caps) vs tokio reading it to
 //!   nowhere; plus the peak RSS of `dsh run` doing the same.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "a bench, not product code: a failed setup should stop it loudly"
+)]
 
 #[path = "support/mod.rs"]
 mod support;

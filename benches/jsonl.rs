@@ -1,5 +1,11 @@
 //! The jsonl front end under load: 2,000 requests of `true` over `dsh jsonl` with 32 in flight,
 //! beside the same 2,000 commands run by raw tokio with 32 in flight.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "a bench, not product code: a failed setup should stop it loudly"
+)]
 
 #[path = "support/mod.rs"]
 mod support;

@@ -2,6 +2,12 @@
 //! receives its completion notices, and prints exactly what a model would see.
 //!
 //! Run with `cargo run --example agent`.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "an example, not product code: it stops loudly on what it does not expect"
+)]
 
 use std::time::Duration;
 

@@ -16,10 +16,13 @@ use tokio::sync::oneshot;
 /// Why a runtime could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum RuntimeError {
+    /// A bash setting was refused (`bash-local: <key> must be a positive finite number`).
     #[error(transparent)]
     Config(#[from] ExecError),
+    /// The operating system would not start the thread the actors run on.
     #[error("cannot start the runtime thread: {0}")]
     Thread(std::io::Error),
+    /// The actor thread ended without saying whether the actors started.
     #[error("the runtime thread exited before it was ready")]
     ThreadExited,
 }
@@ -56,22 +59,27 @@ impl RuntimeBuilder {
         self.bash.cwd = Some(cwd.into());
         self
     }
+    /// The default foreground timeout, in milliseconds.
     pub fn timeout_ms(mut self, ms: u64) -> Self {
         self.bash.timeout_ms = ms;
         self
     }
+    /// The cap on a call's own timeout, in milliseconds.
     pub fn max_timeout_ms(mut self, ms: u64) -> Self {
         self.bash.max_timeout_ms = ms;
         self
     }
+    /// The in-memory cap per stream, in bytes; beyond it the tail is kept and the whole stream spills.
     pub fn max_output_bytes(mut self, bytes: u64) -> Self {
         self.bash.max_output_bytes = bytes;
         self
     }
+    /// The cap per spill file, in bytes; a larger stream keeps only its tail and no file.
     pub fn max_spill_bytes(mut self, bytes: u64) -> Self {
         self.bash.max_spill_bytes = bytes;
         self
     }
+    /// The delay from SIGTERM to SIGKILL, and the pipe-drain grace after the leader exits.
     pub fn grace_ms(mut self, ms: u64) -> Self {
         self.bash.grace_ms = ms;
         self
@@ -207,6 +215,7 @@ impl Drop for Inner {
 }
 
 impl Runtime {
+    /// A builder with the seeds' defaults; [`RuntimeBuilder::start`] starts the runtime.
     pub fn builder() -> RuntimeBuilder {
         RuntimeBuilder::default()
     }

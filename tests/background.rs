@@ -1,5 +1,11 @@
 //! The LG-* cases (the `bash_output`/`bash_kill` contract), the TI-* cases (an agent loop), and
 //! notices for two agents at once.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "test code: a failed unwrap is a failed test"
+)]
 
 mod common;
 

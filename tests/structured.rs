@@ -1,4 +1,10 @@
 //! Structured results beside the unchanged text, and the output peek a front end uses for progress.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "test code: a failed unwrap is a failed test"
+)]
 
 mod common;
 

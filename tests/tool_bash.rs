@@ -1,5 +1,11 @@
 //! The TB-* cases, through the runtime handle: foreground results, argument validation,
 //! schemas, background tasks, workdir resolution and the managed environment.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "test code: a failed unwrap is a failed test"
+)]
 
 mod common;
 

@@ -42,6 +42,7 @@ impl LocalBashExecutor {
         Ok(Self { config, manager })
     }
 
+    /// The validated configuration this executor runs with.
     pub fn config(&self) -> &BashConfig {
         &self.config
     }

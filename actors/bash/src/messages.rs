@@ -39,6 +39,8 @@ pub struct BashRunResult {
     pub aborted: bool,
     /// The effective timeout.
     pub timeout_ms: u64,
+    /// What the command printed on stdout (its tail when truncated).
     pub stdout: CollectedOutput,
+    /// What the command printed on stderr (its tail when truncated).
     pub stderr: CollectedOutput,
 }

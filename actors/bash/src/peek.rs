@@ -28,6 +28,7 @@ pub struct PeekSnapshot {
 }
 
 impl OutputPeek {
+    /// An empty peek, to put in a request before the command is spawned.
     pub fn new() -> Self {
         Self::default()
     }

@@ -1,4 +1,10 @@
 //! The BS-* and BL-* cases: the executor seam and the local executor.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "test code: a failed unwrap is a failed test"
+)]
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};

@@ -1,6 +1,12 @@
 //! 200 background tasks through the executor and the task registry, read concurrently by several
 //! callers while they print, then killed: every line each task printed is delivered exactly once
 //! across all reads, and no process is left.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "test code: a failed unwrap is a failed test"
+)]
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -1,6 +1,12 @@
 //! Cgroup mode with real processes: every escape route dies on `cgroup.kill`, `populated 0` then
 //! fires, and v1/v2 limits hold. Each test skips with a printed reason where the host lacks the
 //! feature, and removes the cgroups it created.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "test code: a failed unwrap is a failed test"
+)]
 
 mod common;
 

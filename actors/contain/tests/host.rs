@@ -1,4 +1,10 @@
 //! Host discovery on the machine running the tests: what `dsh doctor` would print.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "test code: a failed unwrap is a failed test"
+)]
 
 use dsh_contain::{HostFacts, Mode};
 

@@ -1,5 +1,11 @@
 //! The spawn primitive: session, stdio, descriptors, exec errors, and cgroup placement, for every
 //! method.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "test code: a failed unwrap is a failed test"
+)]
 
 mod common;
 

@@ -6,6 +6,12 @@
 //! rounds are reported). Each case spawns `bash -c true`, waits
 //! for it and reaps it; the `+leaf` cases also create the leaf before and remove it after, which is
 //! the whole per-process cost of containment.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "test code: a failed unwrap is a failed test"
+)]
 
 mod common;
 

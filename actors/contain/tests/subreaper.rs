@@ -1,6 +1,12 @@
 //! Subreaper mode: escapees are attributed by their inherited marker, killed, and reaped without
 //! stealing the status of a registered direct child. Each test runs in its own process (nextest),
 //! so becoming a subreaper here touches nothing else.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "test code: a failed unwrap is a failed test"
+)]
 
 mod common;
 

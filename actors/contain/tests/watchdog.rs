@@ -1,6 +1,12 @@
 //! The watchdog: a "runtime" (the helper binary) starts escapees and a watchdog, then is killed
 //! with SIGKILL; the watchdog must kill every escapee, remove the spill directory and the cgroup
 //! parent, and exit. With a goodbye it must exit without acting.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "test code: a failed unwrap is a failed test"
+)]
 
 mod common;
 

@@ -23,10 +23,20 @@ pub enum SpawnError {
     OrdinaryOnManagedChannel(String),
     /// The working directory does not exist or is not a directory.
     #[error("workdir {path:?} is not usable: {}", os_error_text(.source))]
-    Workdir { path: PathBuf, source: io::Error },
+    Workdir {
+        /// The working directory the spec asked for.
+        path: PathBuf,
+        /// Why it could not be used.
+        source: io::Error,
+    },
     /// The operating system refused to start the program.
     #[error("spawn {program:?} failed: {}", os_error_text(.source))]
-    Os { program: String, source: io::Error },
+    Os {
+        /// The program that was to run (`argv[0]`).
+        program: String,
+        /// What the operating system said.
+        source: io::Error,
+    },
     /// The process policy refused admission (the text keeps the seeds' wording).
     #[error("spawn refused by supervisor policy: {0}")]
     Refused(String),

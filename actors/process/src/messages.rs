@@ -21,6 +21,7 @@ pub struct Spawn(pub ProcessSpawnSpec);
 /// A started process.
 #[derive(Clone, Debug)]
 pub struct SpawnedProcess {
+    /// The manager's id for it, for [`Read`], [`Kill`], [`Wait`] and [`Release`].
     pub id: ProcessId,
     /// The leader's pid, which is also its process group and session id.
     pub pid: i32,
@@ -32,8 +33,11 @@ pub struct SpawnedProcess {
 #[derive(Message, Debug)]
 #[rtype(result = "Result<ReadResult, ProcessError>")]
 pub struct Read {
+    /// The process to read.
     pub id: ProcessId,
+    /// Which of its streams.
     pub stream: StreamKind,
+    /// Where to start, in bytes since the stream began.
     pub offset: u64,
 }
 
@@ -41,6 +45,7 @@ pub struct Read {
 #[derive(Message, Debug)]
 #[rtype(result = "Result<KillOutcome, ProcessError>")]
 pub struct Kill {
+    /// The process whose group to kill.
     pub id: ProcessId,
 }
 
@@ -59,6 +64,7 @@ pub enum KillOutcome {
 #[derive(Message, Debug)]
 #[rtype(result = "Result<ProcessOutcome, ProcessError>")]
 pub struct Wait {
+    /// The process to wait for.
     pub id: ProcessId,
 }
 
@@ -66,6 +72,7 @@ pub struct Wait {
 #[derive(Message, Debug)]
 #[rtype(result = "Result<(), ProcessError>")]
 pub struct Release {
+    /// The record to forget.
     pub id: ProcessId,
 }
 

@@ -5,7 +5,9 @@ use std::path::PathBuf;
 /// Which output stream of a child.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum StreamKind {
+    /// Standard output (fd 1).
     Stdout,
+    /// Standard error (fd 2).
     Stderr,
 }
 
@@ -63,8 +65,11 @@ pub struct ProcessOutcome {
     pub exit_code: Option<i32>,
     /// The signal that ended the leader, by name (`SIGTERM`).
     pub signal: Option<String>,
+    /// What the process printed on standard output.
     pub stdout: CollectedOutput,
+    /// What the process printed on standard error.
     pub stderr: CollectedOutput,
+    /// Whether it settled with both pipes closed or at the end of the drain grace.
     pub settlement: Settlement,
     /// The group signals its driver sent, in order (`SIGTERM`, then maybe `SIGKILL`).
     pub signals_sent: Vec<&'static str>,

@@ -38,7 +38,9 @@ pub enum StragglerAction {
 /// Facts about a child that just settled.
 #[derive(Debug)]
 pub struct SettledProcess<'a> {
+    /// The leader's pid, which is also its process group id.
     pub pid: i32,
+    /// How it ended.
     pub outcome: &'a ProcessOutcome,
     /// Whether the group still had members at settlement (zombies included).
     pub group_remains: bool,

@@ -46,11 +46,15 @@ pub fn group_exists(pgid: i32) -> bool {
 /// One line of `/proc/<pid>/stat`, the fields we need.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ProcStat {
+    /// The process id.
     pub pid: i32,
     /// `R`, `S`, `D`, `Z`, `T`, …
     pub state: char,
+    /// The parent's pid.
     pub ppid: i32,
+    /// The process group id.
     pub pgrp: i32,
+    /// The session id.
     pub session: i32,
 }
 

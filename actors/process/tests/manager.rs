@@ -1,5 +1,11 @@
 //! The PM-* cases and the manager's own guarantees: admission policies, stale ids, shutdown that
 //! kills and joins everything, bounded memory under a flood, no leaked descriptors or zombies.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "test code: a failed unwrap is a failed test"
+)]
 
 mod common;
 

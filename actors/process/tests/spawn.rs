@@ -1,5 +1,11 @@
 //! The PL-* cases: spawning, capture, kill escalation, settlement, stdin and env, through the
 //! ProcessManager's messages.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "test code: a failed unwrap is a failed test"
+)]
 
 mod common;
 

@@ -24,6 +24,7 @@ pub struct AgentRef {
 }
 
 impl AgentRef {
+    /// Names an agent by its session id and the mailbox its notices go to.
     pub fn new(session_id: impl Into<String>, inbox: Recipient<Inject>) -> Self {
         Self {
             session_id: session_id.into(),
@@ -36,11 +37,13 @@ impl AgentRef {
 /// finished agent alive.
 #[derive(Clone, Debug)]
 pub struct TaskOwner {
+    /// The owning agent's session id.
     pub session_id: String,
     inbox: WeakRecipient<Inject>,
 }
 
 impl TaskOwner {
+    /// Keeps the agent's session id and a weak handle on its mailbox.
     pub fn from_agent(agent: &AgentRef) -> Self {
         Self {
             session_id: agent.session_id.clone(),

@@ -3,14 +3,19 @@
 /// Why a task operation was refused.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum TaskError {
+    /// No task has this id (or it was forgotten).
     #[error("unknown bash task \"{0}\"")]
     Unknown(String),
+    /// The task has an owner and the caller is not it.
     #[error("task {0} belongs to another session")]
     Foreign(String),
+    /// [`Register`](crate::Register) with a blank `kind`.
     #[error("invalid task kind: expected a non-empty string")]
     EmptyKind,
+    /// [`Register`](crate::Register) with a blank `label`.
     #[error("invalid task label: expected a non-empty string")]
     EmptyLabel,
+    /// The registry has begun shutting down and takes no new tasks.
     #[error("task registry is shut down")]
     ShutDown,
 }

@@ -15,9 +15,13 @@ use crate::snapshot::TaskSnapshot;
 #[derive(Message)]
 #[rtype(result = "Result<String, TaskError>")]
 pub struct Register {
+    /// The id prefix (`bash` gives `bash-1`, `bash-2`, …); must not be blank.
     pub kind: String,
+    /// One line saying what the work is (for bash, the command); must not be blank.
     pub label: String,
+    /// The agent the task belongs to; `None` opens it to every caller and notifies no one.
     pub owner: Option<AgentRef>,
+    /// The work itself: read, killed and awaited by the registry.
     pub producer: Box<dyn TaskProducer>,
 }
 
@@ -25,6 +29,7 @@ pub struct Register {
 #[derive(Message, Debug)]
 #[rtype(result = "Result<ReadReply, TaskError>")]
 pub struct ReadTask {
+    /// The task to read.
     pub id: String,
     /// The caller's session id; `None` for a caller with no agent.
     pub caller: Option<String>,
@@ -33,6 +38,7 @@ pub struct ReadTask {
 /// What a [`ReadTask`] returns.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ReadReply {
+    /// The output produced since the previous read.
     pub output: TaskOutput,
     /// Taken before the read, so a terminal status here means the output read is final.
     pub snapshot: TaskSnapshot,
@@ -42,7 +48,9 @@ pub struct ReadReply {
 #[derive(Message, Debug)]
 #[rtype(result = "Result<KillReply, TaskError>")]
 pub struct KillTask {
+    /// The task to kill.
     pub id: String,
+    /// The caller's session id; `None` for a caller with no agent.
     pub caller: Option<String>,
 }
 
@@ -58,7 +66,9 @@ pub enum TaskKillOutcome {
 /// What a [`KillTask`] returns.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KillReply {
+    /// Whether this kill started one or found the task already ended.
     pub outcome: TaskKillOutcome,
+    /// The task as it stands after the kill was asked for.
     pub snapshot: TaskSnapshot,
 }
 
@@ -66,7 +76,9 @@ pub struct KillReply {
 #[derive(Message, Debug)]
 #[rtype(result = "Result<TaskSnapshot, TaskError>")]
 pub struct GetTask {
+    /// The task to look at.
     pub id: String,
+    /// The caller's session id; `None` for a caller with no agent.
     pub caller: Option<String>,
 }
 
@@ -74,6 +86,7 @@ pub struct GetTask {
 #[derive(Message, Debug)]
 #[rtype(result = "Vec<TaskSnapshot>")]
 pub struct ListTasks {
+    /// The caller's session id; `None` lists only the tasks without an owner.
     pub caller: Option<String>,
 }
 
@@ -86,7 +99,9 @@ pub struct Subscribe(pub Recipient<TaskDone>);
 #[derive(Message, Clone, Debug)]
 #[rtype(result = "()")]
 pub struct TaskDone {
+    /// The task as it ended.
     pub snapshot: TaskSnapshot,
+    /// Who to tell, if the task has an owner.
     pub owner: Option<TaskOwner>,
 }
 
@@ -94,6 +109,7 @@ pub struct TaskDone {
 #[derive(Message, Debug)]
 #[rtype(result = "()")]
 pub struct ReleaseOwner {
+    /// The session whose tasks go.
     pub session_id: String,
 }
 

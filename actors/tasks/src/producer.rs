@@ -8,18 +8,23 @@ use futures::future::BoxFuture;
 /// Where a task stands.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum TaskStatus {
+    /// The work has not ended yet.
     Running,
     /// Ended on its own; non-zero exits are still `Completed`.
     Completed {
+        /// The exit status the work reported.
         exit_code: i32,
     },
     /// Ended by a kill, an abort or a signal; `signal` is the signal that ended it, once known.
     Killed {
+        /// The signal's name (`SIGTERM`); `None` until the work has ended, or when it exited on its
+        /// own after the kill.
         signal: Option<String>,
     },
 }
 
 impl TaskStatus {
+    /// Whether the work has not ended yet.
     pub fn is_running(&self) -> bool {
         matches!(self, TaskStatus::Running)
     }

@@ -42,6 +42,7 @@ pub struct TaskRegistry {
 }
 
 impl TaskRegistry {
+    /// An empty registry; start it as an actor (`TaskRegistry::new(config).start()`).
     pub fn new(config: RegistryConfig) -> Self {
         Self {
             owner_check_interval: config.owner_check_interval,

@@ -9,6 +9,7 @@ use crate::producer::TaskStatus;
 pub struct TaskSnapshot {
     /// `<kind>-<n>`, e.g. `bash-1`.
     pub id: String,
+    /// The id prefix given at registration (`bash`).
     pub kind: String,
     /// One-line label; for bash, the command.
     pub label: String,
@@ -18,7 +19,9 @@ pub struct TaskSnapshot {
     pub status: TaskStatus,
     /// The work has ended and its output is final.
     pub settled: bool,
+    /// When the task was registered.
     pub started_at: SystemTime,
+    /// When the work ended; `None` until then.
     pub finished_at: Option<SystemTime>,
     /// The owner already saw the end (through a read after it, or a kill): no notice is needed.
     pub reported: bool,

@@ -1,4 +1,10 @@
 //! The TS-, TV- and TL- cases that apply to dsh's registry, driven by a scripted producer.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "test code: a failed unwrap is a failed test"
+)]
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};

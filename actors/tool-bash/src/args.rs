@@ -10,9 +10,13 @@ use serde_json::{Map, Value};
 /// Validated `bash` arguments. `description` is display-only and not kept.
 #[derive(Clone, Debug, PartialEq)]
 pub struct BashArgs {
+    /// The shell command; not blank.
     pub command: String,
+    /// The requested timeout in milliseconds, if given (a positive finite number).
     pub timeout_ms: Option<f64>,
+    /// The requested working directory, as the model wrote it.
     pub workdir: Option<String>,
+    /// Start the command as a background task instead of waiting for it.
     pub run_in_background: bool,
 }
 

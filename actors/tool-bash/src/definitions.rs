@@ -12,7 +12,9 @@ pub const PROMPT_SECTION: &str =
 /// One tool: what a model is shown.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ToolDefinition {
+    /// The tool's name, as the model calls it.
     pub name: &'static str,
+    /// The description the model reads.
     pub description: String,
     /// JSON Schema (draft 2020-12) of the arguments object. The root is open: unknown keys are
     /// accepted and ignored.
@@ -39,8 +41,11 @@ impl ToolDefinition {
 /// What the definitions depend on.
 #[derive(Clone, Copy, Debug)]
 pub struct DefinitionFacts {
+    /// The default timeout, quoted in the `timeoutMs` description.
     pub timeout_ms: u64,
+    /// The maximum timeout, quoted in the `timeoutMs` description.
     pub max_timeout_ms: u64,
+    /// Whether background work is offered (`run_in_background`, `bash_output`, `bash_kill`).
     pub background: bool,
 }
 

@@ -38,6 +38,7 @@ pub struct ToolCall {
 }
 
 impl ToolCall {
+    /// A call with no caller, no cancel signal and no peek.
     pub fn new(name: impl Into<String>, arguments: Value) -> Self {
         Self {
             name: name.into(),
@@ -48,16 +49,19 @@ impl ToolCall {
         }
     }
 
+    /// Makes the call an agent's: its background tasks belong to that agent and notify it.
     pub fn with_caller(mut self, caller: AgentRef) -> Self {
         self.caller = Some(caller);
         self
     }
 
+    /// Lets `cancel` abort the call while it runs in the foreground.
     pub fn with_cancel(mut self, cancel: AbortSignal) -> Self {
         self.cancel = Some(cancel);
         self
     }
 
+    /// Lets `peek` watch a foreground `bash` call's output while it runs.
     pub fn with_peek(mut self, peek: OutputPeek) -> Self {
         self.peek = Some(peek);
         self
@@ -67,7 +71,10 @@ impl ToolCall {
 /// What the model sees, and the same facts for programs.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ToolResult {
+    /// The text the model sees.
     pub text: String,
+    /// Whether the call failed (bad arguments, spawn error, abort, unknown task); a command's
+    /// non-zero exit, timeout or kill is not an error.
     pub is_error: bool,
     /// The result as an object matching [`crate::output_schema`] for the tool (exit code, spill paths,
     /// task id, …); `None` for errors that have no such facts (bad arguments, unknown tasks).
@@ -75,6 +82,7 @@ pub struct ToolResult {
 }
 
 impl ToolResult {
+    /// A successful result showing `text`, without structured content.
     pub fn ok(text: impl Into<String>) -> Self {
         Self {
             text: text.into(),
@@ -92,6 +100,7 @@ impl ToolResult {
         }
     }
 
+    /// Attaches the structured form of the result.
     pub fn with_structured(mut self, structured: Value) -> Self {
         self.structured = Some(structured);
         self
@@ -102,12 +111,16 @@ impl ToolResult {
 /// actor handling [`Run`] and [`Start`] can stand in.
 #[derive(Clone)]
 pub struct ExecutorRef {
+    /// Turns a request into a spec with the executor's defaults and caps.
     pub resolve: Resolver,
+    /// Where foreground runs go.
     pub run: Recipient<Run>,
+    /// Where background starts go.
     pub start: Recipient<Start>,
 }
 
 impl ExecutorRef {
+    /// An executor actor at `addr` that resolves requests with `resolve`.
     pub fn new<A>(resolve: Resolver, addr: Addr<A>) -> Self
     where
         A: Actor<Context = Context<A>> + Handler<Run> + Handler<Start>,
@@ -134,8 +147,9 @@ pub struct ToolBashConfig {
     pub dsh_home: PathBuf,
     /// Offer `run_in_background`, `bash_output` and `bash_kill`.
     pub background: bool,
-    /// The executor's default and maximum timeouts, quoted in the schema.
+    /// The executor's default timeout, quoted in the schema.
     pub timeout_ms: u64,
+    /// The executor's maximum timeout, quoted in the schema.
     pub max_timeout_ms: u64,
 }
 
@@ -147,6 +161,7 @@ pub struct ToolBash {
 }
 
 impl ToolBash {
+    /// The tool actor over an executor and the task registry its background tasks go to.
     pub fn new(
         config: ToolBashConfig,
         executor: ExecutorRef,

@@ -1,5 +1,11 @@
 //! Rendering units (cases TB-46…TB-67) and the legacy status lines (LG-21, LG-22), in the
 //! `bash_output` dialect.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "test code: a failed unwrap is a failed test"
+)]
 
 use std::path::PathBuf;
 

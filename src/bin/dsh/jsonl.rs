@@ -48,7 +48,8 @@ struct Server {
 /// The reply to a finished call, `id` first.
 #[derive(serde::Serialize)]
 struct Reply<'a> {
-    id: &'a RawValue,
+    /// The line's id, verbatim; `None` (a line without one) is written as `null`.
+    id: Option<&'a RawValue>,
     text: &'a str,
     is_error: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -148,9 +149,8 @@ impl Server {
             if let Some(key) = &key {
                 lock_unpoisoned(&running).remove(key);
             }
-            let null = RawValue::from_string("null".into()).expect("null is JSON");
             let reply = Reply {
-                id: id.as_deref().unwrap_or(&null),
+                id: id.as_deref(),
                 text: &result.text,
                 is_error: result.is_error,
                 structured: result.structured.as_ref(),
@@ -231,7 +231,7 @@ mod tests {
     fn replies_echo_the_raw_id_first() {
         let id = RawValue::from_string("18446744073709551617".into()).unwrap();
         let reply = Reply {
-            id: &id,
+            id: Some(&id),
             text: "hi\n",
             is_error: false,
             structured: None,

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use common::*;
 use dsh_process::signal::{pid_is_live, proc_stat};
 use dsh_process::*;
+use dsh_test_support::own_process;
 
 #[actix_rt::test]
 async fn pm_01_registers_and_spawns() {
@@ -274,6 +275,8 @@ fn peak_rss_kib() -> u64 {
 
 #[actix_rt::test]
 async fn a_gibibyte_of_output_keeps_memory_bounded_and_drops_the_oversize_spill() {
+    // Measures this process (peak memory, descriptors, zombie children): it needs one to itself.
+    own_process!(a_gibibyte_of_output_keeps_memory_bounded_and_drops_the_oversize_spill);
     let h = Harness::new();
     let out = h.run(h.spec("head -c 1073741824 /dev/zero")).await;
     let peak_mib = peak_rss_kib() / 1024;
@@ -310,6 +313,8 @@ fn zombie_children() -> Vec<i32> {
 
 #[actix_rt::test]
 async fn a_thousand_spawns_leak_no_descriptor_and_no_zombie() {
+    // Measures this process (peak memory, descriptors, zombie children): it needs one to itself.
+    own_process!(a_thousand_spawns_leak_no_descriptor_and_no_zombie);
     let h = Harness::new();
     // Warm up the lazily created pieces (reaper, signal driver, spill directory).
     for _ in 0..3 {

@@ -1,0 +1,44 @@
+//! Event-based waits with generous bounds: a shared two-core machine may be slow, never wrong.
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+/// Generous upper bound for anything that should happen "soon" on a noisy shared machine.
+pub const SOON: Duration = Duration::from_secs(10);
+
+/// Awaits `fut`, failing the test if it takes longer than `limit`.
+pub async fn within<T>(limit: Duration, fut: impl Future<Output = T>) -> T {
+    tokio::time::timeout(limit, fut)
+        .await
+        .expect("timed out waiting")
+}
+
+/// Polls `cond` every 10 ms (blocking the thread) until it holds or `timeout` passes; returns
+/// whether it held.
+pub fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if cond() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Polls `cond` every 10 ms (without blocking the runtime) until it holds or `timeout` passes;
+/// returns whether it held.
+pub async fn poll_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if cond() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}

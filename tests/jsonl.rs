@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use dsh::actors::process::signal::pid_is_live;
 use dsh_test_support::procfs::status_field;
+use dsh_test_support::wait::line_channel;
 use serde_json::{Value, json};
 
 const SOON: Duration = Duration::from_secs(60);
@@ -33,24 +34,17 @@ impl Server {
             .expect("start dsh jsonl");
         let stdin = child.stdin.take();
         let stdout: ChildStdout = child.stdout.take().unwrap();
-        let (tx, lines) = mpsc::channel();
         let raw = Arc::new(Mutex::new(Vec::new()));
         let seen = raw.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                seen.lock().unwrap().push(line.clone());
-                // Ids beyond f64 (`1e400`) are valid JSON that serde_json's Value cannot hold: such
-                // lines are checked through `raw`.
-                let value: Value = serde_json::from_str(&line).unwrap_or_else(|_| {
-                    serde_json::from_str::<&serde_json::value::RawValue>(&line)
-                        .unwrap_or_else(|e| panic!("not JSON: {line:?}: {e}"));
-                    Value::String(line.clone())
-                });
-                if tx.send(value).is_err() {
-                    break;
-                }
-            }
+        let lines = line_channel(stdout, move |line| {
+            seen.lock().unwrap().push(line.clone());
+            // Ids beyond f64 (`1e400`) are valid JSON that serde_json's Value cannot hold: such
+            // lines are checked through `raw`.
+            serde_json::from_str(&line).unwrap_or_else(|_| {
+                serde_json::from_str::<&serde_json::value::RawValue>(&line)
+                    .unwrap_or_else(|e| panic!("not JSON: {line:?}: {e}"));
+                Value::String(line.clone())
+            })
         });
         Self {
             child,

@@ -42,3 +42,22 @@ pub async fn poll_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bo
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
+
+/// Reads `source` line by line on a thread of its own, sending `parse(line)` for each until the
+/// source ends or the receiver is dropped: a child's output as a channel to wait on with a bound.
+pub fn line_channel<T: Send + 'static>(
+    source: impl std::io::Read + Send + 'static,
+    parse: impl Fn(String) -> T + Send + 'static,
+) -> std::sync::mpsc::Receiver<T> {
+    use std::io::BufRead;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(source).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(parse(line)).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}

@@ -13,18 +13,30 @@ pub async fn within<T>(limit: Duration, fut: impl Future<Output = T>) -> T {
         .expect("timed out waiting")
 }
 
+/// How often the polling waits look again.
+const POLL: Duration = Duration::from_millis(10);
+
+/// One look of a polling wait: `Some(true)` once `cond` holds, `Some(false)` once the deadline
+/// has passed, `None` to look again.
+fn look(deadline: Instant, cond: &mut impl FnMut() -> bool) -> Option<bool> {
+    if cond() {
+        Some(true)
+    } else if Instant::now() >= deadline {
+        Some(false)
+    } else {
+        None
+    }
+}
+
 /// Polls `cond` every 10 ms (blocking the thread) until it holds or `timeout` passes; returns
 /// whether it held.
 pub fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + timeout;
     loop {
-        if cond() {
-            return true;
+        if let Some(held) = look(deadline, &mut cond) {
+            return held;
         }
-        if Instant::now() >= deadline {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(10));
+        std::thread::sleep(POLL);
     }
 }
 
@@ -33,13 +45,10 @@ pub fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
 pub async fn poll_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + timeout;
     loop {
-        if cond() {
-            return true;
+        if let Some(held) = look(deadline, &mut cond) {
+            return held;
         }
-        if Instant::now() >= deadline {
-            return false;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
+        tokio::time::sleep(POLL).await;
     }
 }
 

@@ -246,7 +246,9 @@ async fn lg_15_to_19_ownership_fence() {
 
 #[actix_rt::test]
 async fn ti_01_first_turn_session_identity() {
-    // SAFETY: nextest runs each test in its own process.
+    // Changes the process environment: only safe with no other test running beside it.
+    dsh_test_support::own_process!(ti_01_first_turn_session_identity);
+    // SAFETY: own_process! above: this test has its process to itself.
     unsafe { std::env::set_var("DSH_STALE_PARENT", "stale") };
     let root = tempfile::tempdir().unwrap();
     let (rt, _s) = runtime_with(|b| b.dsh_home(root.path().join("dsh-home")));

@@ -13,6 +13,8 @@ use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
 use dsh::actors::process::signal::pid_is_live;
+use dsh_test_support::procfs::status_field;
+use dsh_test_support::wait::line_channel;
 use serde_json::{Value, json};
 
 const SOON: Duration = Duration::from_secs(60);
@@ -38,24 +40,17 @@ impl Server {
             .expect("start dsh jsonl");
         let stdin = child.stdin.take();
         let stdout: ChildStdout = child.stdout.take().unwrap();
-        let (tx, lines) = mpsc::channel();
         let raw = Arc::new(Mutex::new(Vec::new()));
         let seen = raw.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                seen.lock().unwrap().push(line.clone());
-                // Ids beyond f64 (`1e400`) are valid JSON that serde_json's Value cannot hold: such
-                // lines are checked through `raw`.
-                let value: Value = serde_json::from_str(&line).unwrap_or_else(|_| {
-                    serde_json::from_str::<&serde_json::value::RawValue>(&line)
-                        .unwrap_or_else(|e| panic!("not JSON: {line:?}: {e}"));
-                    Value::String(line.clone())
-                });
-                if tx.send(value).is_err() {
-                    break;
-                }
-            }
+        let lines = line_channel(stdout, move |line| {
+            seen.lock().unwrap().push(line.clone());
+            // Ids beyond f64 (`1e400`) are valid JSON that serde_json's Value cannot hold: such
+            // lines are checked through `raw`.
+            serde_json::from_str(&line).unwrap_or_else(|_| {
+                serde_json::from_str::<&serde_json::value::RawValue>(&line)
+                    .unwrap_or_else(|e| panic!("not JSON: {line:?}: {e}"));
+                Value::String(line.clone())
+            })
         });
         Self {
             child,
@@ -432,13 +427,6 @@ fn an_id_already_in_flight_is_an_error_and_the_running_call_goes_on() {
     server.finish();
 }
 
-/// Peak resident memory of a process, in KiB.
-fn peak_rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
-    line.split_whitespace().nth(1).unwrap().parse().unwrap()
-}
-
 #[test]
 fn a_line_over_max_line_bytes_is_answered_and_never_held_in_memory() {
     let mut server = Server::start(&["--max-line-bytes", "1048576"]);
@@ -456,7 +444,7 @@ fn a_line_over_max_line_bytes_is_answered_and_never_held_in_memory() {
         server.next(),
         json!({"id": null, "error": "the line is longer than --max-line-bytes (1048576 bytes); skipped"})
     );
-    let peak = peak_rss_kib(server.child.id());
+    let peak = status_field(server.child.id(), "VmHWM:");
     assert!(peak < 64 * 1024, "peak RSS {peak} KiB");
     server.request(json!(2), None, "bash", bash("echo fine"));
     assert_eq!(server.next()["text"], "fine\n");

@@ -13,9 +13,9 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use dsh::actors::process::signal::pid_is_live;
+use dsh_test_support::procfs::assert_all_gone;
 use serde_json::Value;
 
 fn python() -> PathBuf {
@@ -89,13 +89,5 @@ fn a_real_mcp_client_uses_all_three_tools_sees_notices_and_cancels() {
         .map(|p| p.as_i64().unwrap() as i32)
         .collect();
     assert_eq!(pids.len(), 4, "bash-1, bash-2, the cancelled call, bash-3");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while pids.iter().any(|pid| pid_is_live(*pid)) {
-        assert!(
-            Instant::now() < deadline,
-            "still running: {:?}",
-            pids.iter().filter(|p| pid_is_live(**p)).collect::<Vec<_>>()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    assert_all_gone(&pids, Duration::from_secs(20));
 }

@@ -7,12 +7,13 @@
     reason = "test code: a failed unwrap is a failed test"
 )]
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use dsh::actors::process::signal::pid_is_live;
+use dsh_test_support::wait::line_channel;
 use serde_json::{Value, json};
 
 const SOON: Duration = Duration::from_secs(30);
@@ -37,15 +38,8 @@ impl Client {
             .expect("start dsh mcp");
         let stdin = child.stdin.take();
         let stdout = child.stdout.take().unwrap();
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                let value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{line}: {e}"));
-                if tx.send(value).is_err() {
-                    break;
-                }
-            }
+        let lines = line_channel(stdout, |line| {
+            serde_json::from_str(&line).unwrap_or_else(|e| panic!("{line}: {e}"))
         });
         Self {
             child,

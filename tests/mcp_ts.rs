@@ -15,9 +15,9 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use dsh::actors::process::signal::pid_is_live;
+use dsh_test_support::procfs::assert_all_gone;
 use serde_json::Value;
 
 fn project() -> PathBuf {
@@ -103,11 +103,7 @@ fn the_typescript_sdk_lists_calls_backgrounds_sees_notices_progress_and_cancels(
         .map(|p| p.as_i64().unwrap() as i32)
         .collect();
     assert_eq!(pids.len(), 3);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while pids.iter().any(|pid| pid_is_live(*pid)) {
-        assert!(Instant::now() < deadline, "still running: {pids:?}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    assert_all_gone(&pids, Duration::from_secs(20));
 }
 
 fn inspector(dir: &Path, args: &[&str]) -> Value {

@@ -34,11 +34,17 @@ fn children_get_the_original_soft_limit_while_dsh_runs_with_the_hard_one() {
         eprintln!("skipped: the hard open-files limit ({hard}) leaves nothing to raise");
         return;
     }
+    // dsh lowers its own soft limit for the length of each spawn call (the child inherits it at
+    // clone time) and restores it as the call returns. On a loaded machine bash can read its
+    // parent's limits before that return lands, so it looks again (up to 10 s) until the spawn is
+    // over; a dsh that never raised its limit still prints 200.
     let output = dsh_with_soft_limit(200)
         .args([
             "run",
             "--",
-            "ulimit -Sn; awk '/open files/ {print $4}' /proc/$PPID/limits",
+            "ulimit -Sn; for _ in $(seq 200); do \
+               host=$(awk '/open files/ {print $4}' /proc/$PPID/limits); \
+               [ \"$host\" != 200 ] && break; sleep 0.05; done; echo \"$host\"",
         ])
         .output()
         .unwrap();

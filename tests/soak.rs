@@ -13,6 +13,7 @@
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, Command, Stdio};
 
+use dsh_test_support::procfs::{open_fds, status_field};
 use serde_json::{Value, json};
 
 /// Calls kept in flight at once.
@@ -26,18 +27,10 @@ struct Usage {
 }
 
 fn usage(pid: u32) -> Usage {
-    let fds = std::fs::read_dir(format!("/proc/{pid}/fd"))
-        .unwrap()
-        .count();
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let field = |name: &str| -> u64 {
-        let line = status.lines().find(|l| l.starts_with(name)).unwrap();
-        line.split_whitespace().nth(1).unwrap().parse().unwrap()
-    };
     Usage {
-        fds,
-        threads: field("Threads:"),
-        rss_kib: field("VmRSS:"),
+        fds: open_fds(pid),
+        threads: status_field(pid, "Threads:"),
+        rss_kib: status_field(pid, "VmRSS:"),
     }
 }
 

@@ -440,7 +440,9 @@ const PRINT_DSH_ENV: &str = "env | grep '^DSH_' | sort";
 
 #[actix_rt::test]
 async fn tb_80_foreground_managed_env_is_exactly_the_current_facts() {
-    // SAFETY: nextest runs each test in its own process.
+    // Changes the process environment: only safe with no other test running beside it.
+    dsh_test_support::own_process!(tb_80_foreground_managed_env_is_exactly_the_current_facts);
+    // SAFETY: own_process! above: this test has its process to itself.
     unsafe { std::env::set_var("DSH_STALE_PARENT", "stale") };
     let home = tempfile::tempdir().unwrap();
     let (rt, _s) = runtime_with(|b| b.dsh_home(home.path().join("dsh-home")));
@@ -481,7 +483,9 @@ async fn tb_81_background_managed_env_and_model_env_ignored() {
 
 #[actix_rt::test]
 async fn tb_82_no_agent_no_session_id_and_the_harness_env_is_untouched() {
-    // SAFETY: nextest runs each test in its own process.
+    // Changes the process environment: only safe with no other test running beside it.
+    dsh_test_support::own_process!(tb_82_no_agent_no_session_id_and_the_harness_env_is_untouched);
+    // SAFETY: own_process! above: this test has its process to itself.
     unsafe { std::env::set_var("DSH_SESSION_ID", "harness-own") };
     let (rt, _s) = runtime_with(|b| b.dsh_home("/srv/dsh"));
     assert_eq!(

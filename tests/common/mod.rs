@@ -10,7 +10,7 @@ use actix::prelude::*;
 use dsh::{AgentRef, Inject, Runtime, ToolCall, ToolResult};
 use serde_json::{Value, json};
 
-pub const SOON: Duration = Duration::from_secs(10);
+pub use dsh_test_support::SOON;
 
 /// The catalogue's "plain" setup: executor timeout 10 s, grace 200 ms; spills in a temp dir.
 pub fn runtime() -> (Runtime, tempfile::TempDir) {

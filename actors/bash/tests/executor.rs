@@ -14,7 +14,7 @@ use dsh_bash::*;
 use dsh_process::signal::pid_is_live;
 use dsh_process::{ProcessManager, Shutdown};
 
-const SOON: Duration = Duration::from_secs(10);
+use dsh_test_support::SOON;
 
 /// The catalogue's "executor setup(cfg)": a manager with a test spill dir and an executor with
 /// grace 200 ms plus `cfg`.

@@ -1,6 +1,7 @@
 //! Subreaper mode: escapees are attributed by their inherited marker, killed, and reaped without
-//! stealing the status of a registered direct child. Each test runs in its own process (nextest),
-//! so becoming a subreaper here touches nothing else.
+//! stealing the status of a registered direct child. Each test runs in a process of its own
+//! (`own_process!`, under cargo test and nextest alike): becoming a subreaper and reaping orphans
+//! there touches no other test's children.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -14,9 +15,11 @@ use std::time::Duration;
 
 use common::*;
 use dsh_contain::subreaper::{ChildRegistry, Marker, become_subreaper, find_marked, kill_marked};
+use dsh_test_support::own_process;
 
 #[test]
 fn escapees_are_found_by_marker_killed_and_reaped() {
+    own_process!(escapees_are_found_by_marker_killed_and_reaped);
     become_subreaper().expect("subreaper");
     let registry = ChildRegistry::new();
     let runtime = dsh_contain::nonce();
@@ -67,6 +70,7 @@ fn escapees_are_found_by_marker_killed_and_reaped() {
 
 #[test]
 fn the_reaper_leaves_registered_children_alone() {
+    own_process!(the_reaper_leaves_registered_children_alone);
     become_subreaper().expect("subreaper");
     let registry = ChildRegistry::new();
     let guard = registry.spawning();
@@ -86,6 +90,7 @@ fn the_reaper_leaves_registered_children_alone() {
 
 #[tokio::test]
 async fn two_hundred_setsid_sleeps_are_all_attributed_and_killed() {
+    own_process!(two_hundred_setsid_sleeps_are_all_attributed_and_killed);
     become_subreaper().expect("subreaper");
     let registry = ChildRegistry::new();
     let marker = Marker::task(&dsh_contain::nonce(), "200");

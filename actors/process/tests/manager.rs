@@ -12,8 +12,10 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::*;
-use dsh_process::signal::{pid_is_live, proc_stat};
+use dsh_process::signal::pid_is_live;
 use dsh_process::*;
+use dsh_test_support::own_process;
+use dsh_test_support::procfs::{open_fds, status_field, zombie_children};
 
 #[actix_rt::test]
 async fn pm_01_registers_and_spawns() {
@@ -272,17 +274,13 @@ async fn a_policy_can_kill_stragglers_at_settlement() {
     h.shutdown().await;
 }
 
-fn peak_rss_kib() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
-    line.split_whitespace().nth(1).unwrap().parse().unwrap()
-}
-
 #[actix_rt::test]
 async fn a_gibibyte_of_output_keeps_memory_bounded_and_drops_the_oversize_spill() {
+    // Measures this process (peak memory, descriptors, zombie children): it needs one to itself.
+    own_process!(a_gibibyte_of_output_keeps_memory_bounded_and_drops_the_oversize_spill);
     let h = Harness::new();
     let out = h.run(h.spec("head -c 1073741824 /dev/zero")).await;
-    let peak_mib = peak_rss_kib() / 1024;
+    let peak_mib = status_field("self", "VmHWM:") / 1024;
     assert_eq!(out.exit_code, Some(0));
     assert!(out.stdout.truncated);
     assert_eq!(out.stdout.text.len(), 64_000);
@@ -299,23 +297,10 @@ async fn a_gibibyte_of_output_keeps_memory_bounded_and_drops_the_oversize_spill(
     h.shutdown().await;
 }
 
-fn open_fds() -> usize {
-    std::fs::read_dir("/proc/self/fd").unwrap().count()
-}
-
-fn zombie_children() -> Vec<i32> {
-    let me = std::process::id() as i32;
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
-        .filter_map(proc_stat)
-        .filter(|s| s.ppid == me && s.state == 'Z')
-        .map(|s| s.pid)
-        .collect()
-}
-
 #[actix_rt::test]
 async fn a_thousand_spawns_leak_no_descriptor_and_no_zombie() {
+    // Measures this process (peak memory, descriptors, zombie children): it needs one to itself.
+    own_process!(a_thousand_spawns_leak_no_descriptor_and_no_zombie);
     let h = Harness::new();
     // Warm up the lazily created pieces (reaper, signal driver, spill directory).
     for _ in 0..3 {
@@ -327,7 +312,7 @@ async fn a_thousand_spawns_leak_no_descriptor_and_no_zombie() {
             .unwrap()
             .unwrap();
     }
-    let before = open_fds();
+    let before = open_fds("self");
     for i in 0..1000 {
         let spawned = h.spawn(h.spec("echo x")).await.unwrap();
         let out = h.wait(spawned.id).await;
@@ -338,7 +323,7 @@ async fn a_thousand_spawns_leak_no_descriptor_and_no_zombie() {
             .unwrap()
             .unwrap();
     }
-    assert_eq!(open_fds(), before, "file descriptors leaked");
+    assert_eq!(open_fds("self"), before, "file descriptors leaked");
     let deadline = Instant::now() + SOON;
     while !zombie_children().is_empty() {
         assert!(

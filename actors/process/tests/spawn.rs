@@ -401,7 +401,10 @@ async fn pl_37_self_signal_reported_raw() {
 
 #[actix_rt::test]
 async fn pl_38_scrub_credential_shaped_and_ambient_dsh_vars() {
-    // SAFETY: nextest runs each test in its own process, so no other thread reads the environment.
+    // Changes the process environment: only safe with no other test running beside it.
+    dsh_test_support::own_process!(pl_38_scrub_credential_shaped_and_ambient_dsh_vars);
+    // SAFETY: own_process! above: this test has its process to itself, so no other thread reads the
+    // environment.
     unsafe {
         std::env::set_var("DSH_TEST_API_KEY", "k");
         std::env::set_var("DSH_TEST_TOKEN", "t");
@@ -418,6 +421,8 @@ async fn pl_38_scrub_credential_shaped_and_ambient_dsh_vars() {
 
 #[actix_rt::test]
 async fn pl_39_only_current_managed_env() {
+    // Changes the process environment: only safe with no other test running beside it.
+    dsh_test_support::own_process!(pl_39_only_current_managed_env);
     // SAFETY: see pl_38.
     unsafe { std::env::set_var("DSH_STALE", "old-value") };
     let h = Harness::new();

@@ -4,9 +4,10 @@
 use std::io::Read;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use dsh_contain::{Child, Program, Stdio};
+pub use dsh_test_support::wait::wait_until;
 
 /// A marker unique to this test run, to find our processes in `/proc/*/cmdline`.
 pub fn marker(name: &str) -> String {
@@ -37,20 +38,6 @@ pub fn with_marker(marker: &str) -> Vec<i32> {
         }
     }
     found
-}
-
-/// Polls `cond` until it holds or `timeout` passes.
-pub fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if cond() {
-            return true;
-        }
-        if Instant::now() >= deadline {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
 }
 
 /// SIGKILLs whatever carries `marker` (cleanup after a failed assertion) and asserts none is left.

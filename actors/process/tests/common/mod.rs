@@ -3,16 +3,15 @@
 
 #![allow(dead_code)]
 
-use std::future::Future;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
-use dsh_process::signal::pid_is_live;
 use dsh_process::*;
 
-/// Generous upper bound for anything that should happen "soon" on a noisy shared machine.
-pub const SOON: Duration = Duration::from_secs(10);
+#[allow(unused_imports)] // Not every test file uses every helper.
+pub use dsh_test_support::procfs::{assert_gone, cleanup_pid, read_pid_file};
+pub use dsh_test_support::{SOON, within};
 
 pub struct Harness {
     pub manager: Addr<ProcessManager>,
@@ -110,50 +109,6 @@ impl Harness {
             .await
             .expect("mailbox");
     }
-}
-
-/// Awaits `fut`, failing the test if it takes longer than `limit`.
-pub async fn within<T>(limit: Duration, fut: impl Future<Output = T>) -> T {
-    tokio::time::timeout(limit, fut)
-        .await
-        .expect("timed out waiting")
-}
-
-/// Waits until `pid` is gone or a zombie (per /proc), failing after `SOON`.
-pub async fn assert_gone(pid: i32) {
-    let deadline = Instant::now() + SOON;
-    while pid_is_live(pid) {
-        assert!(Instant::now() < deadline, "pid {pid} is still alive");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
-/// Waits until a file has non-empty content, then parses it as a pid.
-pub async fn read_pid_file(path: &std::path::Path) -> i32 {
-    let deadline = Instant::now() + SOON;
-    loop {
-        if let Some(pid) = std::fs::read_to_string(path)
-            .ok()
-            .and_then(|text| text.trim().parse().ok())
-        {
-            return pid;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "pid file {} never filled",
-            path.display()
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
-/// Kills a leftover pid we started indirectly and waits for it to be gone.
-pub async fn cleanup_pid(pid: i32) {
-    let _ = nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(pid),
-        nix::sys::signal::Signal::SIGKILL,
-    );
-    assert_gone(pid).await;
 }
 
 pub fn pid_file(dir: &tempfile::TempDir, name: &str) -> PathBuf {

@@ -1,0 +1,97 @@
+//! What `/proc` says about a pid: alive or not, its parent, its descriptors and status fields.
+
+use std::path::Path;
+use std::time::Duration;
+
+use crate::wait::{SOON, poll_until};
+
+/// State letter and parent pid from `/proc/<pid>/stat`, or `None` once the pid is gone. The
+/// command name may hold spaces and parentheses, so fields are counted from the last `)`.
+pub fn state_and_parent(pid: i32) -> Option<(char, i32)> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let mut rest = text[text.rfind(')')? + 1..].split_whitespace();
+    let state = rest.next()?.chars().next()?;
+    let ppid = rest.next()?.parse().ok()?;
+    Some((state, ppid))
+}
+
+/// Running, sleeping or stopped: anything but gone, a zombie or a dead task.
+pub fn is_live(pid: i32) -> bool {
+    state_and_parent(pid).is_some_and(|(state, _)| !matches!(state, 'Z' | 'X' | 'x'))
+}
+
+/// The calling process's children that are zombies (exited, not yet reaped).
+pub fn zombie_children() -> Vec<i32> {
+    let me = std::process::id() as i32;
+    all_pids()
+        .into_iter()
+        .filter(|pid| state_and_parent(*pid) == Some(('Z', me)))
+        .collect()
+}
+
+/// Every pid in `/proc`.
+pub fn all_pids() -> Vec<i32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .collect()
+}
+
+/// How many descriptors `pid` has open (`"self"` works too).
+pub fn open_fds(pid: impl std::fmt::Display) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .expect("read /proc/<pid>/fd")
+        .count()
+}
+
+/// The number in a `/proc/<pid>/status` line such as `VmHWM:  1234 kB` or `Threads:  5`.
+pub fn status_field(pid: impl std::fmt::Display, name: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("read status");
+    let line = status
+        .lines()
+        .find(|l| l.starts_with(name))
+        .unwrap_or_else(|| panic!("no {name} in /proc/{pid}/status"));
+    line.split_whitespace()
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("unreadable {line:?}"))
+}
+
+/// Waits until `pid` is gone or a zombie, failing after [`SOON`].
+pub async fn assert_gone(pid: i32) {
+    assert!(
+        poll_until(SOON, || !is_live(pid)).await,
+        "pid {pid} is still alive"
+    );
+}
+
+/// Waits until none of `pids` is live, failing after `timeout` with the ones still running.
+pub fn assert_all_gone(pids: &[i32], timeout: Duration) {
+    let gone = crate::wait::wait_until(timeout, || !pids.iter().any(|pid| is_live(*pid)));
+    let live: Vec<i32> = pids.iter().copied().filter(|pid| is_live(*pid)).collect();
+    assert!(gone, "still running: {live:?}");
+}
+
+/// Waits until a file has content that parses as a pid, failing after [`SOON`].
+pub async fn read_pid_file(path: &Path) -> i32 {
+    let mut pid = None;
+    let filled = poll_until(SOON, || {
+        pid = std::fs::read_to_string(path)
+            .ok()
+            .and_then(|text| text.trim().parse().ok());
+        pid.is_some()
+    })
+    .await;
+    assert!(filled, "pid file {} never filled", path.display());
+    pid.expect("filled")
+}
+
+/// SIGKILLs a leftover pid a test started indirectly, and waits for it to be gone.
+pub async fn cleanup_pid(pid: i32) {
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGKILL,
+    );
+    assert_gone(pid).await;
+}

@@ -212,7 +212,7 @@ fn malformed_lines_get_an_error_and_the_server_goes_on() {
         (&json!("after"), &json!("still here\n"), &json!(false))
     );
     assert_eq!(reply["structured"]["exit_code"], 0);
-    // Key order follows DESIGN.md: id first.
+    // Key order is part of the protocol (docs/CONTRACT.md): id first.
     assert!(
         server
             .raw

@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 use super::{ProcessTable, Slot, SlotState};
 use crate::abort::ensure_not_aborted;
 use crate::child_env::ChildEnv;
+use crate::containment::Contained;
 use crate::driver::Driver;
 use crate::errors::SpawnError;
 use crate::ids::ProcessId;
@@ -199,6 +200,7 @@ impl ProcessTable {
         }
         let dir = create_private_dir().map_err(SpawnError::SpillDir)?;
         tracing::debug!(dir = %dir.display(), "created private spill directory");
+        self.containment.register_spill_dir(&dir);
         self.private_spill_dir = Some(dir.clone());
         Ok(dir)
     }
@@ -216,7 +218,7 @@ impl ProcessTable {
     pub(crate) fn launched(
         &mut self,
         launch: Launch,
-        started: Result<Started, SpawnError>,
+        started: Result<(Started, Contained), SpawnError>,
     ) -> Launched {
         let Launch {
             spec,
@@ -233,8 +235,8 @@ impl ProcessTable {
                 let _ = reply.send(Err(err));
                 None
             }
-            Ok(started) => {
-                let (spawned, driver, kill) = self.register(started, spec, spill_dir);
+            Ok((started, contained)) => {
+                let (spawned, driver, kill) = self.register(started, contained, spec, spill_dir);
                 let id = spawned.id;
                 if reply.send(Ok(spawned)).is_err() {
                     // Nobody is waiting for it any more: never leave it unsupervised.
@@ -260,16 +262,25 @@ impl ProcessTable {
     fn register(
         &mut self,
         started: Started,
+        contained: Contained,
         spec: ProcessSpawnSpec,
         spill_dir: PathBuf,
     ) -> (SpawnedProcess, Driver, CancellationToken) {
         let pid = started.pid;
+        self.containment.started(pid, &contained);
         let kill = spec
             .abort
             .as_ref()
             .map(|abort| abort.kill_token())
             .unwrap_or_default();
-        let (output, driver) = Driver::new(started, &spec, spill_dir, kill.clone());
+        let (output, driver) = Driver::new(
+            started,
+            &spec,
+            spill_dir,
+            kill.clone(),
+            self.containment.clone(),
+            contained,
+        );
         self.generation += 1;
         let entry = self.slots.vacant_entry();
         let id = ProcessId {

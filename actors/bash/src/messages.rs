@@ -41,4 +41,6 @@ pub struct BashRunResult {
     pub timeout_ms: u64,
     pub stdout: CollectedOutput,
     pub stderr: CollectedOutput,
+    /// The kernel killed the command (or part of it) for memory: a per-task memory limit was hit.
+    pub oom_killed: bool,
 }

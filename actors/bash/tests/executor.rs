@@ -130,6 +130,7 @@ impl Handler<Run> for StubExecutor {
                 ..Default::default()
             },
             stderr: CollectedOutput::default(),
+            oom_killed: false,
         })
     }
 }

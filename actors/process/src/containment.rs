@@ -295,23 +295,31 @@ impl Containment {
     pub(crate) fn recycle_if_empty(&self, contained: Contained) -> Contained {
         match contained {
             Contained::Leaf(leaf) if !leaf.is_populated().unwrap_or(true) => {
-                if let Err(err) = self.pool.release(leaf) {
-                    tracing::debug!(%err, "cgroup leaf not recycled");
-                }
+                self.release_leaf(leaf);
                 Contained::Group
             }
             other => other,
         }
     }
 
+    /// Recycles an emptied leaf, except one in which the kernel OOM-killed: a v1 memory leaf keeps
+    /// charges and OOM state across owners (measured: the next command in it was killed at once,
+    /// with no OOM kill counted), so it is removed instead.
+    fn release_leaf(&self, leaf: Leaf) {
+        let result = if leaf.oom_kills().ok().flatten().is_some_and(|n| n > 0) {
+            leaf.remove()
+        } else {
+            self.pool.release(leaf)
+        };
+        if let Err(err) = result {
+            tracing::debug!(%err, "cgroup leaf not recycled");
+        }
+    }
+
     /// `contained` is over and empty: its leaf goes back to the pool, its group off the watchdog.
     pub(crate) fn finish(&self, pgid: i32, contained: Contained) {
         match contained {
-            Contained::Leaf(leaf) => {
-                if let Err(err) = self.pool.release(leaf) {
-                    tracing::debug!(%err, "cgroup leaf not recycled");
-                }
-            }
+            Contained::Leaf(leaf) => self.release_leaf(leaf),
             Contained::Marker(_) | Contained::Group if self.mode != Mode::Cgroup => {
                 self.tell_watchdog(Registration::Ungroup(pgid));
             }

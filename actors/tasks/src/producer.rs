@@ -17,6 +17,8 @@ pub enum TaskStatus {
     Killed {
         signal: Option<String>,
     },
+    /// Killed by the kernel because it hit its memory limit.
+    OutOfMemory,
 }
 
 impl TaskStatus {
@@ -30,6 +32,7 @@ impl TaskStatus {
     pub fn stays_killed(self, kill_requested: bool) -> TaskStatus {
         match self {
             TaskStatus::Killed { signal } => TaskStatus::Killed { signal },
+            TaskStatus::OutOfMemory => TaskStatus::OutOfMemory,
             _ if kill_requested => TaskStatus::Killed { signal: None },
             end => end,
         }

@@ -25,7 +25,6 @@
 
 use std::io;
 use std::os::unix::process::ExitStatusExt;
-use std::path::PathBuf;
 use std::process::ExitStatus;
 use std::time::Duration;
 
@@ -45,6 +44,7 @@ use crate::shared_output::SharedOutput;
 use crate::signal::signal_name;
 use crate::spawn::Started;
 use crate::spec::ProcessSpawnSpec;
+use crate::spill::SpillDir;
 
 /// Bytes asked for per read; a pipe holds 64 KiB.
 const READ_SIZE: usize = 64 * 1024;
@@ -90,6 +90,17 @@ impl KillGuard {
     fn signal(&self, signal: Signal) {
         self.containment.signal(self.pgid, self.contained(), signal);
     }
+
+    /// The armed SIGKILL, sent only if something of the process is still alive (its timer can
+    /// fire in the same turn as the last exit). Returns whether it was sent.
+    fn sigkill_if_alive(&self) -> bool {
+        let alive = !crate::signal::live_group_members(self.pgid).is_empty()
+            || self.containment.remains_outside_group(self.contained());
+        if alive {
+            self.signal(Signal::SIGKILL);
+        }
+        alive
+    }
 }
 
 impl Drop for KillGuard {
@@ -121,7 +132,7 @@ impl Driver {
     pub(crate) fn new(
         started: Started,
         spec: &ProcessSpawnSpec,
-        spill_dir: PathBuf,
+        spill_dir: SpillDir,
         kill: CancellationToken,
         containment: SharedContainment,
         contained: Contained,
@@ -228,9 +239,10 @@ impl Driver {
                     }
                 }
                 Event::EscalateToKill => {
-                    self.guard.signal(Signal::SIGKILL);
-                    signals_sent.push("SIGKILL");
-                    tracing::debug!(pgid = self.pgid, "grace over; sent SIGKILL");
+                    if self.guard.sigkill_if_alive() {
+                        signals_sent.push("SIGKILL");
+                        tracing::debug!(pgid = self.pgid, "grace over; sent SIGKILL");
+                    }
                     escalation = Escalation::KillSent;
                 }
                 Event::DrainGraceOver => {
@@ -257,7 +269,7 @@ impl Driver {
         self.stderr = None;
         let (exit_code, signal) = match &exit {
             // SIGKILL was needed: it is what ended the process, whatever ended the leader.
-            _ if matches!(escalation, Escalation::KillSent) => (None, Some("SIGKILL".to_owned())),
+            _ if signals_sent.contains(&"SIGKILL") => (None, Some("SIGKILL".to_owned())),
             Some(Ok(status)) => (status.code(), status.signal().map(signal_name)),
             _ => (None, None),
         };
@@ -297,13 +309,16 @@ impl Driver {
             };
             let guard = &self.guard;
             tokio::select! {
+                // All gone wins over a timer that fired in the same turn.
+                biased;
                 () = guard.containment.all_gone(guard.pgid, guard.contained()) => return,
                 () = sleep_until(deadline) => {}
             }
             if let Escalation::TermSent { .. } = escalation {
-                self.guard.signal(Signal::SIGKILL);
-                signals_sent.push("SIGKILL");
-                tracing::debug!(pgid = self.pgid, "grace over; sent SIGKILL to what is left");
+                if self.guard.sigkill_if_alive() {
+                    signals_sent.push("SIGKILL");
+                    tracing::debug!(pgid = self.pgid, "grace over; sent SIGKILL to what is left");
+                }
                 *escalation = Escalation::KillSent;
             } else {
                 tracing::warn!(

@@ -21,7 +21,6 @@
 //! The outcome of a process is stored once, in its [`SharedOutput`]; a settled record only says so.
 
 use std::collections::VecDeque;
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use slab::Slab;
@@ -40,6 +39,7 @@ use crate::outcome::{ProcessOutcome, ReadResult, StreamKind};
 use crate::policy::{SettledProcess, StragglerAction};
 use crate::shared_output::SharedOutput;
 use crate::spawn::ProgramCache;
+use crate::spill::SpillDir;
 
 mod admission;
 
@@ -113,7 +113,7 @@ pub(crate) struct ProcessTable {
     /// How processes are kept together; shared with the drivers.
     containment: SharedContainment,
     /// The private spill directory, once created.
-    private_spill_dir: Option<PathBuf>,
+    private_spill_dir: Option<SpillDir>,
     shutting_down: bool,
     /// The harness environment, scrubbed, as it was when the table was created.
     ambient: Arc<AmbientEnv>,
@@ -370,13 +370,19 @@ impl ProcessTable {
         std::mem::take(&mut self.stragglers)
     }
 
+    /// Removes the private spill directory; with `keep_spill`, only if it is empty (an empty spill
+    /// directory is never left behind).
     pub(crate) fn remove_private_spill_dir(&mut self) {
+        let Some(dir) = self.private_spill_dir.take() else {
+            return;
+        };
+        let dir = dir.path();
         if self.config.keep_spill {
+            // Fails, as it should, when the directory holds files.
+            let _ = std::fs::remove_dir(dir);
             return;
         }
-        if let Some(dir) = self.private_spill_dir.take()
-            && let Err(err) = std::fs::remove_dir_all(&dir)
-        {
+        if let Err(err) = std::fs::remove_dir_all(dir) {
             tracing::warn!(dir = %dir.display(), %err, "cannot remove the spill directory");
         }
     }

@@ -21,7 +21,7 @@ use crate::messages::SpawnedProcess;
 use crate::policy::{Admission, Load};
 use crate::spawn::{Started, check_workdir};
 use crate::spec::ProcessSpawnSpec;
-use crate::spill::create_private_dir;
+use crate::spill::{SpillDir, create_private_dir};
 
 /// Where a spawn's answer goes.
 pub(crate) type SpawnReply = oneshot::Sender<Result<SpawnedProcess, SpawnError>>;
@@ -49,7 +49,7 @@ pub(crate) struct Launch {
     pub spec: ProcessSpawnSpec,
     pub env: ChildEnv,
     pub program: PathBuf,
-    spill_dir: PathBuf,
+    spill_dir: SpillDir,
     pub(super) reply: SpawnReply,
 }
 
@@ -191,16 +191,20 @@ impl ProcessTable {
     }
 
     /// The directory for this spec's spill files, creating the private one on first use.
-    fn spill_dir_for(&mut self, spec: &ProcessSpawnSpec) -> Result<PathBuf, SpawnError> {
+    fn spill_dir_for(&mut self, spec: &ProcessSpawnSpec) -> Result<SpillDir, SpawnError> {
         if let Some(dir) = spec.spill_dir.as_ref().or(self.config.spill_dir.as_ref()) {
-            return Ok(dir.clone());
+            return SpillDir::open(dir).map_err(SpawnError::SpillDir);
         }
         if let Some(dir) = &self.private_spill_dir {
             return Ok(dir.clone());
         }
-        let dir = create_private_dir().map_err(SpawnError::SpillDir)?;
-        tracing::debug!(dir = %dir.display(), "created private spill directory");
-        self.containment.register_spill_dir(&dir);
+        let path = create_private_dir().map_err(SpawnError::SpillDir)?;
+        tracing::debug!(dir = %path.display(), "created private spill directory");
+        self.containment.register_spill_dir(&path);
+        let dir = SpillDir::open(&path).map_err(|err| {
+            let _ = std::fs::remove_dir(&path);
+            SpawnError::SpillDir(err)
+        })?;
         self.private_spill_dir = Some(dir.clone());
         Ok(dir)
     }
@@ -264,7 +268,7 @@ impl ProcessTable {
         started: Started,
         contained: Contained,
         spec: ProcessSpawnSpec,
-        spill_dir: PathBuf,
+        spill_dir: SpillDir,
     ) -> (SpawnedProcess, Driver, CancellationToken) {
         let pid = started.pid;
         self.containment.started(pid, &contained);

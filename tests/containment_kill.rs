@@ -4,7 +4,8 @@
 //!   while the first is under way answers "killed background task";
 //! - a foreground command whose trapping child left the pipes is killed whole on timeout;
 //! - a command inherits exactly descriptors 0, 1 and 2 even when the server has others open;
-//! - `--task-max-pids` makes fork fail, `--task-max-memory` reports `[killed: out of memory]`.
+//! - `--task-max-pids` makes fork fail, `--task-max-memory` reports `[killed: out of memory]`;
+//! - SIGTERM of the server kills a trapping task within `--shutdown-grace-ms`, not the kill grace.
 //!
 //! Limits need cgroups: where the host refuses them, those tests print why and skip.
 
@@ -294,4 +295,39 @@ fn task_max_memory_reports_out_of_memory_in_the_foreground_and_in_bash_output() 
         "{status}"
     );
     server.finish();
+}
+
+#[test]
+fn sigterm_of_the_server_kills_a_trapping_task_within_the_shutdown_grace() {
+    let marker = unique_marker();
+    // The kill grace (3 s by default) is longer than the shutdown grace (1 s by default): a host
+    // that sends SIGKILL two seconds after SIGTERM must still find everything gone.
+    let mut server = Server::start(&[]).expect("start");
+    let command = format!("trap '' TERM; sleep {marker}");
+    server.call(
+        "bg",
+        "bash",
+        bash(&command, json!({"run_in_background": true})),
+    );
+    let started = server.text("bg");
+    assert!(started.starts_with("started background task "), "{started}");
+    wait_until("the task runs", || live_with_marker(&marker) == 1);
+    let signalled = Instant::now();
+    let pid = nix::unistd::Pid::from_raw(server.child.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("SIGTERM");
+    let status = loop {
+        if let Some(status) = server.child.try_wait().expect("try_wait") {
+            break status;
+        }
+        assert!(
+            signalled.elapsed() < SOON,
+            "the server did not exit after SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let took = signalled.elapsed();
+    assert_eq!(status.code(), Some(0));
+    // Without the shutdown grace the trapping task would hold the exit for the whole 3 s kill grace.
+    assert!(took < Duration::from_millis(2900), "took {took:?}");
+    assert_eq!(live_with_marker(&marker), 0);
 }

@@ -6,7 +6,10 @@ use std::sync::Arc;
 
 use actix::prelude::*;
 use dsh_bash::{BashConfig, ExecError, LocalBashExecutor, ProcessPolicy};
-use dsh_process::{AdmitAll, ManagerConfig, ManagerStats, MaxConcurrent, ProcessManager, Stats};
+use dsh_process::{
+    AdmitAll, ContainmentConfig, ContainmentError, ContainmentMode, ManagerConfig, ManagerStats,
+    MaxConcurrent, ProcessManager, Stats, TaskLimits, WatchdogCommand,
+};
 use dsh_tasks::{ListTasks, RegistryConfig, ReleaseOwner, TaskRegistry, TaskSnapshot};
 use dsh_tool_bash::{
     ExecutorRef, ToolBash, ToolBashConfig, ToolCall, ToolDefinition, ToolResult, resolve_dsh_home,
@@ -25,6 +28,9 @@ pub enum RuntimeError {
     /// The actor thread ended without saying whether the actors started.
     #[error("the runtime thread exited before it was ready")]
     ThreadExited,
+    /// The requested containment mode or a per-task limit is impossible on this host.
+    #[error(transparent)]
+    Containment(#[from] ContainmentError),
 }
 
 /// Every setting of a runtime. Defaults are the seeds' (timeout 120 s, max 600 s, 64 000 bytes per
@@ -37,6 +43,7 @@ pub struct RuntimeBuilder {
     keep_spill: bool,
     policy: Box<dyn ProcessPolicy>,
     registry: RegistryConfig,
+    containment: ContainmentConfig,
 }
 
 impl Default for RuntimeBuilder {
@@ -49,6 +56,7 @@ impl Default for RuntimeBuilder {
             keep_spill: false,
             policy: Box::new(AdmitAll),
             registry: RegistryConfig::default(),
+            containment: ContainmentConfig::default(),
         }
     }
 }
@@ -120,6 +128,35 @@ impl RuntimeBuilder {
         self
     }
 
+    /// How each command is kept together with all its descendants: `None` (the default) is `auto`,
+    /// the strongest the host gives (cgroup, else subreaper, else the process group). An explicit
+    /// mode the host cannot give makes `start` fail with the reason.
+    pub fn containment(mut self, mode: Option<ContainmentMode>) -> Self {
+        self.containment.mode = mode;
+        self
+    }
+    /// Per-command kernel limits (`max_pids`, `max_memory`), enforced by the command's cgroup; they
+    /// need cgroup containment, and a limit the host cannot give makes `start` fail with the reason.
+    pub fn task_limits(mut self, limits: TaskLimits) -> Self {
+        self.containment.limits = limits;
+        self
+    }
+    /// A program that runs `dsh_contain::watchdog::watchdog_main` on its stdin (the `dsh` binary
+    /// with `__watchdog` does): one such process per runtime kills every command and removes the
+    /// spill directory if the host process dies without shutting the runtime down. Off by default
+    /// for libraries, which may have no such program; the `dsh` binary turns it on.
+    pub fn watchdog(
+        mut self,
+        program: impl Into<PathBuf>,
+        args: impl IntoIterator<Item = impl Into<std::ffi::OsString>>,
+    ) -> Self {
+        self.containment.watchdog = Some(WatchdogCommand {
+            program: program.into(),
+            args: args.into_iter().map(Into::into).collect(),
+        });
+        self
+    }
+
     /// Starts the actors on the current actix arbiter (inside `actix::System` or `actix_rt::test`).
     pub fn start_in_current_system(self) -> Result<Runtime, RuntimeError> {
         self.build(false)
@@ -151,12 +188,14 @@ impl RuntimeBuilder {
             std::env::var_os("HOME").map(PathBuf::from),
             self.bash.cwd.as_deref().unwrap_or(&cwd),
         );
-        let manager = ProcessManager::new(ManagerConfig {
+        let manager = ProcessManager::try_new(ManagerConfig {
             spill_dir: self.spill_dir,
             keep_spill: self.keep_spill,
             policy: self.policy,
-        })
-        .start();
+            containment: self.containment,
+        })?;
+        let containment = manager.containment_mode();
+        let manager = manager.start();
         let registry = TaskRegistry::new(self.registry).start();
         let tool_config = ToolBashConfig {
             cwd: self.bash.cwd.clone(),
@@ -188,6 +227,7 @@ impl RuntimeBuilder {
                 manager,
                 sequencer,
                 definitions,
+                containment,
             }),
         })
     }
@@ -205,6 +245,7 @@ struct Inner {
     manager: Addr<ProcessManager>,
     sequencer: Addr<ShutdownSequencer>,
     definitions: Vec<ToolDefinition>,
+    containment: ContainmentMode,
 }
 
 impl Drop for Inner {
@@ -253,6 +294,11 @@ impl Runtime {
                 session_id: session_id.into(),
             })
             .await;
+    }
+
+    /// The containment mode in force.
+    pub fn containment_mode(&self) -> ContainmentMode {
+        self.inner.containment
     }
 
     /// Process counters (live, queued, peak, stragglers).

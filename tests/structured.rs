@@ -52,6 +52,17 @@ async fn foreground_background_read_and_kill_carry_structured_facts() {
     );
     let kill = call(&rt, "bash_kill", json!({"task_id": id})).await;
     assert_eq!(kill.structured.unwrap()["outcome"], "killed");
+    // A second kill while the first is under way is "killed" too (issue 11); once the task has
+    // settled (its status names the signal) it is "already finished".
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while call(&rt, "bash_output", json!({"task_id": id}))
+        .await
+        .structured
+        .is_none_or(|s| s["signal"].is_null())
+    {
+        assert!(Instant::now() < deadline, "the killed task never settled");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let again = call(&rt, "bash_kill", json!({"task_id": id})).await;
     assert_eq!(again.structured.unwrap()["outcome"], "already_finished");
 

@@ -112,6 +112,7 @@ impl BashProcess {
                     .as_ref()
                     .is_some_and(AbortSignal::is_aborted);
                 let end = match &outcome.signal {
+                    _ if outcome.oom_killed => TaskStatus::OutOfMemory,
                     Some(signal) => TaskStatus::Killed {
                         signal: Some(signal.clone()),
                     },

@@ -129,6 +129,7 @@ async fn run(
         timeout_ms: spec.timeout_ms,
         stdout: outcome.stdout,
         stderr: outcome.stderr,
+        oom_killed: outcome.oom_killed,
     })
 }
 

@@ -43,4 +43,6 @@ pub struct BashRunResult {
     pub stdout: CollectedOutput,
     /// What the command printed on stderr (its tail when truncated).
     pub stderr: CollectedOutput,
+    /// The kernel killed the command (or part of it) for memory: a per-task memory limit was hit.
+    pub oom_killed: bool,
 }

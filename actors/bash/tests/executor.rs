@@ -136,6 +136,7 @@ impl Handler<Run> for StubExecutor {
                 ..Default::default()
             },
             stderr: CollectedOutput::default(),
+            oom_killed: false,
         })
     }
 }

@@ -31,6 +31,11 @@ use crate::error::{Error, Result};
 use crate::events;
 use crate::host::{HostFacts, LimitSource};
 
+mod parked;
+
+pub(crate) use parked::ParkedLeaf;
+use parked::remove_dirs;
+
 /// Per-leaf limits.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Limits {
@@ -408,12 +413,6 @@ impl Leaf {
 
     /// Removes the leaf (v2 and v1 twins). Call once it is empty; `EBUSY` is retried briefly.
     pub fn remove(self) -> Result<()> {
-        let mut result = Ok(());
-        for dir in self.v1.iter().chain(std::iter::once(&self.v2)) {
-            if let Err(e) = rmdir_retry(dir) {
-                result = result.and(Err(e));
-            }
-        }
-        result
+        remove_dirs(self.v1.iter().chain(std::iter::once(&self.v2)))
     }
 }

@@ -6,19 +6,21 @@
 //! a leaf cost only 25–40 µs each. Creating leaves ahead of time does not help; reusing them does.
 //! So a settled process's leaf, once `populated 0`, goes back to a small pool and is handed to the
 //! next process with the same limits. Its OOM counter is re-based so a recycled leaf reports only
-//! its new owner's OOM kills. (v1 memory leaves keep page cache charged by the previous owner
+//! its new owner's OOM kills. An idle leaf keeps no descriptor open (it is reopened when issued, a
+//! few microseconds), so the runtime's descriptor count does not grow with its peak concurrency.
+//! (v1 memory leaves keep page cache charged by the previous owner
 //! until the kernel reclaims it under the limit; it is reclaimable, so it does not cause OOM kills.)
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::cgroup::{CgroupTree, Leaf, Limits};
+use crate::cgroup::{CgroupTree, Leaf, Limits, ParkedLeaf};
 use crate::error::{Error, Result};
 
 /// Emptied leaves waiting for their next process.
 #[derive(Debug)]
 pub struct LeafPool {
-    idle: Mutex<Vec<Leaf>>,
+    idle: Mutex<Vec<ParkedLeaf>>,
     max_idle: usize,
     next: AtomicU64,
 }
@@ -33,7 +35,7 @@ impl LeafPool {
         }
     }
 
-    fn idle(&self) -> std::sync::MutexGuard<'_, Vec<Leaf>> {
+    fn idle(&self) -> std::sync::MutexGuard<'_, Vec<ParkedLeaf>> {
         // The vector stays consistent even if a holder panicked (push/pop only).
         self.idle.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -46,9 +48,8 @@ impl LeafPool {
                 .position(|l| l.limits() == limits)
                 .map(|i| idle.swap_remove(i))
         };
-        if let Some(mut leaf) = recycled {
-            leaf.rebase_oom()?;
-            return Ok(leaf);
+        if let Some(parked) = recycled {
+            return parked.unpark();
         }
         let n = self.next.fetch_add(1, Ordering::Relaxed);
         tree.create_leaf(&format!("l{n}"), limits)
@@ -66,7 +67,7 @@ impl LeafPool {
         }
         let mut idle = self.idle();
         if idle.len() < self.max_idle {
-            idle.push(leaf);
+            idle.push(leaf.park());
             return Ok(());
         }
         drop(idle);
@@ -81,6 +82,6 @@ impl LeafPool {
     /// Removes every idle leaf (the tree's `destroy` also removes them).
     pub fn clear(&self) -> Result<()> {
         let leaves = std::mem::take(&mut *self.idle());
-        leaves.into_iter().try_for_each(Leaf::remove)
+        leaves.into_iter().try_for_each(ParkedLeaf::remove)
     }
 }

@@ -133,6 +133,7 @@ pub struct Program {
     argv: Vec<CString>,
     envp: Vec<CString>,
     cwd: Option<CString>,
+    nofile_soft: Option<u64>,
 }
 
 fn c_string(bytes: &[u8]) -> Result<CString, SpawnError> {
@@ -177,7 +178,35 @@ impl Program {
             cwd: cwd
                 .map(|c| c_string(c.as_os_str().as_bytes()))
                 .transpose()?,
+            nofile_soft: None,
         })
+    }
+}
+
+impl Program {
+    /// A program from strings already converted for exec: `envp` entries are `NAME=value`. For
+    /// callers that keep their environment rendered as C strings (the process manager renders the
+    /// ambient part once), so a spawn does not convert it again.
+    pub fn from_c_strings(
+        program: CString,
+        argv: Vec<CString>,
+        envp: Vec<CString>,
+        cwd: Option<CString>,
+    ) -> Self {
+        Program {
+            program,
+            argv,
+            envp,
+            cwd,
+            nofile_soft: None,
+        }
+    }
+
+    /// The soft open-files limit the program starts with (capped at the hard limit), set in the
+    /// child before exec; `None` keeps the parent's. Not applied by [`Method::SpawnThenJoin`].
+    pub fn with_nofile_soft_limit(mut self, soft: Option<u64>) -> Self {
+        self.nofile_soft = soft;
+        self
     }
 }
 
@@ -250,6 +279,7 @@ pub fn spawn_with(
         stdio: fds,
         v1_procs: &v1,
         cgroup: cgroup.map(|c| c.v2_dir.as_raw_fd()),
+        nofile_soft: program.nofile_soft,
     };
     let result = match method {
         Method::SpawnThenJoin => clone::posix_spawn_then_join(&request),

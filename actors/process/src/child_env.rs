@@ -1,8 +1,8 @@
-//! A child's environment in the form `posix_spawn` takes: `NAME=value` C strings.
+//! A child's environment in the form exec takes: `NAME=value` C strings.
 //!
 //! Every child of a manager starts from the same scrubbed ambient environment, so that part is
 //! rendered once, when the manager starts ([`AmbientEnv`]). A spawn renders only its own entries (the
-//! caller's `env` and managed `dsh_env`, usually a handful) and borrows the ambient strings for the
+//! caller's `env` and managed `dsh_env`, usually a handful) and copies the ready ambient strings for the
 //! rest: starting a child no longer copies the whole environment into a fresh map and then again into
 //! C strings. This is the only place the environment is merged; the rules it applies (scrub, channels)
 //! are in `env`.
@@ -11,8 +11,6 @@ use std::collections::BTreeMap;
 use std::ffi::{CString, OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
 use std::sync::Arc;
-
-use nix::libc;
 
 use crate::env::{scrub_ambient, validate_channels};
 use crate::errors::SpawnError;
@@ -98,56 +96,28 @@ impl ChildEnv {
             None => self.ambient.get(OsStr::new(name)),
         }
     }
-
-    /// The block to hand to `posix_spawn`; `None` if one of the call's own entries contains a NUL byte.
-    pub(crate) fn block(&self) -> Option<EnvBlock<'_>> {
-        let own = self
-            .own
-            .iter()
-            .map(|(name, value)| render(name, value))
-            .collect::<Option<Vec<_>>>()?;
-        let mut pointers: Vec<*mut libc::c_char> =
-            Vec::with_capacity(self.ambient.entries.len() + own.len() + 1);
-        pointers.extend(
-            self.ambient
-                .entries
-                .iter()
-                .filter(|e| !self.own.contains_key(&e.name))
-                .map(|e| e.entry.as_ptr() as *mut libc::c_char),
-        );
-        pointers.extend(own.iter().map(|e| e.as_ptr() as *mut libc::c_char));
-        pointers.push(std::ptr::null_mut());
-        Some(EnvBlock {
-            _own: own,
-            pointers,
-            _ambient: std::marker::PhantomData,
-        })
-    }
 }
 
-/// A null-terminated `envp` array. Its pointers point into the ambient strings it borrows and into the
-/// call's own strings it owns (whose heap bytes do not move when the vector does).
-pub(crate) struct EnvBlock<'a> {
-    _own: Vec<CString>,
-    pointers: Vec<*mut libc::c_char>,
-    _ambient: std::marker::PhantomData<&'a AmbientEnv>,
-}
-
-impl EnvBlock<'_> {
-    /// For `posix_spawn`'s `envp`: valid while this block lives.
-    pub(crate) fn envp(&self) -> *const *mut libc::c_char {
-        self.pointers.as_ptr()
-    }
-
-    /// The entries, in order (for tests and logs).
-    #[cfg(test)]
-    fn entries(&self) -> Vec<&std::ffi::CStr> {
-        self.pointers
+impl ChildEnv {
+    /// The whole environment as `NAME=value` C strings for exec, with `extra` (the containment
+    /// marker) replacing any entry of that name; `None` if an entry contains a NUL byte.
+    pub(crate) fn c_entries(&self, extra: Option<(&str, &str)>) -> Option<Vec<CString>> {
+        let extra_name = extra.map(|(name, _)| OsStr::new(name));
+        let keep = |name: &OsStr| Some(name) != extra_name;
+        let mut entries: Vec<CString> = self
+            .ambient
+            .entries
             .iter()
-            .take_while(|p| !p.is_null())
-            // SAFETY: every non-null pointer points at a live, NUL-terminated string (see above).
-            .map(|p| unsafe { std::ffi::CStr::from_ptr(*p) })
-            .collect()
+            .filter(|e| !self.own.contains_key(&e.name) && keep(&e.name))
+            .map(|e| e.entry.clone())
+            .collect();
+        for (name, value) in self.own.iter().filter(|(name, _)| keep(name)) {
+            entries.push(render(name, value)?);
+        }
+        if let Some((name, value)) = extra {
+            entries.push(render(OsStr::new(name), OsStr::new(value))?);
+        }
+        Some(entries)
     }
 }
 
@@ -186,9 +156,9 @@ mod tests {
         ]);
         let dsh_env = map(&[("DSH_HOME", "/h"), ("DSH_SHELL", "1")]);
         let child = ChildEnv::new(&captured, &env, &dsh_env).unwrap();
-        let block = child.block().unwrap();
-        let mut got: Vec<String> = block
-            .entries()
+        let mut got: Vec<String> = child
+            .c_entries(None)
+            .unwrap()
             .iter()
             .map(|e| e.to_str().unwrap().to_owned())
             .collect();
@@ -221,7 +191,7 @@ mod tests {
             Err(SpawnError::OrdinaryOnManagedChannel(_))
         ));
         let child = ChildEnv::new(&captured, &map(&[("X", "a\0b")]), &BTreeMap::new()).unwrap();
-        assert!(child.block().is_none());
+        assert!(child.c_entries(None).is_none());
     }
 
     #[test]

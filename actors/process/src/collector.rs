@@ -16,13 +16,13 @@ use std::path::PathBuf;
 use bytes::Bytes;
 
 use crate::outcome::{CollectedOutput, ReadResult, StreamKind};
-use crate::spill::create_spill_file;
+use crate::spill::{SpillDir, create_spill_file};
 
 /// The spill file's life: none yet, open while spilling, closed (complete), or given up.
 #[derive(Debug)]
 enum Spill {
     /// Nothing spilled yet; the target directory, or `None` when spilling is off for this stream.
-    Idle(Option<PathBuf>),
+    Idle(Option<SpillDir>),
     Open {
         file: File,
         path: PathBuf,
@@ -60,7 +60,7 @@ impl OutputCollector {
         stream: StreamKind,
         max_bytes: usize,
         max_spill_bytes: u64,
-        spill_dir: Option<PathBuf>,
+        spill_dir: Option<SpillDir>,
     ) -> Self {
         Self {
             stream,

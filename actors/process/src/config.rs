@@ -1,8 +1,10 @@
-//! How a [`ProcessManager`](crate::ProcessManager) is set up: where spill files go and which policy
-//! decides admission and stragglers. Every per-process limit is on the spawn spec, not here.
+//! How a [`ProcessManager`](crate::ProcessManager) is set up: where spill files go, which policy
+//! decides admission and stragglers, and how processes are contained. Every per-process limit is on
+//! the spawn spec, except the kernel limits containment enforces (the same for every process).
 
 use std::path::PathBuf;
 
+use crate::containment::ContainmentConfig;
 use crate::policy::{AdmitAll, ProcessPolicy};
 
 /// Manager configuration.
@@ -14,6 +16,8 @@ pub struct ManagerConfig {
     pub keep_spill: bool,
     /// Admission and straggler policy.
     pub policy: Box<dyn ProcessPolicy>,
+    /// Containment mode (default `auto`), per-process kernel limits, and the watchdog.
+    pub containment: ContainmentConfig,
 }
 
 impl Default for ManagerConfig {
@@ -22,6 +26,7 @@ impl Default for ManagerConfig {
             spill_dir: None,
             keep_spill: false,
             policy: Box::new(AdmitAll),
+            containment: ContainmentConfig::default(),
         }
     }
 }
@@ -31,6 +36,7 @@ impl std::fmt::Debug for ManagerConfig {
         f.debug_struct("ManagerConfig")
             .field("spill_dir", &self.spill_dir)
             .field("keep_spill", &self.keep_spill)
+            .field("containment", &self.containment)
             .finish_non_exhaustive()
     }
 }

@@ -1,23 +1,30 @@
 //! The driver of one running child: reads both pipes into their collectors, waits for the leader,
-//! kills the group on request, and decides when the process has settled. Plain tokio + nix, no actors.
+//! kills the whole process (group and containment) on request, and decides when the process has
+//! settled. Plain tokio + nix, no actors.
 //!
 //! State machine, written out:
 //!
 //! ```text
-//!   leader          Running ──wait()──► Exited(status) ──both pipes EOF──► Settled(Closed)
-//!                                            └──────── grace elapsed ─────► Settled(DrainGrace)
-//!   escalation      Idle ──kill token──► TermSent{kill_at} ──kill_at──► KillSent
+//!   leader      Running ──wait()──► Exited(status) ──both pipes EOF──┬─ not killed ─► Settled(Closed)
+//!                                        └──── drain grace elapsed ──┤─ not killed ─► Settled(DrainGrace)
+//!                                                                    └─ killed ─► AwaitingAllGone
+//!               AwaitingAllGone ──every process of it gone──► Settled(Closed | DrainGrace)
+//!   escalation  Idle ──kill token──► TermSent{kill_at} ──kill_at──► KillSent
 //! ```
 //!
 //! A kill arrives one way: its kill token fires (the manager cancelled it, or the spawn's abort signal,
-//! its parent, fired). In any leader state that sends SIGTERM to the group once and arms SIGKILL after
-//! `grace`. Settlement disarms everything: a pending SIGKILL is never sent, and the process is never
-//! signalled again by this driver, so a pid the kernel has reused is never hit. A descendant still holding a pipe at
-//! `DrainGrace` keeps running; the manager remembers its group and kills it at disposal.
+//! its parent, fired). In any leader state that sends SIGTERM to every process of the child (its
+//! group, and its cgroup leaf or marked processes) once and arms SIGKILL after `grace`. A killed
+//! process settles only when all of it is gone (`AwaitingAllGone`): the SIGKILL stays armed until
+//! then, so a descendant that trapped SIGTERM cannot outlive the kill, and the outcome names SIGKILL
+//! when it was needed. A process that was not killed settles as before, and a descendant still
+//! holding a pipe at `DrainGrace` keeps running; the manager keeps its containment handle and kills
+//! it at disposal. On v1 memory limits the kernel OOM-kills only the largest process, so a leader
+//! exit after an OOM kill kills the rest of the leaf too. After settlement nothing is signalled by
+//! this driver, so a pid the kernel has reused is never hit.
 
 use std::io;
 use std::os::unix::process::ExitStatusExt;
-use std::path::PathBuf;
 use std::process::ExitStatus;
 use std::time::Duration;
 
@@ -29,13 +36,15 @@ use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 
 use crate::collector::OutputCollector;
+use crate::containment::{Contained, SharedContainment};
 use crate::outcome::{ProcessOutcome, Settlement, StreamKind};
 use crate::reap::ExitWatcher;
 use crate::shared_output::SettleSignal;
 use crate::shared_output::SharedOutput;
-use crate::signal::{signal_group, signal_name};
+use crate::signal::signal_name;
 use crate::spawn::Started;
 use crate::spec::ProcessSpawnSpec;
+use crate::spill::SpillDir;
 
 /// Bytes asked for per read; a pipe holds 64 KiB.
 const READ_SIZE: usize = 64 * 1024;
@@ -60,17 +69,44 @@ enum Event {
     DrainGraceOver,
 }
 
-/// Kills the whole group with SIGKILL if the driver is dropped before the process settled (the actor
-/// system stopped abruptly): nothing is left running behind a dropped driver.
-struct GroupGuard {
+/// How long a killed process may take to vanish after SIGKILL before it is settled anyway (a process
+/// stuck in uninterruptible sleep); the manager keeps its handle as a straggler.
+const ALL_GONE_AFTER_SIGKILL: Duration = Duration::from_secs(10);
+
+/// Kills everything of the process with SIGKILL if the driver is dropped before it settled (the
+/// actor system stopped abruptly): nothing is left running behind a dropped driver.
+struct KillGuard {
     pgid: i32,
+    containment: SharedContainment,
+    contained: Option<Contained>,
     armed: bool,
 }
 
-impl Drop for GroupGuard {
+impl KillGuard {
+    fn contained(&self) -> &Contained {
+        self.contained.as_ref().unwrap_or(&Contained::Group)
+    }
+
+    fn signal(&self, signal: Signal) {
+        self.containment.signal(self.pgid, self.contained(), signal);
+    }
+
+    /// The armed SIGKILL, sent only if something of the process is still alive (its timer can
+    /// fire in the same turn as the last exit). Returns whether it was sent.
+    fn sigkill_if_alive(&self) -> bool {
+        let alive = !crate::signal::live_group_members(self.pgid).is_empty()
+            || self.containment.remains_outside_group(self.contained());
+        if alive {
+            self.signal(Signal::SIGKILL);
+        }
+        alive
+    }
+}
+
+impl Drop for KillGuard {
     fn drop(&mut self) {
         if self.armed {
-            signal_group(self.pgid, Signal::SIGKILL);
+            self.signal(Signal::SIGKILL);
         }
     }
 }
@@ -87,7 +123,7 @@ pub(crate) struct Driver {
     grace: Duration,
     /// Fires once to start the kill escalation (see the module doc).
     kill: CancellationToken,
-    guard: GroupGuard,
+    guard: KillGuard,
 }
 
 impl Driver {
@@ -96,8 +132,10 @@ impl Driver {
     pub(crate) fn new(
         started: Started,
         spec: &ProcessSpawnSpec,
-        spill_dir: PathBuf,
+        spill_dir: SpillDir,
         kill: CancellationToken,
+        containment: SharedContainment,
+        contained: Contained,
     ) -> (SharedOutput, Self) {
         let (output, settle_signal) = SharedOutput::new(
             OutputCollector::new(
@@ -115,8 +153,10 @@ impl Driver {
         );
         let driver = Self {
             pgid: started.pid,
-            guard: GroupGuard {
+            guard: KillGuard {
                 pgid: started.pid,
+                containment,
+                contained: Some(contained),
                 armed: true,
             },
             exit: started.exit,
@@ -131,8 +171,9 @@ impl Driver {
         (output, driver)
     }
 
-    /// Drives the child until it settles, then stores its outcome in its [`SharedOutput`].
-    pub(crate) async fn run(mut self) {
+    /// Drives the child until it settles, then stores its outcome in its [`SharedOutput`]. Returns
+    /// the containment handle, for the manager to recycle or keep as a straggler.
+    pub(crate) async fn run(mut self) -> Contained {
         let mut exit: Option<io::Result<ExitStatus>> = None;
         let mut drain_until: Option<Instant> = None;
         let mut escalation = Escalation::Idle;
@@ -174,6 +215,10 @@ impl Driver {
                 }
                 Event::LeaderExited(status) => {
                     tracing::trace!(pgid = self.pgid, ?status, "leader exited");
+                    if self.guard.containment.oom_killed(self.guard.contained()) {
+                        // v1 killed only the largest process: end the rest of the leaf too.
+                        self.guard.signal(Signal::SIGKILL);
+                    }
                     exit = Some(status);
                     drain_until = Some(Instant::now() + self.grace);
                 }
@@ -181,7 +226,7 @@ impl Driver {
                     // A fired token stays fired: listening again would spin.
                     kill_armed = false;
                     if let Escalation::Idle = escalation {
-                        signal_group(self.pgid, Signal::SIGTERM);
+                        self.guard.signal(Signal::SIGTERM);
                         signals_sent.push("SIGTERM");
                         tracing::debug!(
                             pgid = self.pgid,
@@ -194,9 +239,10 @@ impl Driver {
                     }
                 }
                 Event::EscalateToKill => {
-                    signal_group(self.pgid, Signal::SIGKILL);
-                    signals_sent.push("SIGKILL");
-                    tracing::debug!(pgid = self.pgid, "grace over; sent SIGKILL");
+                    if self.guard.sigkill_if_alive() {
+                        signals_sent.push("SIGKILL");
+                        tracing::debug!(pgid = self.pgid, "grace over; sent SIGKILL");
+                    }
                     escalation = Escalation::KillSent;
                 }
                 Event::DrainGraceOver => {
@@ -209,7 +255,12 @@ impl Driver {
             }
         };
 
+        if !matches!(escalation, Escalation::Idle) {
+            self.await_all_gone(&mut escalation, &mut signals_sent)
+                .await;
+        }
         self.guard.armed = false;
+        let oom_killed = self.guard.containment.oom_killed(self.guard.contained());
         if let Some(writer) = self.stdin_writer.take() {
             writer.abort();
         }
@@ -217,6 +268,8 @@ impl Driver {
         self.stdout = None;
         self.stderr = None;
         let (exit_code, signal) = match &exit {
+            // SIGKILL was needed: it is what ended the process, whatever ended the leader.
+            _ if signals_sent.contains(&"SIGKILL") => (None, Some("SIGKILL".to_owned())),
             Some(Ok(status)) => (status.code(), status.signal().map(signal_name)),
             _ => (None, None),
         };
@@ -234,8 +287,47 @@ impl Driver {
             stderr: self.output.finalize(StreamKind::Stderr),
             settlement,
             signals_sent,
+            oom_killed,
         };
+        let contained = self.guard.contained.take().unwrap_or(Contained::Group);
+        let contained = self.guard.containment.recycle_if_empty(contained);
         self.output.settle(self.settle_signal, outcome);
+        contained
+    }
+
+    /// `AwaitingAllGone`: a killed process whose leader and pipes are done waits until every process
+    /// of it is gone, sending the armed SIGKILL when its time comes.
+    async fn await_all_gone(
+        &mut self,
+        escalation: &mut Escalation,
+        signals_sent: &mut Vec<&'static str>,
+    ) {
+        loop {
+            let deadline = match *escalation {
+                Escalation::TermSent { kill_at } => kill_at,
+                _ => Instant::now() + ALL_GONE_AFTER_SIGKILL,
+            };
+            let guard = &self.guard;
+            tokio::select! {
+                // All gone wins over a timer that fired in the same turn.
+                biased;
+                () = guard.containment.all_gone(guard.pgid, guard.contained()) => return,
+                () = sleep_until(deadline) => {}
+            }
+            if let Escalation::TermSent { .. } = escalation {
+                if self.guard.sigkill_if_alive() {
+                    signals_sent.push("SIGKILL");
+                    tracing::debug!(pgid = self.pgid, "grace over; sent SIGKILL to what is left");
+                }
+                *escalation = Escalation::KillSent;
+            } else {
+                tracing::warn!(
+                    pgid = self.pgid,
+                    "processes survive SIGKILL; settling anyway"
+                );
+                return;
+            }
+        }
     }
 }
 

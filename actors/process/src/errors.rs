@@ -43,6 +43,9 @@ pub enum SpawnError {
     /// The manager is shutting down or has shut down.
     #[error("process manager is shut down")]
     ShutDown,
+    /// The process's containment (its cgroup leaf) could not be prepared.
+    #[error("cannot contain the process: {0}")]
+    Containment(String),
     /// The private spill directory could not be created.
     #[error("cannot create the spill directory: {}", os_error_text(.0))]
     SpillDir(io::Error),

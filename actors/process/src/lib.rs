@@ -1,8 +1,10 @@
 //! dsh-process: the process layer of dsh.
 //!
-//! Starts commands as their own session and process group, captures their output with bounded memory
-//! (tail in memory, whole stream in a spill file), kills whole groups (SIGTERM, then SIGKILL after a
-//! grace), and decides when a process has settled even if a descendant keeps the pipes open.
+//! Starts commands as their own session and process group inside their containment (a cgroup leaf,
+//! a subreaper marker, or the group alone), captures their output with bounded memory (tail in memory,
+//! whole stream in a spill file), kills all of a command's descendants (SIGTERM, then SIGKILL after a
+//! grace; a killed process settles only when all of it is gone), and decides when a process has
+//! settled even if a descendant keeps the pipes open.
 //!
 //! Words, each with one meaning: the *manager* supervises every process; a *policy* decides admission
 //! and stragglers; a *driver* runs one child; a process *settles* once, when its driver has decided it
@@ -10,9 +12,11 @@
 //!
 //! Layout:
 //! - `spec`, `env`, `abort`: what a spawn is given; the credential scrub and `DSH_*` channels.
-//! - `spawn`, `posix_spawn`, `child_env`, `reap`: plain nix code that starts one child (`posix_spawn`
-//!   into a new session, with the ambient environment rendered once per manager) and reaps it through
-//!   its pidfd.
+//! - `spawn`, `child_env`, `reap`: plain nix code that starts one child (through `dsh_contain::spawn`,
+//!   into a new session and its containment, with the ambient environment rendered once per manager)
+//!   and reaps it through its pidfd.
+//! - `containment`, `orphans`: how a process is kept together with all its descendants (cgroup leaf,
+//!   subreaper marker or process group), the watchdog, and reaping the orphans a subreaper adopts.
 //! - `driver`, `shared_output`: the task that drives one child to settlement, and the output and
 //!   outcome it shares with readers.
 //! - `collector`, `spill`: per-stream bounded output and spill files.
@@ -25,18 +29,19 @@
 //!
 //! Hosts use the items re-exported here; of the modules only [`signal`] is public (its `/proc` probes
 //! serve tests and health checks). The manager runs on an actix arbiter; nothing else here depends on actix. Linux only: the layer
-//! relies on `posix_spawn` with `POSIX_SPAWN_SETSID`, pidfds and `/proc`.
+//! relies on `clone3`, pidfds, cgroups or `PR_SET_CHILD_SUBREAPER`, and `/proc`.
 
 #[cfg(not(target_os = "linux"))]
 compile_error!(
-    "dsh-process supports Linux only: it relies on posix_spawn with POSIX_SPAWN_SETSID, \
-     posix_spawn_file_actions_addchdir_np, pidfd_open and /proc"
+    "dsh-process supports Linux only: it relies on clone3, pidfd_open, cgroups or \
+     PR_SET_CHILD_SUBREAPER, and /proc"
 );
 
 mod abort;
 mod child_env;
 mod collector;
 mod config;
+mod containment;
 mod driver;
 mod env;
 mod errors;
@@ -44,9 +49,9 @@ mod ids;
 mod lock;
 mod manager;
 mod messages;
+mod orphans;
 mod outcome;
 mod policy;
-mod posix_spawn;
 mod reap;
 pub mod rlimit;
 mod shared_output;
@@ -59,6 +64,8 @@ mod table;
 
 pub use abort::{AbortSignal, ensure_not_aborted, wait_abort};
 pub use config::ManagerConfig;
+pub use containment::{ContainmentConfig, ContainmentError, WatchdogCommand};
+pub use dsh_contain::{Limits as TaskLimits, Mode as ContainmentMode};
 pub use env::DSH_ENV_PREFIX;
 pub use errors::{ProcessError, SpawnError, os_error_text};
 pub use ids::ProcessId;

@@ -6,12 +6,15 @@
 //! the signals the table asks for, and awaits shutdown (actor stop hooks cannot await, so
 //! [`Shutdown`] is an explicit async message). Its messages are in [`crate::messages`].
 
+use std::sync::Arc;
+
 use actix::prelude::*;
 use nix::sys::signal::Signal;
 use tokio::sync::oneshot;
 
 use crate::child_env::AmbientEnv;
 use crate::config::ManagerConfig;
+use crate::containment::{Containment, ContainmentError};
 use crate::driver::Driver;
 use crate::errors::{ProcessError, SpawnError};
 use crate::ids::ProcessId;
@@ -31,11 +34,41 @@ pub struct ProcessManager {
 }
 
 impl ProcessManager {
-    /// A manager whose children inherit the current environment, scrubbed, as it is now.
-    pub fn new(config: ManagerConfig) -> Self {
-        Self {
-            table: ProcessTable::new(config, AmbientEnv::capture(std::env::vars_os())),
+    /// A manager whose children inherit the current environment, scrubbed, as it is now. A
+    /// containment the host cannot give falls back to the process group, with a warning; use
+    /// [`ProcessManager::try_new`] to refuse instead.
+    pub fn new(mut config: ManagerConfig) -> Self {
+        let containment = Containment::start(&config.containment).unwrap_or_else(|err| {
+            tracing::warn!(%err, "falling back to process-group containment");
+            config.containment.mode = Some(dsh_contain::Mode::Group);
+            config.containment.limits = dsh_contain::Limits::default();
+            Containment::start(&config.containment).unwrap_or_else(|_| Containment::group())
+        });
+        Self::with(config, containment)
+    }
+
+    /// A manager with exactly the containment `config` asks for, or why the host cannot give it.
+    pub fn try_new(config: ManagerConfig) -> Result<Self, ContainmentError> {
+        let containment = Containment::start(&config.containment)?;
+        Ok(Self::with(config, containment))
+    }
+
+    fn with(config: ManagerConfig, containment: Containment) -> Self {
+        if containment.mode() == dsh_contain::Mode::Subreaper {
+            crate::orphans::reap_on_sigchld();
         }
+        Self {
+            table: ProcessTable::with_containment(
+                config,
+                AmbientEnv::capture(std::env::vars_os()),
+                Arc::new(containment),
+            ),
+        }
+    }
+
+    /// The containment mode in force.
+    pub fn containment_mode(&self) -> dsh_contain::Mode {
+        self.table.containment().mode()
     }
 
     /// Acts on the table's pacing decision.
@@ -60,13 +93,23 @@ impl ProcessManager {
         let Some(launch) = self.table.next_launch() else {
             return;
         };
-        let started = start_child(
-            &launch.program,
-            &launch.spec.argv,
-            &launch.spec.cwd,
-            &launch.env,
-            launch.spec.stdin.clone(),
-        );
+        let containment = self.table.containment().clone();
+        let started = containment.prepare().and_then(|contained| {
+            match start_child(
+                &launch.program,
+                &launch.spec.argv,
+                &launch.spec.cwd,
+                &launch.env,
+                launch.spec.stdin.clone(),
+                &contained,
+            ) {
+                Ok(started) => Ok((started, contained)),
+                Err(err) => {
+                    containment.finish(0, contained);
+                    Err(err)
+                }
+            }
+        });
         let launched = self.table.launched(launch, started);
         if let Some((id, driver)) = launched.driver {
             drive(id, driver, ctx.address());
@@ -78,8 +121,8 @@ impl ProcessManager {
 /// Runs a child's driver as a task of its own on this arbiter, then tells the manager it settled.
 fn drive(id: ProcessId, driver: Driver, manager: Addr<ProcessManager>) {
     actix::spawn(async move {
-        driver.run().await;
-        manager.do_send(ProcessSettled { id });
+        let contained = driver.run().await;
+        manager.do_send(ProcessSettled { id, contained });
     });
 }
 
@@ -106,12 +149,12 @@ impl Handler<Spawn> for ProcessManager {
 impl Handler<ProcessSettled> for ProcessManager {
     type Result = ();
 
-    fn handle(&mut self, ProcessSettled { id }: ProcessSettled, ctx: &mut Self::Context) {
-        let after = self.table.settled(id);
-        if let Some(pgid) = after.kill_straggler
-            && kill_group_if_members(pgid)
-        {
-            tracing::debug!(pgid, "policy: killed straggler group now");
+    fn handle(&mut self, settled: ProcessSettled, ctx: &mut Self::Context) {
+        let after = self.table.settled(settled.id, settled.contained);
+        if let Some(pgid) = after.kill_straggler {
+            kill_group_if_members(pgid);
+            self.table.kill_straggler(pgid);
+            tracing::debug!(pgid, "policy: killed straggler now");
         }
         self.pace(after.pacing, ctx);
     }
@@ -174,6 +217,7 @@ impl Handler<KillAllNow> for ProcessManager {
         for pgid in groups.stragglers {
             kill_group_if_members(pgid);
         }
+        self.table.containment().kill_everything();
     }
 }
 
@@ -194,10 +238,13 @@ impl Handler<Shutdown> for ProcessManager {
             join_live
                 .into_actor(self)
                 .then(|(), manager, _| {
-                    kill_stragglers(manager.table.take_stragglers()).into_actor(manager)
+                    let containment = manager.table.containment().clone();
+                    kill_stragglers(containment, manager.table.take_stragglers())
+                        .into_actor(manager)
                 })
                 .map(|(), manager, _| {
                     manager.table.remove_private_spill_dir();
+                    manager.table.containment().shut_down();
                     tracing::debug!("process manager shut down");
                 }),
         )

@@ -112,4 +112,6 @@ pub struct ManagerStats {
 #[rtype(result = "()")]
 pub(crate) struct ProcessSettled {
     pub id: ProcessId,
+    /// Its containment handle, to recycle or keep as a straggler.
+    pub contained: crate::containment::Contained,
 }

@@ -73,4 +73,6 @@ pub struct ProcessOutcome {
     pub settlement: Settlement,
     /// The group signals its driver sent, in order (`SIGTERM`, then maybe `SIGKILL`).
     pub signals_sent: Vec<&'static str>,
+    /// The kernel killed a process of it for memory (a `--task-max-memory` limit was hit).
+    pub oom_killed: bool,
 }

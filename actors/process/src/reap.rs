@@ -29,9 +29,14 @@ pub(crate) struct ExitWatcher {
 }
 
 impl ExitWatcher {
-    /// Must be called inside a tokio runtime with IO enabled.
-    pub(crate) fn new(pid: i32) -> Self {
-        let watch = match pidfd_open(pid).and_then(register) {
+    /// Must be called inside a tokio runtime with IO enabled. `pidfd` is the child's pidfd if the
+    /// spawn gave one; otherwise one is opened here.
+    pub(crate) fn new(pid: i32, pidfd: Option<OwnedFd>) -> Self {
+        let pidfd = match pidfd {
+            Some(fd) => Ok(fd),
+            None => pidfd_open(pid),
+        };
+        let watch = match pidfd.and_then(register) {
             Ok(fd) => Watch::Pidfd(fd),
             Err(err) => {
                 tracing::debug!(pid, %err, "no pidfd; waiting on a blocking thread");
@@ -122,6 +127,7 @@ fn waitpid(pid: i32, flags: i32) -> io::Result<Option<ExitStatus>> {
         // SAFETY: `status` is a valid out-pointer for the duration of the call.
         let result = unsafe { libc::waitpid(pid, &mut status, flags) };
         if result == pid {
+            crate::orphans::registry().forget(pid);
             return Ok(Some(ExitStatus::from_raw(status)));
         }
         if result == 0 {

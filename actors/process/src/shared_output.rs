@@ -128,6 +128,7 @@ mod tests {
             stderr: output.finalize(StreamKind::Stderr),
             settlement: Settlement::Closed,
             signals_sent: Vec::new(),
+            oom_killed: false,
         };
         // Settling consumes the signal: its end is dropped here.
         output.settle(signal, outcome);

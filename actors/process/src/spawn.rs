@@ -1,24 +1,26 @@
-//! Starting a child in its own session, with a clean signal state and explicit stdio.
+//! Starting a child in its own session, inside its containment, with a clean start.
 //!
-//! The child is started with glibc's `posix_spawn` (a CLONE_VFORK fast path that does not copy the
-//! parent's page tables), asking it for everything a `pre_exec` would otherwise do after a full fork:
-//! - `POSIX_SPAWN_SETSID`: the child leads a new session and process group (pgid = pid) and has no
-//!   controlling terminal, so prompts for `/dev/tty` fail fast instead of hanging;
-//! - `POSIX_SPAWN_SETSIGMASK` with an empty mask, and `POSIX_SPAWN_SETSIGDEF` for HUP, INT, QUIT, TERM
-//!   and PIPE: a blocked or ignored SIGTERM inherited from the spawning thread would make the kill
-//!   escalation do nothing;
-//! - stdin is `/dev/null` unless bytes are given; then it is a pipe that a small task writes and closes
-//!   (EPIPE from a child that exits without reading is ignored). stdout and stderr are pipes;
-//! - the working directory is set by `posix_spawn_file_actions_addchdir_np` (checked beforehand so a
-//!   missing one gets an error naming it).
+//! The child is started by `dsh_contain::spawn` (`clone3` with `CLONE_VM | CLONE_VFORK`, the same
+//! fast path glibc's `posix_spawn` takes, see that crate for the measurements), which gives it:
+//! - a new session and process group (pgid = pid) and no controlling terminal, so prompts for
+//!   `/dev/tty` fail fast instead of hanging;
+//! - an empty signal mask and default dispositions for every handled signal and for HUP, INT, QUIT,
+//!   TERM and PIPE: a blocked or ignored SIGTERM inherited from the spawning thread would make the
+//!   kill escalation do nothing;
+//! - only descriptors 0–2: stdin is `/dev/null` unless bytes are given (then a pipe that a small task
+//!   writes and closes; EPIPE from a child that exits without reading is ignored), stdout and stderr
+//!   are pipes, and everything from 3 up is closed on exec, whatever the host left open;
+//! - its cgroup leaf from birth (cgroup mode) or its marker variable (subreaper mode);
+//! - the working directory (checked beforehand so a missing one gets an error naming it; a failed
+//!   `chdir` in the child is reported the same way) and exec errors with their errno.
 //!
-//! The program is looked up on the child's own `PATH`. The child is reaped through its pidfd
-//! (`reap.rs`), never by tokio. The libc calls themselves are wrapped in `posix_spawn.rs`.
+//! The program is looked up on the child's own `PATH`. The child is reaped through the pidfd the
+//! spawn returns (`reap.rs`), never by tokio.
 
 use std::collections::HashMap;
 use std::ffi::{CString, OsStr, OsString};
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
@@ -28,9 +30,11 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::unix::pipe;
 use tokio::task::JoinHandle;
 
+use dsh_contain::{Program, Stdio};
+
 use crate::child_env::ChildEnv;
+use crate::containment::Contained;
 use crate::errors::SpawnError;
-use crate::posix_spawn::spawn_in_session;
 use crate::reap::ExitWatcher;
 
 /// A child that has just started.
@@ -97,28 +101,32 @@ impl ProgramCache {
 }
 
 /// Starts `program` (already found on the child's `PATH`) with `argv`, in `cwd`, with `env`, as the
-/// leader of a new session, and attaches its pipes and exit to the async runtime; `stdin` bytes, if
-/// any, are written to its stdin and then closed. This is the whole spawn path of the manager.
+/// leader of a new session inside `contained`, and attaches its pipes and exit to the async runtime;
+/// `stdin` bytes, if any, are written to its stdin and then closed. This is the whole spawn path of
+/// the manager.
 pub(crate) fn start_child(
     program: &Path,
     argv: &[String],
     cwd: &Path,
     env: &ChildEnv,
     stdin: Option<Vec<u8>>,
+    contained: &Contained,
 ) -> Result<Started, SpawnError> {
-    spawn_raw(program, argv, cwd, env, stdin.is_some()).and_then(|raw| raw.attach(&argv[0], stdin))
+    spawn_raw(program, argv, cwd, env, stdin.is_some(), contained)
+        .and_then(|raw| raw.attach(&argv[0], stdin))
 }
 
-/// A child started by `posix_spawn`, before its pipes and exit are attached to the async runtime.
+/// A child just started, before its pipes and exit are attached to the async runtime.
 #[derive(Debug)]
 pub(crate) struct RawChild {
     pid: i32,
+    pidfd: Option<OwnedFd>,
     stdout: OwnedFd,
     stderr: OwnedFd,
     stdin: Option<OwnedFd>,
 }
 
-/// The blocking half of a start: pipes and `posix_spawn` of the resolved `program`. Blocks until the
+/// The blocking half of a start: pipes and the spawn of the resolved `program`. Blocks until the
 /// child has exec'd, which is why the manager spawns one child per scheduler turn.
 fn spawn_raw(
     program: &Path,
@@ -126,6 +134,7 @@ fn spawn_raw(
     cwd: &Path,
     env: &ChildEnv,
     with_stdin: bool,
+    contained: &Contained,
 ) -> Result<RawChild, SpawnError> {
     let os = |source: io::Error| SpawnError::Os {
         program: argv[0].clone(),
@@ -136,41 +145,87 @@ fn spawn_raw(
         .map(|a| c_string(a.as_bytes()))
         .collect::<io::Result<Vec<_>>>()
         .map_err(os)?;
-    let env_block = env.block().ok_or_else(|| os(nul_byte_error()))?;
+    let marker = match contained {
+        Contained::Marker(marker) => marker.env_entry(),
+        Contained::Group | Contained::Leaf(_) => None,
+    };
+    let envp = env.c_entries(marker).ok_or_else(|| os(nul_byte_error()))?;
     let cwd_c = c_string(cwd.as_os_str().as_bytes()).map_err(os)?;
     let program_c = c_string(program.as_os_str().as_bytes()).map_err(os)?;
+    let child = Program::from_c_strings(program_c, argv_c, envp, Some(cwd_c))
+        .with_nofile_soft_limit(crate::rlimit::child_soft_limit());
     let (out_r, out_w) = pipe_above_stdio().map_err(os)?;
     let (err_r, err_w) = pipe_above_stdio().map_err(os)?;
-    let stdin_pipe = if with_stdin {
-        Some(pipe_above_stdio().map_err(os)?)
+    let (stdin_read, stdin_write) = if with_stdin {
+        let (read, write) = pipe_above_stdio().map_err(os)?;
+        (read, Some(write))
     } else {
-        None
+        (dev_null().map_err(os)?, None)
     };
-    let child_stdin = stdin_pipe.as_ref().map(|(read, _)| read.as_raw_fd());
-    let pid = spawn_in_session(
-        &program_c,
-        &argv_c,
-        &env_block,
-        &cwd_c,
-        child_stdin,
-        out_w.as_raw_fd(),
-        err_w.as_raw_fd(),
-    )
-    .map_err(os)?;
+    let cgroup = match contained {
+        Contained::Leaf(leaf) => Some(leaf.target()),
+        Contained::Group | Contained::Marker(_) => None,
+    };
+    let stdio = Stdio {
+        stdin: stdin_read.as_fd(),
+        stdout: out_w.as_fd(),
+        stderr: err_w.as_fd(),
+    };
+    // Held from before the spawn until the pid is recorded, so the orphan reaper never takes it.
+    let registration = crate::orphans::registry().spawning();
+    let spawned = dsh_contain::spawn(&child, stdio, cgroup);
+    let spawned = match spawned {
+        Ok(spawned) => spawned,
+        Err(err) => return Err(spawn_error(&argv[0], cwd, err)),
+    };
+    registration.register(spawned.pid);
     // The child has its copies; ours must close so end of file can be seen.
     Ok(RawChild {
-        pid,
+        pid: spawned.pid,
+        pidfd: spawned.pidfd,
         stdout: out_r,
         stderr: err_r,
-        stdin: stdin_pipe.map(|(_read, write)| write),
+        stdin: stdin_write,
     })
+}
+
+/// The manager's error for a failed spawn: a working directory the child could not enter names the
+/// directory; everything else names the program, with the errno first.
+fn spawn_error(program: &str, cwd: &Path, err: dsh_contain::SpawnError) -> SpawnError {
+    use dsh_contain::spawn::Step;
+    let source = || {
+        err.raw_os_error()
+            .map(io::Error::from_raw_os_error)
+            .unwrap_or_else(|| io::Error::other(err.to_string()))
+    };
+    match &err {
+        dsh_contain::SpawnError::Child {
+            step: Step::Chdir, ..
+        } => SpawnError::Workdir {
+            path: cwd.to_path_buf(),
+            source: source(),
+        },
+        dsh_contain::SpawnError::InvalidString => SpawnError::Os {
+            program: program.to_owned(),
+            source: nul_byte_error(),
+        },
+        _ => SpawnError::Os {
+            program: program.to_owned(),
+            source: source(),
+        },
+    }
+}
+
+fn dev_null() -> io::Result<OwnedFd> {
+    let file = std::fs::File::options().read(true).open("/dev/null")?;
+    above_stdio(file.into())
 }
 
 impl RawChild {
     /// The async half: watch the exit, register the pipes, start writing stdin. Must run inside the
     /// tokio runtime that will drive the child.
     fn attach(self, program: &str, stdin: Option<Vec<u8>>) -> Result<Started, SpawnError> {
-        let exit = ExitWatcher::new(self.pid);
+        let exit = ExitWatcher::new(self.pid, self.pidfd);
         let os = |source: io::Error| {
             // Cannot happen for our own pipes; fail closed rather than drive a half-wired child
             // (`exit` reaps it once it dies).

@@ -2,13 +2,20 @@
 //!
 //! One private directory per manager (`mkdtemp`, mode 0700, created at the first spawn), files created
 //! with exclusive-create and mode 0600 so nobody else can read them or plant a symlink in their place.
-//! Names follow the seeds: `dsh-proc-<pid>-<counter>-<12 hex>-<stdout|stderr>.log`.
+//! Files are created relative to a descriptor of the directory the runtime opened once ([`SpillDir`]),
+//! with `O_NOFOLLOW`: a command that swaps the directory (or a path component) for a symlink cannot
+//! redirect a spill file. Names follow the seeds: `dsh-proc-<pid>-<counter>-<12 hex>-<stdout|stderr>.log`.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{self, Read};
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+
+use nix::fcntl::{OFlag, open};
+use nix::libc;
+use nix::sys::stat::Mode;
 
 use crate::outcome::StreamKind;
 
@@ -21,8 +28,36 @@ pub fn create_private_dir() -> io::Result<PathBuf> {
     nix::unistd::mkdtemp(&template).map_err(io::Error::from)
 }
 
-/// Creates a new spill file for `stream` in `dir`: exclusive create, mode 0600.
-pub fn create_spill_file(dir: &Path, stream: StreamKind) -> io::Result<(File, PathBuf)> {
+/// A spill directory held open: files are created relative to its descriptor.
+#[derive(Clone, Debug)]
+pub struct SpillDir {
+    path: PathBuf,
+    fd: Arc<OwnedFd>,
+}
+
+impl SpillDir {
+    /// Opens `path` (which must be a directory, not a symlink to one).
+    pub fn open(path: &Path) -> io::Result<Self> {
+        let fd = open(
+            path,
+            OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )?;
+        Ok(Self {
+            path: path.to_path_buf(),
+            fd: Arc::new(fd),
+        })
+    }
+
+    /// The directory's path, as reported in spill paths.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// Creates a new spill file for `stream` in `dir`: relative to its descriptor, exclusive create,
+/// no symlink followed, mode 0600.
+pub fn create_spill_file(dir: &SpillDir, stream: StreamKind) -> io::Result<(File, PathBuf)> {
     let counter = SPILL_COUNTER.fetch_add(1, Ordering::Relaxed) + 1;
     let name = format!(
         "dsh-proc-{}-{}-{}-{}.log",
@@ -31,13 +66,23 @@ pub fn create_spill_file(dir: &Path, stream: StreamKind) -> io::Result<(File, Pa
         random_hex12(),
         stream.label()
     );
-    let path = dir.join(name);
-    let file = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&path)?;
-    Ok((file, path))
+    let c_name = std::ffi::CString::new(name.as_str()).map_err(io::Error::other)?;
+    // SAFETY: openat with a directory descriptor we hold, a NUL-terminated name, flags and a mode;
+    // it returns a new descriptor or -1.
+    let fd = unsafe {
+        libc::openat(
+            dir.fd.as_raw_fd(),
+            c_name.as_ptr(),
+            libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+            0o600 as libc::c_uint,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the descriptor is new and owned by nobody else.
+    let file = File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+    Ok((file, dir.path.join(name)))
 }
 
 /// Twelve lowercase hex characters from six random bytes.

@@ -21,7 +21,6 @@
 //! The outcome of a process is stored once, in its [`SharedOutput`]; a settled record only says so.
 
 use std::collections::VecDeque;
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use slab::Slab;
@@ -30,6 +29,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::child_env::AmbientEnv;
 use crate::config::ManagerConfig;
+#[cfg(test)]
+use crate::containment::Containment;
+use crate::containment::{Contained, SharedContainment};
 use crate::errors::{ProcessError, SpawnError};
 use crate::ids::ProcessId;
 use crate::messages::{KillOutcome, ManagerStats};
@@ -37,6 +39,7 @@ use crate::outcome::{ProcessOutcome, ReadResult, StreamKind};
 use crate::policy::{SettledProcess, StragglerAction};
 use crate::shared_output::SharedOutput;
 use crate::spawn::ProgramCache;
+use crate::spill::SpillDir;
 
 mod admission;
 
@@ -60,6 +63,12 @@ pub(crate) struct KillAll {
     pub live: Vec<i32>,
     /// Remembered straggler groups: killed if they still have members.
     pub stragglers: Vec<i32>,
+}
+
+/// A settled process of which something still ran: its group and its containment handle.
+pub(crate) struct Straggler {
+    pub pgid: i32,
+    pub contained: Contained,
 }
 
 /// The answer to a wait.
@@ -99,10 +108,12 @@ pub(crate) struct ProcessTable {
     ready_to_launch: VecDeque<Launch>,
     /// A launch chain is under way: the actor will come back for the next ready spawn.
     launching: bool,
-    /// Group ids of settled processes whose group still had members.
-    stragglers: Vec<i32>,
+    /// Settled processes of which something still ran (group members, leaf or marked processes).
+    stragglers: Vec<Straggler>,
+    /// How processes are kept together; shared with the drivers.
+    containment: SharedContainment,
     /// The private spill directory, once created.
-    private_spill_dir: Option<PathBuf>,
+    private_spill_dir: Option<SpillDir>,
     shutting_down: bool,
     /// The harness environment, scrubbed, as it was when the table was created.
     ambient: Arc<AmbientEnv>,
@@ -113,8 +124,19 @@ pub(crate) struct ProcessTable {
 }
 
 impl ProcessTable {
+    /// A table in group mode (no host probing), for unit tests.
+    #[cfg(test)]
     pub(crate) fn new(config: ManagerConfig, ambient: AmbientEnv) -> Self {
+        Self::with_containment(config, ambient, Arc::new(Containment::group()))
+    }
+
+    pub(crate) fn with_containment(
+        config: ManagerConfig,
+        ambient: AmbientEnv,
+        containment: SharedContainment,
+    ) -> Self {
         Self {
+            containment,
             config,
             slots: Slab::new(),
             generation: 0,
@@ -146,12 +168,18 @@ impl ProcessTable {
             .ok_or(ProcessError::Unknown(id))
     }
 
-    /// group, and admit waiting spawns.
+    /// The containment shared with the drivers.
+    pub(crate) fn containment(&self) -> &SharedContainment {
+        &self.containment
+    }
+
     /// The driver of `id` has settled: wake waiters, free a released slot, ask the policy about its
     /// group, and admit waiting spawns.
-    pub(crate) fn settled(&mut self, id: ProcessId) -> AfterSettle {
+    /// Something still running keeps `contained` as a straggler; otherwise it is finished.
+    pub(crate) fn settled(&mut self, id: ProcessId, contained: Contained) -> AfterSettle {
         let Ok(slot) = self.slot_mut(id) else {
             tracing::warn!(%id, "settlement for an unknown record");
+            self.containment.finish(0, contained);
             return AfterSettle {
                 kill_straggler: None,
                 pacing: Pacing::Idle,
@@ -168,6 +196,7 @@ impl ProcessTable {
         else {
             // Already settled: a process settles once.
             slot.state = previous;
+            self.containment.finish(pid, contained);
             return AfterSettle {
                 kill_straggler: None,
                 pacing: Pacing::Idle,
@@ -183,7 +212,8 @@ impl ProcessTable {
             self.slots.remove(id.slot);
         }
         let mut kill_straggler = None;
-        let group_remains = (self.group_exists)(pid);
+        let group_remains =
+            (self.group_exists)(pid) || self.containment.remains_outside_group(&contained);
         if let Some(outcome) = &outcome {
             let action = self.config.policy.on_settled(&SettledProcess {
                 pid,
@@ -195,7 +225,12 @@ impl ProcessTable {
             }
         }
         if group_remains {
-            self.remember_straggler(pid);
+            self.remember_straggler(Straggler {
+                pgid: pid,
+                contained,
+            });
+        } else {
+            self.containment.finish(pid, contained);
         }
         AfterSettle {
             kill_straggler,
@@ -203,12 +238,27 @@ impl ProcessTable {
         }
     }
 
-    fn remember_straggler(&mut self, pgid: i32) {
+    fn remember_straggler(&mut self, straggler: Straggler) {
         if self.stragglers.len() >= STRAGGLER_PRUNE_AT {
             let exists = self.group_exists;
-            self.stragglers.retain(|pgid| exists(*pgid));
+            for gone in self.stragglers.extract_if(.., |s| {
+                !exists(s.pgid) && !self.containment.remains_outside_group(&s.contained)
+            }) {
+                self.containment.finish(gone.pgid, gone.contained);
+            }
         }
-        self.stragglers.push(pgid);
+        self.stragglers.push(straggler);
+    }
+
+    /// SIGKILLs everything of the straggler `pgid` now (the policy asked for it).
+    pub(crate) fn kill_straggler(&self, pgid: i32) {
+        for straggler in self.stragglers.iter().filter(|s| s.pgid == pgid) {
+            self.containment.signal(
+                pgid,
+                &straggler.contained,
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
     }
 
     pub(crate) fn read(
@@ -284,7 +334,7 @@ impl ProcessTable {
                 .filter(|(_, slot)| matches!(slot.state, SlotState::Live { .. }))
                 .map(|(_, slot)| slot.pid)
                 .collect(),
-            stragglers: self.stragglers.clone(),
+            stragglers: self.stragglers.iter().map(|s| s.pgid).collect(),
         }
     }
 
@@ -315,18 +365,24 @@ impl ProcessTable {
         settlements
     }
 
-    /// The remembered straggler groups, forgotten here (shutdown kills them).
-    pub(crate) fn take_stragglers(&mut self) -> Vec<i32> {
+    /// The remembered stragglers, forgotten here (shutdown kills them).
+    pub(crate) fn take_stragglers(&mut self) -> Vec<Straggler> {
         std::mem::take(&mut self.stragglers)
     }
 
+    /// Removes the private spill directory; with `keep_spill`, only if it is empty (an empty spill
+    /// directory is never left behind).
     pub(crate) fn remove_private_spill_dir(&mut self) {
+        let Some(dir) = self.private_spill_dir.take() else {
+            return;
+        };
+        let dir = dir.path();
         if self.config.keep_spill {
+            // Fails, as it should, when the directory holds files.
+            let _ = std::fs::remove_dir(dir);
             return;
         }
-        if let Some(dir) = self.private_spill_dir.take()
-            && let Err(err) = std::fs::remove_dir_all(&dir)
-        {
+        if let Err(err) = std::fs::remove_dir_all(dir) {
             tracing::warn!(dir = %dir.display(), %err, "cannot remove the spill directory");
         }
     }

@@ -21,6 +21,8 @@ pub enum TaskStatus {
         /// own after the kill.
         signal: Option<String>,
     },
+    /// Killed by the kernel because it hit its memory limit.
+    OutOfMemory,
 }
 
 impl TaskStatus {
@@ -35,6 +37,7 @@ impl TaskStatus {
     pub fn stays_killed(self, kill_requested: bool) -> TaskStatus {
         match self {
             TaskStatus::Killed { signal } => TaskStatus::Killed { signal },
+            TaskStatus::OutOfMemory => TaskStatus::OutOfMemory,
             _ if kill_requested => TaskStatus::Killed { signal: None },
             end => end,
         }

@@ -71,15 +71,18 @@ impl Record {
         }
     }
 
-    /// Starts the kill of running work; `true` if this call started it. Either way the owner has now
-    /// seen the end, so no notice is needed.
+    /// Starts the kill of running work; `true` while the work has not settled (this call started
+    /// the kill, or one is under way: the work is still being killed, not finished). Either way the
+    /// owner has now seen the end, so no notice is needed.
     fn kill(&mut self) -> bool {
         self.reported = true;
-        if !self.status.is_running() {
+        if self.settled {
             return false;
         }
-        self.producer.kill();
-        self.status = TaskStatus::Killed { signal: None };
+        if self.status.is_running() {
+            self.producer.kill();
+            self.status = TaskStatus::Killed { signal: None };
+        }
         true
     }
 }

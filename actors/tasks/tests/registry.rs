@@ -392,9 +392,17 @@ async fn tl_15_kill_after_the_end_is_already_finished() {
     let reply = s.kill(&id, None).await.unwrap();
     assert_eq!(reply.outcome, TaskKillOutcome::AlreadyFinished);
     assert_eq!(control.kills(), 0);
-    // A second kill of a killed task is also "already finished".
-    let (id2, _c2) = s.register("bash", None).await;
+    // A second kill while the first is under way is "killed" (issue 11: the task is still being
+    // killed, not finished), and does not kill again; once settled it is "already finished".
+    let (id2, mut c2) = s.register("bash", None).await;
     s.kill(&id2, None).await.unwrap();
+    assert_eq!(
+        s.kill(&id2, None).await.unwrap().outcome,
+        TaskKillOutcome::Killed
+    );
+    assert_eq!(c2.kills(), 1);
+    c2.settle(COMPLETED_0);
+    s.settled(&id2, None).await;
     assert_eq!(
         s.kill(&id2, None).await.unwrap().outcome,
         TaskKillOutcome::AlreadyFinished

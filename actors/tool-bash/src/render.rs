@@ -28,6 +28,7 @@ pub fn render_result(result: &BashRunResult) -> String {
         markers.push(format!("[timed out after {}ms]", result.timeout_ms));
     }
     match (&result.signal, result.exit_code) {
+        _ if result.oom_killed => markers.push("[killed: out of memory]".to_owned()),
         (Some(signal), _) => markers.push(format!("[killed by signal: {signal}]")),
         (None, Some(0)) => {}
         (None, Some(code)) => markers.push(format!("[exit code: {code}]")),
@@ -42,7 +43,8 @@ pub fn render_result(result: &BashRunResult) -> String {
     body + &markers.join("\n")
 }
 
-/// `[status: running]`, `[status: completed, exit code: N]`, `[status: killed by SIGTERM]`, `[status: killed]`.
+/// `[status: running]`, `[status: completed, exit code: N]`, `[status: killed by SIGTERM]`, `[status: killed]`,
+/// `[status: killed: out of memory]`.
 pub fn status_line(status: &TaskStatus) -> String {
     match status {
         TaskStatus::Running => "[status: running]".to_owned(),
@@ -53,6 +55,7 @@ pub fn status_line(status: &TaskStatus) -> String {
             signal: Some(signal),
         } => format!("[status: killed by {signal}]"),
         TaskStatus::Killed { signal: None } => "[status: killed]".to_owned(),
+        TaskStatus::OutOfMemory => "[status: killed: out of memory]".to_owned(),
     }
 }
 

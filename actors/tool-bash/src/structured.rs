@@ -45,6 +45,7 @@ fn status_fields(status: &TaskStatus) -> (&'static str, Option<i32>, Option<&str
         TaskStatus::Running => ("running", None, None),
         TaskStatus::Completed { exit_code } => ("completed", Some(*exit_code), None),
         TaskStatus::Killed { signal } => ("killed", None, signal.as_deref()),
+        TaskStatus::OutOfMemory => ("killed", None, Some("SIGKILL")),
     }
 }
 

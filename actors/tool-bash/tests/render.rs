@@ -21,6 +21,7 @@ fn base() -> BashRunResult {
         timeout_ms: 1000,
         stdout: CollectedOutput::default(),
         stderr: CollectedOutput::default(),
+        oom_killed: false,
     }
 }
 

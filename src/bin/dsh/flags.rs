@@ -2,8 +2,22 @@
 
 use std::path::PathBuf;
 
-use clap::Args;
+use clap::{Args, ValueEnum};
+use dsh::actors::process::{ContainmentMode, TaskLimits};
 use dsh::{Runtime, RuntimeBuilder};
+
+/// `--containment`: how each command is kept together with all its descendants.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Containment {
+    /// The strongest the host gives: cgroup, else subreaper, else group.
+    Auto,
+    /// One cgroup v2 leaf per command (exact kill, exact "all gone", limits).
+    Cgroup,
+    /// dsh adopts escaped descendants and finds them by an inherited marker.
+    Subreaper,
+    /// The process group only.
+    Group,
+}
 
 #[derive(Args, Debug, Clone)]
 pub struct RuntimeFlags {
@@ -34,6 +48,46 @@ pub struct RuntimeFlags {
     /// DSH_HOME given to commands [default: $DSH_HOME, else ~/.dsh].
     #[arg(long, value_name = "DIR")]
     pub dsh_home: Option<PathBuf>,
+    /// How each command is kept together with all its descendants; an explicit mode the host
+    /// cannot give is a startup error (see `dsh doctor`).
+    #[arg(long, value_enum, default_value = "auto")]
+    pub containment: Containment,
+    /// Most processes (and threads) one command may have at once; needs cgroup containment.
+    #[arg(long, value_name = "N")]
+    pub task_max_pids: Option<u64>,
+    /// Most memory one command may use (e.g. 64MiB, 1G); the kernel kills it past that. Needs cgroup
+    /// containment.
+    #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
+    pub task_max_memory: Option<u64>,
+    /// On SIGTERM or SIGINT, everything is killed within this time (SIGKILL to what is left).
+    #[arg(long, default_value_t = 1_000, value_name = "MS")]
+    pub shutdown_grace_ms: u64,
+}
+
+/// `64MiB`, `1G`, `500k`, `1048576`: a byte count with an optional binary (KiB/MiB/GiB, or K/M/G)
+/// or decimal (kB/MB/GB) suffix.
+pub fn parse_bytes(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, suffix) = text.split_at(split);
+    let number: u64 = number
+        .parse()
+        .map_err(|_| format!("{text:?} is not a byte count (e.g. 64MiB)"))?;
+    let unit: u64 = match suffix.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kib" => 1 << 10,
+        "m" | "mib" => 1 << 20,
+        "g" | "gib" => 1 << 30,
+        "kb" => 1_000,
+        "mb" => 1_000_000,
+        "gb" => 1_000_000_000,
+        other => return Err(format!("unknown size suffix {other:?} (use KiB, MiB, GiB)")),
+    };
+    number
+        .checked_mul(unit)
+        .ok_or_else(|| format!("{text:?} is too large"))
 }
 
 impl RuntimeFlags {
@@ -44,7 +98,22 @@ impl RuntimeFlags {
             .max_output_bytes(self.max_output_bytes)
             .max_spill_bytes(self.max_spill_bytes)
             .grace_ms(self.grace_ms)
-            .keep_spill(self.keep_spill);
+            .keep_spill(self.keep_spill)
+            .containment(match self.containment {
+                Containment::Auto => None,
+                Containment::Cgroup => Some(ContainmentMode::Cgroup),
+                Containment::Subreaper => Some(ContainmentMode::Subreaper),
+                Containment::Group => Some(ContainmentMode::Group),
+            })
+            .task_limits(TaskLimits {
+                max_pids: self.task_max_pids,
+                max_memory: self.task_max_memory,
+            });
+        // One watchdog per runtime: this binary re-executed in its hidden watchdog mode.
+        match std::env::current_exe() {
+            Ok(exe) => builder = builder.watchdog(exe, ["__watchdog"]),
+            Err(err) => tracing::warn!(%err, "cannot find this binary; running without a watchdog"),
+        }
         if let Some(cwd) = &self.cwd {
             builder = builder.cwd(cwd);
         }
@@ -64,8 +133,32 @@ impl RuntimeFlags {
         {
             return Err(format!("--cwd {}: not a directory", cwd.display()));
         }
-        self.builder()
+        let runtime = self
+            .builder()
             .start_in_current_system()
-            .map_err(|e| e.to_string())
+            .map_err(|e| e.to_string())?;
+        tracing::info!(containment = %runtime.containment_mode(), "dsh runtime started");
+        Ok(runtime)
+    }
+
+    /// `--shutdown-grace-ms`.
+    pub fn shutdown_grace(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(self.shutdown_grace_ms)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_bytes;
+
+    #[test]
+    fn byte_counts_take_binary_and_decimal_suffixes() {
+        assert_eq!(parse_bytes("64MiB"), Ok(64 << 20));
+        assert_eq!(parse_bytes("64M"), Ok(64 << 20));
+        assert_eq!(parse_bytes("1G"), Ok(1 << 30));
+        assert_eq!(parse_bytes("500kB"), Ok(500_000));
+        assert_eq!(parse_bytes("4096"), Ok(4096));
+        assert!(parse_bytes("MiB").is_err());
+        assert!(parse_bytes("5 parsecs").is_err());
     }
 }

@@ -176,7 +176,7 @@ enum Stop {
 }
 
 pub async fn main(flags: RuntimeFlags, max_line_bytes: usize) -> Result<i32, String> {
-    let mut interrupts = Interrupts::install();
+    let mut interrupts = Interrupts::install(flags.shutdown_grace());
     let runtime = flags.start()?;
     let output = stdio::spawn_writer();
     let disconnected = output.disconnected.clone();

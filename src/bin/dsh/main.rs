@@ -3,10 +3,14 @@
 //! - `dsh run [flags] -- COMMAND…` runs one foreground `bash` call and prints what a model would see
 //!   (exit 0 for a result, 1 for an error result, 2 for bad usage);
 //! - `dsh mcp` serves the three tools over the Model Context Protocol on stdio;
-//! - `dsh jsonl` serves them as newline-delimited JSON on stdin/stdout.
+//! - `dsh jsonl` serves them as newline-delimited JSON on stdin/stdout;
+//! - `dsh doctor` prints what this host gives dsh (cgroups, subreaper, pidfd, Landlock, bubblewrap);
+//! - `dsh __watchdog` (hidden) is the watchdog every runtime starts: it kills every command if the
+//!   runtime dies without saying goodbye.
 //!
 //! Logs go to stderr only (`RUST_LOG`, default `warn`); stdout belongs to the protocol.
 
+mod doctor;
 mod flags;
 mod jsonl;
 mod jsonl_line;
@@ -73,10 +77,23 @@ enum Mode {
         #[arg(long, default_value_t = stdio::DEFAULT_MAX_LINE_BYTES, value_name = "BYTES")]
         max_line_bytes: usize,
     },
+    /// Print, one line each, what this host gives dsh, and the containment `auto` would choose.
+    Doctor,
+    /// The runtime's watchdog (started by dsh itself; reads registrations on stdin).
+    #[command(name = "__watchdog", hide = true)]
+    Watchdog,
 }
 
 fn main() {
     let cli = Cli::parse();
+    match cli.mode {
+        Mode::Watchdog => watchdog(),
+        Mode::Doctor => {
+            doctor::print();
+            std::process::exit(0)
+        }
+        _ => {}
+    }
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_ansi(false)
@@ -108,6 +125,7 @@ fn main() {
                 flags,
                 max_line_bytes,
             } => jsonl::main(flags, max_line_bytes).await,
+            Mode::Doctor | Mode::Watchdog => Ok(0),
         }
     });
     let code = match outcome {
@@ -121,4 +139,13 @@ fn main() {
     use std::io::Write;
     let _ = std::io::stdout().flush();
     std::process::exit(code)
+}
+
+/// The watchdog's whole life: its stdin is the read end of the runtime's pipe.
+fn watchdog() -> ! {
+    use std::os::fd::AsFd;
+    match std::io::stdin().as_fd().try_clone_to_owned() {
+        Ok(input) => dsh_contain::watchdog::watchdog_main(input),
+        Err(_) => std::process::exit(1),
+    }
 }

@@ -278,7 +278,7 @@ pub async fn main(
     max_line_bytes: usize,
     progress_interval: Duration,
 ) -> Result<i32, String> {
-    let mut interrupts = Interrupts::install();
+    let mut interrupts = Interrupts::install(flags.shutdown_grace());
     let runtime = flags.start()?;
     let pending = Arc::new(Mutex::new(Vec::new()));
     let logs = Arc::new(LogGate::default());

@@ -13,7 +13,7 @@ pub async fn main(
     workdir: Option<String>,
     command: Vec<String>,
 ) -> Result<i32, String> {
-    let mut interrupts = Interrupts::install();
+    let mut interrupts = Interrupts::install(flags.shutdown_grace());
     let runtime = flags.start()?;
     let mut arguments = json!({"command": command.join(" "), "description": "dsh run"});
     if let Some(dir) = workdir {

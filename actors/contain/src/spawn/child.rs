@@ -24,6 +24,8 @@ pub enum Step {
     Chdir = 5,
     /// `execve` itself (ENOENT, EACCES, E2BIG, ENOEXEC…).
     Exec = 6,
+    /// Setting the soft `RLIMIT_NOFILE` the program starts with.
+    Rlimit = 7,
 }
 
 impl Step {
@@ -35,6 +37,7 @@ impl Step {
             4 => Step::CloseFds,
             5 => Step::Chdir,
             6 => Step::Exec,
+            7 => Step::Rlimit,
             _ => return None,
         })
     }
@@ -49,6 +52,7 @@ impl std::fmt::Display for Step {
             Step::CloseFds => "closing inherited descriptors",
             Step::Chdir => "changing to the working directory",
             Step::Exec => "exec",
+            Step::Rlimit => "setting the open-files limit",
         })
     }
 }
@@ -83,6 +87,9 @@ pub(crate) struct ChildContext {
     pub stdio: [c_int; 3],
     pub v1_procs: *const c_int,
     pub v1_count: usize,
+    /// The soft `RLIMIT_NOFILE` to start the program with, when `set_nofile`.
+    pub nofile_soft: u64,
+    pub set_nofile: bool,
     pub report: Report,
 }
 
@@ -150,6 +157,13 @@ pub(crate) unsafe extern "C" fn child_main(ctx: *const ChildContext) -> ! {
             unsafe { fail(ctx, Step::JoinCgroup) }
         }
     }
+    // 1b. The open-files limit the program should see (the parent may run with a raised one). Set
+    //     here, not around the clone in the parent, where a lowered limit would make the parent's
+    //     own descriptor allocations (the pidfd) fail.
+    if ctx.set_nofile && !set_nofile_soft(ctx.nofile_soft) {
+        // SAFETY: in the child, with a valid context.
+        unsafe { fail(ctx, Step::Rlimit) }
+    }
     // 2. Default dispositions for every caught signal (handlers belong to the parent's code) and for
     //    the termination signals even if ignored. Errors (SIGKILL, SIGSTOP, glibc-reserved signals)
     //    are expected and harmless.
@@ -199,6 +213,22 @@ pub(crate) unsafe extern "C" fn child_main(ctx: *const ChildContext) -> ! {
     unsafe { libc::execve(ctx.program, ctx.argv, ctx.envp) };
     // SAFETY: in the child, with a valid context.
     unsafe { fail(ctx, Step::Exec) }
+}
+
+/// `setrlimit(RLIMIT_NOFILE)` with `soft` (capped at the hard limit) and the hard limit unchanged.
+fn set_nofile_soft(soft: u64) -> bool {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit and setrlimit with valid pointers to a local struct.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
+            return false;
+        }
+        limit.rlim_cur = soft.min(limit.rlim_max);
+        libc::setrlimit(libc::RLIMIT_NOFILE, &limit) == 0
+    }
 }
 
 fn reset_signal_handlers() {

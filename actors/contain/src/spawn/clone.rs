@@ -18,6 +18,7 @@ pub(crate) struct Request<'a> {
     pub stdio: [RawFd; 3],
     pub v1_procs: &'a [RawFd],
     pub cgroup: Option<RawFd>,
+    pub nofile_soft: Option<u64>,
 }
 
 impl Request<'_> {
@@ -30,6 +31,8 @@ impl Request<'_> {
             stdio: self.stdio,
             v1_procs: self.v1_procs.as_ptr(),
             v1_count: self.v1_procs.len(),
+            nofile_soft: self.nofile_soft.unwrap_or(0),
+            set_nofile: self.nofile_soft.is_some(),
             report,
         }
     }

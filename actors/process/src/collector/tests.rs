@@ -32,7 +32,7 @@ fn collector(cap: usize, spill_cap: u64, dir: &tempfile::TempDir) -> OutputColle
         StreamKind::Stdout,
         cap,
         spill_cap,
-        Some(dir.path().to_path_buf()),
+        Some(crate::spill::SpillDir::open(dir.path()).unwrap()),
     )
 }
 

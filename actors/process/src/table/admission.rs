@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 use super::{ProcessTable, Slot, SlotState};
 use crate::abort::ensure_not_aborted;
 use crate::child_env::ChildEnv;
+use crate::containment::Contained;
 use crate::driver::Driver;
 use crate::errors::SpawnError;
 use crate::ids::ProcessId;
@@ -20,7 +21,7 @@ use crate::messages::SpawnedProcess;
 use crate::policy::{Admission, Load};
 use crate::spawn::{Started, check_workdir};
 use crate::spec::ProcessSpawnSpec;
-use crate::spill::create_private_dir;
+use crate::spill::{SpillDir, create_private_dir};
 
 /// Where a spawn's answer goes.
 pub(crate) type SpawnReply = oneshot::Sender<Result<SpawnedProcess, SpawnError>>;
@@ -48,7 +49,7 @@ pub(crate) struct Launch {
     pub spec: ProcessSpawnSpec,
     pub env: ChildEnv,
     pub program: PathBuf,
-    spill_dir: PathBuf,
+    spill_dir: SpillDir,
     pub(super) reply: SpawnReply,
 }
 
@@ -190,15 +191,20 @@ impl ProcessTable {
     }
 
     /// The directory for this spec's spill files, creating the private one on first use.
-    fn spill_dir_for(&mut self, spec: &ProcessSpawnSpec) -> Result<PathBuf, SpawnError> {
+    fn spill_dir_for(&mut self, spec: &ProcessSpawnSpec) -> Result<SpillDir, SpawnError> {
         if let Some(dir) = spec.spill_dir.as_ref().or(self.config.spill_dir.as_ref()) {
-            return Ok(dir.clone());
+            return SpillDir::open(dir).map_err(SpawnError::SpillDir);
         }
         if let Some(dir) = &self.private_spill_dir {
             return Ok(dir.clone());
         }
-        let dir = create_private_dir().map_err(SpawnError::SpillDir)?;
-        tracing::debug!(dir = %dir.display(), "created private spill directory");
+        let path = create_private_dir().map_err(SpawnError::SpillDir)?;
+        tracing::debug!(dir = %path.display(), "created private spill directory");
+        self.containment.register_spill_dir(&path);
+        let dir = SpillDir::open(&path).map_err(|err| {
+            let _ = std::fs::remove_dir(&path);
+            SpawnError::SpillDir(err)
+        })?;
         self.private_spill_dir = Some(dir.clone());
         Ok(dir)
     }
@@ -216,7 +222,7 @@ impl ProcessTable {
     pub(crate) fn launched(
         &mut self,
         launch: Launch,
-        started: Result<Started, SpawnError>,
+        started: Result<(Started, Contained), SpawnError>,
     ) -> Launched {
         let Launch {
             spec,
@@ -233,8 +239,8 @@ impl ProcessTable {
                 let _ = reply.send(Err(err));
                 None
             }
-            Ok(started) => {
-                let (spawned, driver, kill) = self.register(started, spec, spill_dir);
+            Ok((started, contained)) => {
+                let (spawned, driver, kill) = self.register(started, contained, spec, spill_dir);
                 let id = spawned.id;
                 if reply.send(Ok(spawned)).is_err() {
                     // Nobody is waiting for it any more: never leave it unsupervised.
@@ -260,16 +266,25 @@ impl ProcessTable {
     fn register(
         &mut self,
         started: Started,
+        contained: Contained,
         spec: ProcessSpawnSpec,
-        spill_dir: PathBuf,
+        spill_dir: SpillDir,
     ) -> (SpawnedProcess, Driver, CancellationToken) {
         let pid = started.pid;
+        self.containment.started(pid, &contained);
         let kill = spec
             .abort
             .as_ref()
             .map(|abort| abort.kill_token())
             .unwrap_or_default();
-        let (output, driver) = Driver::new(started, &spec, spill_dir, kill.clone());
+        let (output, driver) = Driver::new(
+            started,
+            &spec,
+            spill_dir,
+            kill.clone(),
+            self.containment.clone(),
+            contained,
+        );
         self.generation += 1;
         let entry = self.slots.vacant_entry();
         let id = ProcessId {

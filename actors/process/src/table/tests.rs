@@ -20,6 +20,7 @@ fn table(policy: Box<dyn ProcessPolicy>, spill: &tempfile::TempDir) -> ProcessTa
         spill_dir: Some(spill.path().to_path_buf()),
         keep_spill: false,
         policy,
+        containment: Default::default(),
     };
     let mut table = ProcessTable::new(config, AmbientEnv::capture(std::env::vars_os()));
     // No real group is ever left behind by these tests.
@@ -59,12 +60,14 @@ async fn launch_and_settle(table: &mut ProcessTable) -> (ProcessId, Pacing) {
         &launch.spec.cwd,
         &launch.env,
         None,
-    );
+        &Contained::Group,
+    )
+    .map(|started| (started, Contained::Group));
     let launched = table.launched(launch, started);
     let (id, driver) = launched.driver.expect("a started child");
     assert_eq!(table.stats().live, 1);
-    driver.run().await;
-    (id, table.settled(id).pacing)
+    let contained = driver.run().await;
+    (id, table.settled(id, contained).pacing)
 }
 
 #[test]
@@ -206,12 +209,14 @@ async fn a_launched_child_nobody_waits_for_is_killed_and_released() {
         &launch.spec.cwd,
         &launch.env,
         None,
-    );
+        &Contained::Group,
+    )
+    .map(|started| (started, Contained::Group));
     let (id, driver) = table.launched(launch, started).driver.unwrap();
-    tokio::time::timeout(Duration::from_secs(30), driver.run())
+    let contained = tokio::time::timeout(Duration::from_secs(30), driver.run())
         .await
         .expect("the kill token was fired at launch");
-    table.settled(id);
+    table.settled(id, contained);
     assert_eq!(
         table.stats(),
         ManagerStats {

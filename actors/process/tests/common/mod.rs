@@ -29,6 +29,7 @@ impl Harness {
             spill_dir: Some(spill.path().to_path_buf()),
             keep_spill: false,
             policy,
+            containment: Default::default(),
         };
         Self {
             manager: ProcessManager::new(config).start(),

@@ -87,8 +87,9 @@ fn a_killed_task_stays_killed_even_if_it_exits_zero() {
     assert_eq!(reply.outcome, TaskKillOutcome::Killed);
     assert_eq!(reply.snapshot.status, TaskStatus::Killed { signal: None });
     assert!(reply.snapshot.reported);
+    // Issue 11: a second kill while the first is under way answers "killed" and kills once.
     let again = table.kill(&id, None).unwrap();
-    assert_eq!(again.outcome, TaskKillOutcome::AlreadyFinished);
+    assert_eq!(again.outcome, TaskKillOutcome::Killed);
     assert_eq!(stub.kills.load(Ordering::SeqCst), 1);
     let done = table
         .settle(&id, TaskStatus::Completed { exit_code: 0 })

@@ -1,0 +1,89 @@
+//! Emptied leaves parked in the pool without open descriptors, so idle leaves cost the runtime none
+//! (the pool's reason to exist is in `pool.rs`).
+
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+
+use nix::fcntl::{OFlag, open};
+use nix::sys::stat::Mode;
+
+use super::{Leaf, Limits, OomSource, rmdir_retry};
+use crate::error::{Error, Result};
+
+/// An emptied leaf waiting in the pool: its directories, without the descriptors a live leaf keeps
+/// open, so idle leaves cost the runtime no descriptors.
+#[derive(Debug)]
+pub(crate) struct ParkedLeaf {
+    v2: PathBuf,
+    v1: Vec<PathBuf>,
+    oom: Option<OomSource>,
+    limits: Limits,
+}
+
+impl ParkedLeaf {
+    /// The limits the leaf was created with.
+    pub(crate) fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    /// Reopens the descriptors: a leaf ready for its next process (OOM counter re-based).
+    pub(crate) fn unpark(self) -> Result<Leaf> {
+        let mut leaf = Leaf {
+            v2_dir: open_dir(&self.v2)?,
+            v1_procs: self
+                .v1
+                .iter()
+                .map(|dir| open_procs(dir))
+                .collect::<Result<_>>()?,
+            v2: self.v2,
+            v1: self.v1,
+            oom: self.oom,
+            oom_base: 0,
+            limits: self.limits,
+        };
+        leaf.rebase_oom()?;
+        Ok(leaf)
+    }
+
+    /// Removes the directories.
+    pub(crate) fn remove(self) -> Result<()> {
+        remove_dirs(self.v1.iter().chain(std::iter::once(&self.v2)))
+    }
+}
+
+fn open_dir(path: &Path) -> Result<OwnedFd> {
+    open(
+        path,
+        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| Error::io("open", path, e.into()))
+}
+
+fn open_procs(dir: &Path) -> Result<OwnedFd> {
+    let procs = dir.join("cgroup.procs");
+    open(&procs, OFlag::O_WRONLY | OFlag::O_CLOEXEC, Mode::empty())
+        .map_err(|e| Error::io("open", &procs, e.into()))
+}
+
+pub(super) fn remove_dirs<'a>(dirs: impl Iterator<Item = &'a PathBuf>) -> Result<()> {
+    let mut result = Ok(());
+    for dir in dirs {
+        if let Err(e) = rmdir_retry(dir) {
+            result = result.and(Err(e));
+        }
+    }
+    result
+}
+
+impl Leaf {
+    /// Closes its descriptors for a stay in the pool.
+    pub(crate) fn park(self) -> ParkedLeaf {
+        ParkedLeaf {
+            v2: self.v2,
+            v1: self.v1,
+            oom: self.oom,
+            limits: self.limits,
+        }
+    }
+}

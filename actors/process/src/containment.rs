@@ -1,0 +1,389 @@
+//! Containment: a process is all of its descendants, whatever group or session they move to.
+//!
+//! This module exists so the table and the driver can ask one question each ("signal everything of
+//! this process", "is all of it gone", "does any of it remain") without knowing how the host keeps
+//! a task together. The kernel primitives are in `dsh-contain`; here they are put to work:
+//! - [`Mode::Cgroup`]: one cgroup leaf per process from a [`LeafPool`] under the runtime's
+//!   [`CgroupTree`]; the child is inside it before it can fork; kill = `cgroup.kill`, all gone =
+//!   `populated 0`; an emptied leaf goes back to the pool.
+//! - [`Mode::Subreaper`]: the runtime is a child subreaper and every child carries the marker
+//!   `DSH_TASK=<runtime>:<process>`; kill = every marked process, all gone = none left marked;
+//!   adopted orphans are reaped on SIGCHLD (`orphans.rs`).
+//! - [`Mode::Group`]: the process group only.
+//!
+//! The process group is always signalled too: it is free and catches a command that scrubbed its
+//! environment in subreaper mode. One [`Containment`] is shared by a manager, its table and its
+//! drivers; it also owns the watchdog, which kills everything if the runtime dies without goodbye.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use dsh_contain::subreaper::{self, Marker};
+use dsh_contain::watchdog::{Registration, Watchdog};
+use dsh_contain::{CgroupTree, HostFacts, Leaf, LeafPool, Limits, Mode};
+use nix::libc;
+use nix::sys::signal::Signal;
+
+use crate::errors::SpawnError;
+use crate::lock::lock_unpoisoned;
+use crate::signal::{live_group_members, signal_group};
+
+/// How often "all gone" is re-checked where the kernel gives no event (subreaper and group modes).
+const POLL: Duration = Duration::from_millis(20);
+/// Emptied cgroup leaves kept for reuse.
+const MAX_IDLE_LEAVES: usize = 64;
+
+/// How a manager keeps each process together, and what it limits per process.
+#[derive(Debug, Clone, Default)]
+pub struct ContainmentConfig {
+    /// The mode; `None` is `auto`: the strongest the host gives ([`HostFacts::auto_mode`]).
+    pub mode: Option<Mode>,
+    /// Per-process limits (cgroup mode only; a limit the host cannot give is an error).
+    pub limits: Limits,
+    /// The program that runs [`dsh_contain::watchdog::watchdog_main`] on its stdin, e.g. the `dsh`
+    /// binary with `__watchdog`; `None`: no watchdog (a killed host leaves its processes running).
+    pub watchdog: Option<WatchdogCommand>,
+}
+
+/// How to start the watchdog process.
+#[derive(Debug, Clone)]
+pub struct WatchdogCommand {
+    /// The executable (no `PATH` search).
+    pub program: PathBuf,
+    /// Its arguments after `argv[0]`.
+    pub args: Vec<OsString>,
+}
+
+/// Why containment could not start as asked.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ContainmentError {
+    /// The requested mode is impossible here.
+    #[error("--containment {mode} is not available on this host: {reason}")]
+    ModeUnavailable {
+        /// The mode that was asked for.
+        mode: Mode,
+        /// What the host lacks.
+        reason: String,
+    },
+    /// A requested limit is impossible here.
+    #[error("the per-task {what} limit is not available on this host: {reason}")]
+    LimitUnavailable {
+        /// Which limit: `pids` or `memory`.
+        what: &'static str,
+        /// What the host lacks.
+        reason: String,
+    },
+}
+
+/// One process's handle: what its kill and its "all gone" act on besides its group.
+#[derive(Debug)]
+pub(crate) enum Contained {
+    Group,
+    Leaf(Leaf),
+    Marker(Marker),
+}
+
+/// The containment state of one manager.
+#[derive(Debug)]
+pub(crate) struct Containment {
+    mode: Mode,
+    limits: Limits,
+    tree: Option<Mutex<CgroupTree>>,
+    pool: LeafPool,
+    /// The marker prefix of this runtime (subreaper mode).
+    nonce: String,
+    /// The last marker number handed out (subreaper mode).
+    tag: AtomicU64,
+    watchdog: Mutex<Option<Watchdog>>,
+}
+
+impl Containment {
+    /// Group mode with no host probing and no watchdog (table unit tests, fallbacks).
+    pub(crate) fn group() -> Self {
+        Self {
+            mode: Mode::Group,
+            limits: Limits::default(),
+            tree: None,
+            pool: LeafPool::new(0),
+            nonce: dsh_contain::nonce(),
+            tag: AtomicU64::new(0),
+            watchdog: Mutex::new(None),
+        }
+    }
+
+    /// Probes the host, resolves the mode, creates the cgroup tree or becomes a subreaper, and
+    /// starts the watchdog.
+    pub(crate) fn start(config: &ContainmentConfig) -> Result<Self, ContainmentError> {
+        let facts = HostFacts::discover();
+        let mode = config.mode.unwrap_or_else(|| facts.auto_mode());
+        facts
+            .check_mode(mode)
+            .map_err(|reason| ContainmentError::ModeUnavailable { mode, reason })?;
+        let limits = config.limits;
+        for (what, asked, check) in [
+            ("pids", limits.max_pids.is_some(), facts.pids_limit()),
+            ("memory", limits.max_memory.is_some(), facts.memory_limit()),
+        ] {
+            if !asked {
+                continue;
+            }
+            if mode != Mode::Cgroup {
+                return Err(ContainmentError::LimitUnavailable {
+                    what,
+                    reason: format!("limits need --containment cgroup, not {mode}"),
+                });
+            }
+            check.map_err(|reason| ContainmentError::LimitUnavailable { what, reason })?;
+        }
+        let mut containment = Self::group();
+        containment.mode = mode;
+        containment.limits = limits;
+        match mode {
+            Mode::Cgroup => {
+                let tree = CgroupTree::create(&facts, limits).map_err(|e| {
+                    ContainmentError::ModeUnavailable {
+                        mode,
+                        reason: e.to_string(),
+                    }
+                })?;
+                containment.tree = Some(Mutex::new(tree));
+                containment.pool = LeafPool::new(MAX_IDLE_LEAVES);
+            }
+            Mode::Subreaper => {
+                subreaper::become_subreaper().map_err(|e| ContainmentError::ModeUnavailable {
+                    mode,
+                    reason: e.to_string(),
+                })?;
+            }
+            Mode::Group => {}
+        }
+        if let Some(command) = &config.watchdog {
+            containment.start_watchdog(command);
+        }
+        tracing::info!(containment = %mode, ?limits, "containment mode in force");
+        Ok(containment)
+    }
+
+    fn start_watchdog(&mut self, command: &WatchdogCommand) {
+        let guard = crate::orphans::registry().spawning();
+        let mut watchdog = match Watchdog::start(&command.program, &command.args) {
+            Ok(watchdog) => watchdog,
+            Err(err) => {
+                tracing::warn!(%err, program = %command.program.display(), "cannot start the watchdog");
+                return;
+            }
+        };
+        guard.register(watchdog.pid());
+        let registered = match &self.tree {
+            Some(tree) => {
+                let tree = lock_unpoisoned(tree);
+                std::iter::once(watchdog.register(Registration::Cgroup(tree.path())))
+                    .chain(
+                        tree.v1_paths()
+                            .iter()
+                            .map(|p| watchdog.register(Registration::CgroupV1(p))),
+                    )
+                    .collect::<std::io::Result<()>>()
+            }
+            None => watchdog.register(Registration::Runtime(&self.nonce)),
+        };
+        if let Err(err) = registered {
+            tracing::warn!(%err, "cannot register with the watchdog");
+        }
+        *lock_unpoisoned(&self.watchdog) = Some(watchdog);
+    }
+
+    fn tell_watchdog(&self, registration: Registration<'_>) {
+        if let Some(watchdog) = lock_unpoisoned(&self.watchdog).as_mut()
+            && let Err(err) = watchdog.register(registration)
+        {
+            tracing::warn!(%err, "cannot register with the watchdog");
+        }
+    }
+
+    /// The mode in force.
+    pub(crate) fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// Registers the spill directory with the watchdog (removed if the runtime dies).
+    pub(crate) fn register_spill_dir(&self, dir: &Path) {
+        self.tell_watchdog(Registration::Spill(dir));
+    }
+
+    /// The handle a new process gets before it is spawned: a leaf or a marker.
+    pub(crate) fn prepare(&self) -> Result<Contained, SpawnError> {
+        match (self.mode, &self.tree) {
+            (Mode::Cgroup, Some(tree)) => {
+                let tree = lock_unpoisoned(tree);
+                self.pool
+                    .acquire(&tree, self.limits)
+                    .map(Contained::Leaf)
+                    .map_err(|e| SpawnError::Containment(e.to_string()))
+            }
+            (Mode::Subreaper, _) => {
+                let tag = self.tag.fetch_add(1, Ordering::Relaxed) + 1;
+                Ok(Contained::Marker(Marker::task(
+                    &self.nonce,
+                    &tag.to_string(),
+                )))
+            }
+            _ => Ok(Contained::Group),
+        }
+    }
+
+    /// A new process `pgid` runs under `contained`.
+    pub(crate) fn started(&self, pgid: i32, contained: &Contained) {
+        if !matches!(contained, Contained::Leaf(_)) {
+            self.tell_watchdog(Registration::Group(pgid));
+        }
+    }
+
+    /// Sends `signal` to the group `pgid` and every other process of `contained`.
+    pub(crate) fn signal(&self, pgid: i32, contained: &Contained, signal: Signal) {
+        signal_group(pgid, signal);
+        match contained {
+            Contained::Group => {}
+            Contained::Leaf(leaf) if signal == Signal::SIGKILL => {
+                if let Err(err) = leaf.kill() {
+                    tracing::warn!(%err, "cgroup.kill failed");
+                }
+            }
+            Contained::Leaf(leaf) => signal_cgroup_members(leaf.path(), signal),
+            Contained::Marker(marker) => {
+                subreaper::kill_marked(marker, signal as libc::c_int);
+            }
+        }
+    }
+
+    /// Resolves once no process of `pgid` / `contained` is alive.
+    pub(crate) async fn all_gone(&self, pgid: i32, contained: &Contained) {
+        match contained {
+            Contained::Leaf(leaf) => {
+                if let Err(err) = leaf.wait_empty().await {
+                    tracing::warn!(%err, "waiting for a cgroup leaf to empty");
+                }
+            }
+            Contained::Marker(marker) => {
+                while !live_group_members(pgid).is_empty()
+                    || !subreaper::find_marked(marker).is_empty()
+                {
+                    tokio::time::sleep(POLL).await;
+                }
+            }
+            Contained::Group => {
+                while !live_group_members(pgid).is_empty() {
+                    tokio::time::sleep(POLL).await;
+                }
+            }
+        }
+    }
+
+    /// Whether anything of `contained` outside the group `pgid` is alive (the group is asked
+    /// separately).
+    pub(crate) fn remains_outside_group(&self, contained: &Contained) -> bool {
+        match contained {
+            Contained::Group => false,
+            Contained::Leaf(leaf) => leaf.is_populated().unwrap_or(false),
+            Contained::Marker(marker) => !subreaper::find_marked(marker).is_empty(),
+        }
+    }
+
+    /// Whether the kernel killed a process of `contained` for memory.
+    pub(crate) fn oom_killed(&self, contained: &Contained) -> bool {
+        match contained {
+            Contained::Leaf(leaf) => leaf.oom_kills().ok().flatten().is_some_and(|n| n > 0),
+            _ => false,
+        }
+    }
+
+    /// Returns an emptied leaf to the pool right away (so the next command reuses it rather than
+    /// creating one); what it hands back is left for the table to judge.
+    pub(crate) fn recycle_if_empty(&self, contained: Contained) -> Contained {
+        match contained {
+            Contained::Leaf(leaf) if !leaf.is_populated().unwrap_or(true) => {
+                self.release_leaf(leaf);
+                Contained::Group
+            }
+            other => other,
+        }
+    }
+
+    /// Recycles an emptied leaf, except one in which the kernel OOM-killed: a v1 memory leaf keeps
+    /// charges and OOM state across owners (measured: the next command in it was killed at once,
+    /// with no OOM kill counted), so it is removed instead.
+    fn release_leaf(&self, leaf: Leaf) {
+        let result = if leaf.oom_kills().ok().flatten().is_some_and(|n| n > 0) {
+            leaf.remove()
+        } else {
+            self.pool.release(leaf)
+        };
+        if let Err(err) = result {
+            tracing::debug!(%err, "cgroup leaf not recycled");
+        }
+    }
+
+    /// `contained` is over and empty: its leaf goes back to the pool, its group off the watchdog.
+    pub(crate) fn finish(&self, pgid: i32, contained: Contained) {
+        match contained {
+            Contained::Leaf(leaf) => self.release_leaf(leaf),
+            Contained::Marker(_) | Contained::Group if self.mode != Mode::Cgroup => {
+                self.tell_watchdog(Registration::Ungroup(pgid));
+            }
+            Contained::Marker(_) | Contained::Group => {}
+        }
+    }
+
+    /// SIGKILLs every process of every task of this manager at once (cgroup: the whole tree;
+    /// subreaper: every process with the runtime's marker).
+    pub(crate) fn kill_everything(&self) {
+        match (self.mode, &self.tree) {
+            (Mode::Cgroup, Some(tree)) => {
+                let path = lock_unpoisoned(tree).path().join("cgroup.kill");
+                if let Err(err) = std::fs::write(&path, "1") {
+                    tracing::warn!(%err, path = %path.display(), "cgroup.kill of the tree failed");
+                }
+            }
+            (Mode::Subreaper, _) => {
+                subreaper::kill_marked(&Marker::runtime(&self.nonce), libc::SIGKILL);
+            }
+            _ => {}
+        }
+    }
+
+    /// Shutdown, after every process settled: kills whatever is left, removes the cgroup tree, and
+    /// says goodbye to the watchdog. Idempotent.
+    pub(crate) fn shut_down(&self) {
+        self.kill_everything();
+        if let Some(tree) = &self.tree {
+            let _ = self.pool.clear();
+            if let Err(err) = lock_unpoisoned(tree).destroy() {
+                tracing::warn!(%err, "removing the cgroup tree");
+            }
+        }
+        if let Some(watchdog) = lock_unpoisoned(&self.watchdog).take()
+            && let Err(err) = watchdog.goodbye()
+        {
+            tracing::warn!(%err, "watchdog goodbye failed");
+        }
+    }
+}
+
+/// Sends `signal` to every process listed in the leaf's `cgroup.procs` (`cgroup.kill` only sends
+/// SIGKILL). A process that forks meanwhile may be missed; the SIGKILL after the grace is not.
+fn signal_cgroup_members(leaf: &Path, signal: Signal) {
+    let Ok(procs) = std::fs::read_to_string(leaf.join("cgroup.procs")) else {
+        return;
+    };
+    for pid in procs.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
+        if pid > 1 {
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), signal);
+        }
+    }
+}
+
+/// A shared handle for the manager, its table and its drivers.
+pub(crate) type SharedContainment = Arc<Containment>;

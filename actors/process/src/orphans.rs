@@ -1,0 +1,55 @@
+//! Every direct child of this process, and reaping the orphans a subreaper adopts.
+//!
+//! A subreaper inherits the zombies of escaped descendants and must reap them, but each manager
+//! reaps its own children by pid through their pidfds (`reap.rs`), and a `waitpid(-1)` would steal
+//! those statuses. So every spawn of every manager in the process registers its pid in one
+//! process-wide [`ChildRegistry`] (held across the spawn, see `dsh_contain::subreaper`), forgets it
+//! once reaped, and the SIGCHLD task reaps only zombie children that are not registered.
+
+use std::sync::OnceLock;
+
+use dsh_contain::subreaper::ChildRegistry;
+use tokio::signal::unix::{SignalKind, signal};
+
+/// The process-wide registry of direct children.
+pub(crate) fn registry() -> &'static ChildRegistry {
+    static REGISTRY: OnceLock<ChildRegistry> = OnceLock::new();
+    REGISTRY.get_or_init(ChildRegistry::new)
+}
+
+/// Starts reaping adopted orphans on every SIGCHLD, on a thread of its own. Once per process
+/// is enough; later calls do nothing.
+pub(crate) fn reap_on_sigchld() {
+    static STARTED: OnceLock<()> = OnceLock::new();
+    if STARTED.set(()).is_err() {
+        return;
+    }
+    // A thread of its own: the manager's arbiter may stop while the process lives on.
+    std::thread::Builder::new()
+        .name("dsh-orphans".into())
+        .spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build();
+            let Ok(runtime) = runtime else { return };
+            runtime.block_on(async move {
+                let mut sigchld = match signal(SignalKind::child()) {
+                    Ok(stream) => stream,
+                    Err(err) => {
+                        tracing::warn!(%err, "cannot watch SIGCHLD; adopted orphans stay zombies");
+                        return;
+                    }
+                };
+                loop {
+                    for (pid, status) in registry().reap_orphans() {
+                        tracing::trace!(pid, status, "reaped an adopted orphan");
+                    }
+                    if sigchld.recv().await.is_none() {
+                        return;
+                    }
+                }
+            });
+        })
+        .map(drop)
+        .unwrap_or_else(|err| tracing::warn!(%err, "cannot start the orphan reaper"));
+}

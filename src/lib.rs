@@ -24,7 +24,7 @@ mod runtime;
 pub use runtime::{Runtime, RuntimeBuilder, RuntimeError};
 
 pub use dsh_bash::{AbortSignal, BashConfig, ProcessPolicy};
-pub use dsh_process::{ManagerStats, MaxConcurrent, lock_unpoisoned};
+pub use dsh_process::{ContainmentMode, ManagerStats, MaxConcurrent, TaskLimits, lock_unpoisoned};
 pub use dsh_tasks::{AgentRef, Inject, TaskSnapshot};
 pub use dsh_tool_bash::{PROMPT_SECTION, ToolCall, ToolDefinition, ToolResult};
 

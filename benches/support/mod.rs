@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use dsh::{Runtime, ToolCall, ToolResult};
+use dsh::{ContainmentMode, Runtime, ToolCall, ToolResult};
 use serde_json::json;
 
 static SAMPLES: Mutex<BTreeMap<String, Vec<f64>>> = Mutex::new(BTreeMap::new());
@@ -71,13 +71,26 @@ pub fn report_ratio(label: &str, dsh: &str, baseline: &str) -> Option<f64> {
     Some(ratio)
 }
 
+/// The containment mode to bench: `DSH_BENCH_CONTAINMENT=cgroup|subreaper|group`, else the default
+/// (`auto`: the strongest the host gives).
+pub fn containment() -> Option<ContainmentMode> {
+    match std::env::var("DSH_BENCH_CONTAINMENT").ok()?.as_str() {
+        "cgroup" => Some(ContainmentMode::Cgroup),
+        "subreaper" => Some(ContainmentMode::Subreaper),
+        "group" => Some(ContainmentMode::Group),
+        other => panic!("DSH_BENCH_CONTAINMENT={other}: expected cgroup, subreaper or group"),
+    }
+}
+
 /// A runtime with the default configuration and spills in a temp dir, started in the current system.
 pub fn runtime() -> (Runtime, tempfile::TempDir) {
     let spill = tempfile::tempdir().unwrap();
     let runtime = Runtime::builder()
         .spill_dir(spill.path())
+        .containment(containment())
         .start_in_current_system()
         .expect("runtime");
+    println!("RESULT containment mode: {}", runtime.containment_mode());
     (runtime, spill)
 }
 

@@ -1,0 +1,53 @@
+//! `dsh doctor`: one line per fact this host gives dsh, exit 0, and the mode `auto` would choose is the
+//! one a server started with `--containment auto` really uses.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "test code: a failed unwrap is a failed test"
+)]
+
+use std::process::Command;
+
+#[test]
+fn doctor_reports_every_fact_and_exits_0() {
+    let output = Command::new(env!("CARGO_BIN_EXE_dsh"))
+        .arg("doctor")
+        .output()
+        .expect("run dsh doctor");
+    assert_eq!(output.status.code(), Some(0));
+    let text = String::from_utf8(output.stdout).expect("UTF-8");
+    for fact in [
+        "cgroup v2",
+        "subreaper:",
+        "pidfd:",
+        "containment auto:",
+        "landlock:",
+        "bubblewrap:",
+    ] {
+        assert!(
+            text.lines().any(|line| line.starts_with(fact)),
+            "no line for {fact:?} in:\n{text}"
+        );
+    }
+    let auto = text
+        .lines()
+        .find_map(|line| line.strip_prefix("containment auto: "))
+        .expect("the auto line");
+    assert!(
+        ["cgroup", "subreaper", "group"].contains(&auto.trim()),
+        "{auto}"
+    );
+    // The mode doctor names is the one `auto` gives a real server: it accepts it explicitly.
+    let run = Command::new(env!("CARGO_BIN_EXE_dsh"))
+        .args(["run", "--containment", auto.trim(), "--", "echo ok"])
+        .output()
+        .expect("run dsh run");
+    assert_eq!(
+        (
+            String::from_utf8_lossy(&run.stdout).as_ref(),
+            run.status.code()
+        ),
+        ("ok\n", Some(0))
+    );
+}

@@ -206,14 +206,21 @@ impl ChildRegistry {
         lock(&self.direct).contains(&pid)
     }
 
-    /// Reaps every zombie child of this process that is not a registered direct child (adopted
-    /// orphans). Returns their pids and wait statuses.
+    /// Reaps every zombie child of this process that is not a registered direct child and not in this
+    /// process's own session (adopted orphans). Returns their pids and wait statuses.
+    ///
+    /// The session test keeps a host's own children safe when dsh is embedded as a library: they share
+    /// the host's session (a `Command` the host waits on), while every task leads a session of its own
+    /// and its escapees stay in that session or start another. Reaping a host child would steal the
+    /// status its `wait` expects (it would fail with ECHILD).
     pub fn reap_orphans(&self) -> Vec<(i32, i32)> {
         let _gate = self.gate.write().unwrap_or_else(|p| p.into_inner());
         let own = std::process::id() as i32;
+        // SAFETY: getsid(0) only reads the calling process's session id.
+        let own_session = unsafe { libc::getsid(0) };
         let mut reaped = Vec::new();
         for pid in pids() {
-            if self.is_registered(pid) || !is_zombie_child_of(pid, own) {
+            if self.is_registered(pid) || !is_adopted_orphan(pid, own, own_session) {
                 continue;
             }
             let mut status = 0;
@@ -226,9 +233,9 @@ impl ChildRegistry {
     }
 }
 
-/// `/proc/<pid>/stat`: state `Z` and parent `parent`. The command name may hold spaces and
-/// parentheses, so fields are read after the last `)`.
-fn is_zombie_child_of(pid: i32, parent: i32) -> bool {
+/// `/proc/<pid>/stat`: state `Z`, parent `parent`, and a session other than `own_session`. The
+/// command name may hold spaces and parentheses, so fields are read after the last `)`.
+fn is_adopted_orphan(pid: i32, parent: i32, own_session: i32) -> bool {
     let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
         return false;
     };
@@ -238,7 +245,9 @@ fn is_zombie_child_of(pid: i32, parent: i32) -> bool {
     let mut fields = rest.split_whitespace();
     let state = fields.next();
     let ppid = fields.next().and_then(|p| p.parse::<i32>().ok());
-    state == Some("Z") && ppid == Some(parent)
+    let _pgrp = fields.next();
+    let session = fields.next().and_then(|p| p.parse::<i32>().ok());
+    state == Some("Z") && ppid == Some(parent) && session.is_some_and(|s| s != own_session)
 }
 
 #[cfg(test)]

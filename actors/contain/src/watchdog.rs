@@ -27,7 +27,7 @@ use std::ffi::OsStr;
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Write};
 use std::os::fd::{AsFd, OwnedFd};
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 
 use nix::libc;
 
@@ -163,25 +163,50 @@ enum Ending {
     RuntimeGone,
 }
 
-fn read_registrations(input: impl BufRead, reg: &mut Registered) -> Ending {
-    for line in input.split(b'\n') {
-        let Ok(line) = line else { break };
-        let line = String::from_utf8_lossy(&line);
-        let (word, rest) = line.split_once(' ').unwrap_or((&line, ""));
+fn read_registrations(mut input: impl BufRead, reg: &mut Registered) -> Ending {
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        match input.read_until(b'\n', &mut line) {
+            Ok(0) | Err(_) => return Ending::RuntimeGone,
+            Ok(_) => {}
+        }
+        // A line cut short by the runtime's death is not acted on: a truncated path could name an
+        // ancestor of what was meant.
+        let Some(complete) = line.strip_suffix(b"\n") else {
+            return Ending::RuntimeGone;
+        };
+        let text = String::from_utf8_lossy(complete);
+        let (word, rest) = text.split_once(' ').unwrap_or((&text, ""));
         match word {
             "bye" => return Ending::Goodbye,
-            "cgroup" => reg.cgroups.push(rest.into()),
-            "cgroup-v1" => reg.cgroups_v1.push(rest.into()),
+            "cgroup" => reg.cgroups.extend(owned_path(rest, "dsh-")),
+            "cgroup-v1" => reg.cgroups_v1.extend(owned_path(rest, "dsh-")),
             "group" => reg
                 .groups
                 .extend(rest.parse::<i32>().ok().filter(|g| *g > 1)),
             "ungroup" => reg.groups.retain(|g| rest.parse() != Ok(*g)),
-            "runtime" => reg.runtimes.push(rest.into()),
-            "spill" => reg.spills.push(rest.into()),
+            "runtime" => reg
+                .runtimes
+                .extend(Some(rest.to_owned()).filter(|n| !n.is_empty())),
+            "spill" => reg.spills.extend(owned_path(rest, "dsh-proc-")),
             _ => {}
         }
     }
-    Ending::RuntimeGone
+}
+
+/// `text` as a path the watchdog may kill or remove: absolute, without `..`, and named like the
+/// directories dsh creates (`prefix…`). Anything else is ignored rather than trusted.
+fn owned_path(text: &str, prefix: &str) -> Option<PathBuf> {
+    let path = Path::new(text);
+    let plain = path
+        .components()
+        .all(|c| matches!(c, Component::RootDir | Component::Normal(_)));
+    let named = path
+        .file_name()
+        .and_then(|name| name.to_str())
+        .is_some_and(|name| name.starts_with(prefix));
+    (path.is_absolute() && plain && named).then(|| path.to_path_buf())
 }
 
 /// Kills and removes everything registered. Each step is best effort: one failure must not stop
@@ -228,21 +253,33 @@ mod tests {
     #[test]
     fn reads_registrations_and_goodbye() {
         let mut reg = Registered::default();
-        let text =
-            "cgroup /a b\ngroup 12\ngroup 13\nungroup 12\nruntime n1\nspill /tmp/x\ngroup 1\n";
+        let text = "cgroup /a/dsh-1 b\ngroup 12\ngroup 13\nungroup 12\nruntime n1\n\
+                    spill /tmp/dsh-proc-x\ngroup 1\n";
         assert!(matches!(
             read_registrations(text.as_bytes(), &mut reg),
             Ending::RuntimeGone
         ));
-        assert_eq!(reg.cgroups, [PathBuf::from("/a b")]);
+        assert_eq!(reg.cgroups, [PathBuf::from("/a/dsh-1 b")]);
         assert_eq!(reg.groups, [13]);
         assert_eq!(reg.runtimes, ["n1"]);
-        assert_eq!(reg.spills, [PathBuf::from("/tmp/x")]);
+        assert_eq!(reg.spills, [PathBuf::from("/tmp/dsh-proc-x")]);
         let mut reg = Registered::default();
         assert!(matches!(
             read_registrations("group 5\nbye\n".as_bytes(), &mut reg),
             Ending::Goodbye
         ));
+    }
+
+    #[test]
+    fn only_complete_lines_naming_dsh_directories_are_trusted() {
+        let mut reg = Registered::default();
+        let text = "spill /home/me\nspill relative/dsh-proc-x\nspill /tmp/dsh-proc-a/../..\n\
+                    cgroup /sys/fs/cgroup/unified\ncgroup-v1 /sys/fs/cgroup/pids/system.slice\n\
+                    runtime \nspill /tmp/dsh-proc-cut";
+        read_registrations(text.as_bytes(), &mut reg);
+        assert!(reg.spills.is_empty(), "{:?}", reg.spills);
+        assert!(reg.cgroups.is_empty() && reg.cgroups_v1.is_empty());
+        assert!(reg.runtimes.is_empty());
     }
 
     #[test]

@@ -26,7 +26,7 @@ struct Started {
 
 fn start_runtime(mode: &str, goodbye: bool) -> Started {
     let marker = sleep_marker();
-    let spill = std::env::temp_dir().join(format!("dsh-contain-spill-{marker}"));
+    let spill = std::env::temp_dir().join(format!("dsh-proc-contain-test-{marker}"));
     let mut runtime = Command::new(env!("CARGO_BIN_EXE_dsh-contain-helper"))
         .args(["runtime", mode, &marker])
         .arg(&spill)

@@ -48,9 +48,21 @@ fn a_subreaper_runtime_leaves_the_hosts_own_children_alone() {
             });
         }
     });
-    // Meanwhile the host runs children of its own and waits for each.
+    // Meanwhile the host runs children of its own and waits for each, half of them in a session of
+    // their own (as a host's daemon-style helpers would be).
     for i in 0..200 {
-        let status = std::process::Command::new("true")
+        let mut command = std::process::Command::new("true");
+        if i % 2 == 1 {
+            // SAFETY: setsid is async-signal-safe.
+            unsafe {
+                std::os::unix::process::CommandExt::pre_exec(&mut command, || {
+                    nix::unistd::setsid()
+                        .map(|_| ())
+                        .map_err(std::io::Error::from)
+                });
+            }
+        }
+        let status = command
             .status()
             .unwrap_or_else(|err| panic!("the host's child {i} lost its status: {err}"));
         assert!(status.success());

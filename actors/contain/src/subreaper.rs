@@ -161,6 +161,14 @@ fn signal_verified(pid: i32, marker: &Marker, signal: i32) -> bool {
 pub struct ChildRegistry {
     gate: RwLock<()>,
     direct: Mutex<HashSet<i32>>,
+    /// Every direct child ever registered: each leads the session (and group) of its task, so a
+    /// zombie in one of these sessions or groups is a task's descendant.
+    task_sessions: Mutex<HashSet<i32>>,
+    /// Runtimes whose marker identifies a live adopted child as theirs.
+    runtimes: Mutex<Vec<Marker>>,
+    /// Live children seen carrying a runtime's marker (escapees that started a session of their own):
+    /// once they die they are reaped like any other adopted orphan.
+    adopted: Mutex<HashSet<i32>>,
 }
 
 /// Held from before a spawn until its pid is registered.
@@ -174,6 +182,7 @@ impl SpawnGuard<'_> {
     /// Records the direct child `pid`; the reaper will leave it alone until [`ChildRegistry::forget`].
     pub fn register(self, pid: i32) {
         lock(&self.registry.direct).insert(pid);
+        lock(&self.registry.task_sessions).insert(pid);
     }
 }
 
@@ -206,21 +215,39 @@ impl ChildRegistry {
         lock(&self.direct).contains(&pid)
     }
 
-    /// Reaps every zombie child of this process that is not a registered direct child and not in this
-    /// process's own session (adopted orphans). Returns their pids and wait statuses.
+    /// Adds a runtime whose marked processes count as adopted orphans when they become children.
+    pub fn add_runtime(&self, marker: Marker) {
+        lock(&self.runtimes).push(marker);
+    }
+
+    /// Reaps every zombie child of this process that is an adopted orphan of a task, and remembers
+    /// live adopted children by their marker. Returns the reaped pids and wait statuses.
     ///
-    /// The session test keeps a host's own children safe when dsh is embedded as a library: they share
-    /// the host's session (a `Command` the host waits on), while every task leads a session of its own
-    /// and its escapees stay in that session or start another. Reaping a host child would steal the
-    /// status its `wait` expects (it would fail with ECHILD).
+    /// Only a task's descendants are reaped: a zombie in a task's session or group, or one seen alive
+    /// with a runtime's marker. A host that embeds dsh keeps its own children (a `Command` it waits
+    /// on, with or without a session of its own): reaping one would steal the status its `wait`
+    /// expects (it would fail with ECHILD). An escapee that started its own session and died before
+    /// any scan saw it alive stays a zombie until this process exits.
     pub fn reap_orphans(&self) -> Vec<(i32, i32)> {
         let _gate = self.gate.write().unwrap_or_else(|p| p.into_inner());
         let own = std::process::id() as i32;
-        // SAFETY: getsid(0) only reads the calling process's session id.
-        let own_session = unsafe { libc::getsid(0) };
         let mut reaped = Vec::new();
         for pid in pids() {
-            if self.is_registered(pid) || !is_adopted_orphan(pid, own, own_session) {
+            if self.is_registered(pid) {
+                continue;
+            }
+            let Some(child) = child_stat(pid, own) else {
+                continue;
+            };
+            if !child.zombie {
+                self.remember_if_marked(pid);
+                continue;
+            }
+            let of_a_task = {
+                let sessions = lock(&self.task_sessions);
+                sessions.contains(&child.session) || sessions.contains(&child.pgrp)
+            };
+            if !of_a_task && !lock(&self.adopted).remove(&pid) {
                 continue;
             }
             let mut status = 0;
@@ -231,23 +258,43 @@ impl ChildRegistry {
         }
         reaped
     }
+
+    /// Records a live child of ours that carries one of the runtimes' markers.
+    fn remember_if_marked(&self, pid: i32) {
+        if lock(&self.adopted).contains(&pid) {
+            return;
+        }
+        let Ok(environ) = std::fs::read(format!("/proc/{pid}/environ")) else {
+            return;
+        };
+        if lock(&self.runtimes).iter().any(|m| m.matches(&environ)) {
+            lock(&self.adopted).insert(pid);
+        }
+    }
 }
 
-/// `/proc/<pid>/stat`: state `Z`, parent `parent`, and a session other than `own_session`. The
-/// command name may hold spaces and parentheses, so fields are read after the last `)`.
-fn is_adopted_orphan(pid: i32, parent: i32, own_session: i32) -> bool {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return false;
-    };
-    let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
-        return false;
-    };
+/// What `/proc/<pid>/stat` says of a child of `parent`.
+struct ChildStat {
+    zombie: bool,
+    pgrp: i32,
+    session: i32,
+}
+
+/// `/proc/<pid>/stat` of `pid` if its parent is `parent`. The command name may hold spaces and
+/// parentheses, so fields are read after the last `)`.
+fn child_stat(pid: i32, parent: i32) -> Option<ChildStat> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = stat.rsplit_once(')').map(|(_, r)| r)?;
     let mut fields = rest.split_whitespace();
-    let state = fields.next();
-    let ppid = fields.next().and_then(|p| p.parse::<i32>().ok());
-    let _pgrp = fields.next();
-    let session = fields.next().and_then(|p| p.parse::<i32>().ok());
-    state == Some("Z") && ppid == Some(parent) && session.is_some_and(|s| s != own_session)
+    let state = fields.next()?;
+    let ppid = fields.next()?.parse::<i32>().ok()?;
+    let pgrp = fields.next()?.parse::<i32>().ok()?;
+    let session = fields.next()?.parse::<i32>().ok()?;
+    (ppid == parent).then_some(ChildStat {
+        zombie: state == "Z",
+        pgrp,
+        session,
+    })
 }
 
 #[cfg(test)]

@@ -23,6 +23,7 @@ fn escapees_are_found_by_marker_killed_and_reaped() {
     become_subreaper().expect("subreaper");
     let registry = ChildRegistry::new();
     let runtime = dsh_contain::nonce();
+    registry.add_runtime(Marker::runtime(&runtime));
     let marker = Marker::task(&runtime, "1");
     let (name, value) = marker.env_entry().expect("task marker");
     let m = sleep_marker();
@@ -43,6 +44,8 @@ fn escapees_are_found_by_marker_killed_and_reaped() {
         "escapees started: {:?}",
         with_marker(&m)
     );
+    // The reaper's periodic pass sees them alive and adopted (some left the task's session).
+    assert!(registry.reap_orphans().is_empty(), "nothing has died yet");
     let found = find_marked(&marker);
     for pid in with_marker(&m) {
         assert!(
@@ -93,7 +96,9 @@ async fn two_hundred_setsid_sleeps_are_all_attributed_and_killed() {
     own_process!(two_hundred_setsid_sleeps_are_all_attributed_and_killed);
     become_subreaper().expect("subreaper");
     let registry = ChildRegistry::new();
-    let marker = Marker::task(&dsh_contain::nonce(), "200");
+    let runtime = dsh_contain::nonce();
+    registry.add_runtime(Marker::runtime(&runtime));
+    let marker = Marker::task(&runtime, "200");
     let (name, value) = marker.env_entry().expect("task marker");
     let m = sleep_marker();
     let sleeps = format!("sleep\0{m}");
@@ -112,6 +117,8 @@ async fn two_hundred_setsid_sleeps_are_all_attributed_and_killed() {
         "started {}",
         with_marker(&sleeps).len()
     );
+    // The reaper's periodic pass sees the 200 (each in a session of its own) alive and adopted.
+    assert!(registry.reap_orphans().is_empty(), "nothing has died yet");
     assert_eq!(find_marked(&marker).len(), 200);
     kill_marked(&marker, nix::libc::SIGKILL);
     tokio::time::timeout(

@@ -157,6 +157,7 @@ impl Containment {
                     mode,
                     reason: e.to_string(),
                 })?;
+                crate::orphans::registry().add_runtime(Marker::runtime(&containment.nonce));
             }
             Mode::Group => {}
         }

@@ -4,12 +4,16 @@
 //! reaps its own children by pid through their pidfds (`reap.rs`), and a `waitpid(-1)` would steal
 //! those statuses. So every spawn of every manager in the process registers its pid in one
 //! process-wide [`ChildRegistry`] (held across the spawn, see `dsh_contain::subreaper`), forgets it
-//! once reaped, and the SIGCHLD task reaps only zombie children that are not registered.
+//! once reaped, and the SIGCHLD task reaps only zombie children that descend from a task (see
+//! `ChildRegistry::reap_orphans`): a host that embeds dsh keeps its own children.
 
 use std::sync::OnceLock;
 
 use dsh_contain::subreaper::ChildRegistry;
 use tokio::signal::unix::{SignalKind, signal};
+
+/// How often live children are checked for a runtime's marker (adopted escapees).
+const ADOPTION_SCAN: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// The process-wide registry of direct children.
 pub(crate) fn registry() -> &'static ChildRegistry {
@@ -44,8 +48,11 @@ pub(crate) fn reap_on_sigchld() {
                     for (pid, status) in registry().reap_orphans() {
                         tracing::trace!(pid, status, "reaped an adopted orphan");
                     }
-                    if sigchld.recv().await.is_none() {
-                        return;
+                    // SIGCHLD reaps; the periodic pass notices adopted escapees while they live,
+                    // so one that started a session of its own is known once it dies.
+                    tokio::select! {
+                        signal = sigchld.recv() => if signal.is_none() { return },
+                        () = tokio::time::sleep(ADOPTION_SCAN) => {}
                     }
                 }
             });

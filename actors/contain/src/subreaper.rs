@@ -5,8 +5,8 @@
 //! environment is inherited across fork, exec, `setsid`, `nohup`, `timeout` and `set -m` alike, and
 //! `/proc/<pid>/environ` shows the environment a process was exec'd with, so the marker survives
 //! every route out of the process group. It is not tamper-proof: a command that execs with a
-//! cleaned environment (`env -i`, `env -u DSH_TASK`) escapes attribution; the process group kill and
-//! the shutdown sweep of everything the runtime adopted still cover most of those. The runtime-wide
+//! cleaned environment (`env -i`, `env -u DSH_TASK`) escapes attribution; the process group kill
+//! still reaches it while it stays in the task's group, and nothing else does. The runtime-wide
 //! prefix `DSH_TASK=<runtime-nonce>:` selects every task of one runtime (what the watchdog uses).
 //!
 //! **Kills without pid reuse races.** A scan yields pids; each is opened as a pidfd, its environ is

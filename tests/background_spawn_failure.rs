@@ -118,13 +118,6 @@ fn running_out_of_descriptors_is_an_emfile_error_not_a_started_task() {
     sorted.sort_by_key(|id| id[5..].parse::<u32>().unwrap_or(0));
     assert_eq!(sorted, expected);
     // End of input killed and joined every task that did start.
-    let left: Vec<_> = std::fs::read_dir("/proc")
-        .expect("/proc")
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline"))
-                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(&marker))
-        })
-        .collect();
+    let left = dsh_test_support::procfs::live_with_cmdline(&marker);
     assert!(left.is_empty(), "left running: {left:?}");
 }

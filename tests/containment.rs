@@ -14,27 +14,16 @@
     reason = "test code: a failed unwrap is a failed test"
 )]
 
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::mpsc;
+mod jsonl_server;
+
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
+use dsh_test_support::procfs::live_with_cmdline as live_with_marker;
+use jsonl_server::{SOON, Server, bash};
+use serde_json::json;
 
-const SOON: Duration = Duration::from_secs(60);
 /// How long a kill path may take to leave nothing behind: the grace (500 ms) plus generous slack.
 const ALL_GONE_WITHIN: Duration = Duration::from_secs(30);
-
-/// A `sleep` argument nobody else uses: `3000.<pid><counter>`.
-fn unique_marker() -> String {
-    static NEXT: AtomicU32 = AtomicU32::new(1);
-    format!(
-        "3000.{}{:04}",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    )
-}
 
 /// The escape routes, each a command that leaves `sleep <marker>` processes outside the shell's
 /// process group (or holding a trapped SIGTERM), then keeps the shell busy.
@@ -64,24 +53,6 @@ fn escape_routes(marker: &str) -> Vec<(&'static str, String)> {
             format!("for i in $(seq 200); do sleep {marker} & done; sleep 300"),
         ),
     ]
-}
-
-/// Pids of live processes whose command line contains `marker`.
-fn live_with_marker(marker: &str) -> Vec<i32> {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    entries
-        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| {
-            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-            let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            let zombie = state
-                .rsplit_once(')')
-                .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'));
-            !zombie && String::from_utf8_lossy(&cmdline).contains(marker)
-        })
-        .collect()
 }
 
 /// Waits until no process carries `marker`; on failure, kills the survivors and fails the test.
@@ -118,135 +89,6 @@ fn escapees_expected(route: &str) -> usize {
     if route == "200 sleeps" { 200 } else { 1 }
 }
 
-/// A `dsh jsonl` server under one containment mode.
-struct Server {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    lines: mpsc::Receiver<Value>,
-    /// Replies read while waiting for another id (replies come in completion order).
-    early: Vec<Value>,
-}
-
-impl Server {
-    /// `None` (with the reason printed) when this host cannot give the mode.
-    fn start(mode: &str) -> Option<Self> {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_dsh"))
-            .args(["jsonl", "--grace-ms", "500", "--containment", mode])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start dsh jsonl");
-        let stdin = child.stdin.take();
-        let stdout = child.stdout.take().expect("stdout");
-        let stderr = child.stderr.take().expect("stderr");
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                let Ok(value) = serde_json::from_str::<Value>(&line) else {
-                    continue;
-                };
-                if tx.send(value).is_err() {
-                    break;
-                }
-            }
-        });
-        let (log_tx, log) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines() {
-                let Ok(line) = line else { break };
-                eprintln!("[dsh] {line}");
-                let _ = log_tx.send(line);
-            }
-        });
-        let mut server = Self {
-            child,
-            stdin,
-            lines,
-            early: Vec::new(),
-        };
-        // A refused mode is a startup error: the server exits with status 2 at once.
-        let deadline = Instant::now() + Duration::from_secs(2);
-        while Instant::now() < deadline {
-            if let Some(status) = server.child.try_wait().expect("try_wait") {
-                // The server has exited, but its last stderr lines may still be on their way
-                // through the reader thread: read until the pipe's end closes the channel.
-                let said: Vec<String> = log.iter().collect();
-                // Only the documented refusal is a skip; any other early exit is a failure.
-                assert!(
-                    said.iter()
-                        .any(|l| l.contains("is not available on this host")),
-                    "the server exited at startup ({status}): {said:?}"
-                );
-                eprintln!(
-                    "skipping: this host cannot give --containment {mode} ({status}): {}",
-                    said.join(" / ")
-                );
-                return None;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        server.stdin.as_ref()?;
-        Some(server)
-    }
-
-    fn send(&mut self, line: &Value) {
-        let stdin = self.stdin.as_mut().expect("stdin open");
-        writeln!(stdin, "{line}").expect("write a request");
-        stdin.flush().expect("flush");
-    }
-
-    fn call(&mut self, id: &str, tool: &str, arguments: Value) {
-        self.send(&json!({"id": id, "tool": tool, "arguments": arguments}));
-    }
-
-    fn reply(&mut self, id: &str) -> Value {
-        if let Some(i) = self
-            .early
-            .iter()
-            .position(|l| l.get("id") == Some(&json!(id)))
-        {
-            return self.early.remove(i);
-        }
-        let deadline = Instant::now() + SOON;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let line = self
-                .lines
-                .recv_timeout(left)
-                .expect("no reply from the server");
-            if line.get("id") == Some(&json!(id)) {
-                return line;
-            }
-            self.early.push(line);
-        }
-    }
-
-    fn wait_exit(&mut self) {
-        let deadline = Instant::now() + SOON;
-        while self.child.try_wait().expect("try_wait").is_none() {
-            assert!(Instant::now() < deadline, "the server did not exit");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn bash(command: &str, extra: Value) -> Value {
-    let mut arguments = json!({"command": command, "description": "escape"});
-    if let (Some(arguments), Some(extra)) = (arguments.as_object_mut(), extra.as_object()) {
-        arguments.extend(extra.clone());
-    }
-    arguments
-}
-
 /// How a test ends the tasks.
 #[derive(Clone, Copy, Debug)]
 enum KillPath {
@@ -278,13 +120,14 @@ fn kinds(path: KillPath) -> &'static [bool] {
 
 /// Runs every escape route at once on one server, ends them by `path`, and checks nothing is left.
 fn every_route_dies(mode: &str, path: KillPath) {
-    let Some(mut server) = Server::start(mode) else {
+    let Some(mut server) = Server::start_or_skip(&["--grace-ms", "500", "--containment", mode])
+    else {
         return;
     };
     let mut calls = Vec::new();
     for &background in kinds(path) {
         for (route, _) in escape_routes("") {
-            let marker = unique_marker();
+            let marker = jsonl_server::unique_marker(3000);
             let command = escape_routes(&marker)
                 .into_iter()
                 .find(|(name, _)| *name == route)
@@ -347,7 +190,7 @@ fn every_route_dies(mode: &str, path: KillPath) {
             }
         }
         KillPath::EndOfInput => {
-            drop(server.stdin.take());
+            server.close_input();
             server.wait_exit();
         }
         KillPath::ServerSigterm => {

@@ -15,169 +15,33 @@
     reason = "test code: a failed unwrap is a failed test"
 )]
 
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::mpsc;
+mod jsonl_server;
+
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
-
-const SOON: Duration = Duration::from_secs(60);
-
-fn dsh() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_dsh"))
-}
+use dsh_test_support::procfs::live_with_cmdline;
+use dsh_test_support::wait::wait_until as wait_bounded;
+use jsonl_server::{SOON, Server, bash};
+use serde_json::json;
 
 /// A `sleep` argument nobody else uses.
 fn unique_marker() -> String {
-    static NEXT: AtomicU32 = AtomicU32::new(1);
-    format!(
-        "4000.{}{:04}",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    )
+    jsonl_server::unique_marker(4000)
 }
 
-/// Live (non-zombie) processes whose command line contains `marker`.
+/// How many live processes carry `marker`.
 fn live_with_marker(marker: &str) -> usize {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return 0;
-    };
-    entries
-        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| {
-            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            let zombie = stat
-                .rsplit_once(')')
-                .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'));
-            !zombie && String::from_utf8_lossy(&cmdline).contains(marker)
-        })
-        .count()
+    live_with_cmdline(marker).len()
 }
 
-fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + SOON;
-    while !done() {
-        assert!(Instant::now() < deadline, "{what}: not within {SOON:?}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// A `dsh jsonl` server.
-struct Server {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    lines: mpsc::Receiver<Value>,
-}
-
-impl Server {
-    /// `Err` with the server's stderr when it refused to start.
-    fn start(args: &[&str]) -> Result<Self, String> {
-        let mut child = dsh()
-            .arg("jsonl")
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start dsh jsonl");
-        let stdout = child.stdout.take().expect("stdout");
-        let mut stderr = child.stderr.take().expect("stderr");
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if let Ok(value) = serde_json::from_str::<Value>(&line)
-                    && tx.send(value).is_err()
-                {
-                    break;
-                }
-            }
-        });
-        let stdin = child.stdin.take();
-        let mut server = Self {
-            child,
-            stdin,
-            lines,
-        };
-        // A refused start exits at once; a good one answers a first call.
-        server.call(
-            "ping",
-            "bash",
-            json!({"command": "true", "description": "ping"}),
-        );
-        match server.lines.recv_timeout(SOON) {
-            Ok(_) => {
-                std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::stderr()));
-                Ok(server)
-            }
-            Err(_) => {
-                let mut said = String::new();
-                let _ = std::io::Read::read_to_string(&mut stderr, &mut said);
-                Err(said)
-            }
-        }
-    }
-
-    fn call(&mut self, id: &str, tool: &str, arguments: Value) {
-        let stdin = self.stdin.as_mut().expect("stdin open");
-        let line = json!({"id": id, "tool": tool, "arguments": arguments});
-        writeln!(stdin, "{line}").expect("write a request");
-        stdin.flush().expect("flush");
-    }
-
-    /// The text of the reply to `id` (other lines, e.g. notices, are skipped).
-    fn text(&mut self, id: &str) -> String {
-        let deadline = Instant::now() + SOON;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let line = self.lines.recv_timeout(left).expect("a reply");
-            if line.get("id") == Some(&json!(id)) {
-                return line["text"].as_str().unwrap_or_default().to_owned();
-            }
-        }
-    }
-
-    fn finish(mut self) {
-        drop(self.stdin.take());
-        let deadline = Instant::now() + SOON;
-        while self.child.try_wait().expect("try_wait").is_none() {
-            assert!(Instant::now() < deadline, "the server did not exit");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn bash(command: &str, extra: Value) -> Value {
-    let mut arguments = json!({"command": command, "description": "test"});
-    if let (Some(arguments), Some(extra)) = (arguments.as_object_mut(), extra.as_object()) {
-        arguments.extend(extra.clone());
-    }
-    arguments
+fn wait_until(what: &str, done: impl FnMut() -> bool) {
+    assert!(wait_bounded(SOON, done), "{what}: not within {SOON:?}");
 }
 
 /// Starts a server that needs cgroup limits, or prints why the host refuses and returns `None`.
 fn limited_server(args: &[&str]) -> Option<Server> {
-    match Server::start(args) {
-        Ok(server) => Some(server),
-        Err(said) => {
-            assert!(
-                said.contains("is not available on this host"),
-                "the server refused to start for another reason: {said}"
-            );
-            eprintln!("skipping: {}", said.trim());
-            None
-        }
-    }
+    Server::start_or_skip(args)
 }
 
 #[test]

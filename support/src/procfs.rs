@@ -38,6 +38,19 @@ pub fn all_pids() -> Vec<i32> {
         .collect()
 }
 
+/// Live (not zombie) processes whose command line contains `needle`: how a test finds the processes
+/// it marked with a unique argument (never `kill -0`, which counts zombies and may hit a reused pid).
+pub fn live_with_cmdline(needle: &str) -> Vec<i32> {
+    all_pids()
+        .into_iter()
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|cmdline| String::from_utf8_lossy(&cmdline).contains(needle))
+                && is_live(*pid)
+        })
+        .collect()
+}
+
 /// How many descriptors `pid` has open (`"self"` works too).
 pub fn open_fds(pid: impl std::fmt::Display) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/fd"))

@@ -20,8 +20,9 @@
 //! [`ChildRegistry::reap_orphans`] reaps only zombies whose parent is this process and whose pid is
 //! not registered, found by a `/proc/*/stat` scan (a zombie pid cannot be reused before it is
 //! reaped). Registration happens under a read lock held from before the spawn until the pid is
-//! recorded, and the reaper holds the write lock, so a direct child that dies before it is
-//! registered is never mistaken for an orphan.
+//! recorded, and the reaper re-checks each zombie its scan found under the write lock, so a direct
+//! child that dies before it is registered is never mistaken for an orphan. The scan itself runs
+//! without the lock: spawns wait only while actual orphans are reaped.
 
 use std::collections::HashSet;
 use std::io;
@@ -102,6 +103,26 @@ pub async fn wait_unmarked(marker: &Marker, interval: std::time::Duration) {
     while !find_marked(marker).is_empty() {
         tokio::time::sleep(interval).await;
     }
+}
+
+/// The last pid the kernel handed out in this process's pid namespace
+/// (`/proc/sys/kernel/ns_last_pid`; threads take pids too), or `None` where it cannot be read.
+pub fn last_allocated_pid() -> Option<i32> {
+    std::fs::read_to_string("/proc/sys/kernel/ns_last_pid")
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// Whether the process `pid` (a task's first process) can have started any other process: `false`
+/// only when no pid at all was handed out in this pid namespace since `pid` itself was, which a
+/// `bash -c` that execs its one command leaves true. Every descendant takes a pid of this namespace
+/// after its ancestor's, so the answer is sound; the pid counter would have to go once around all
+/// of `pid_max` (4 million on 64-bit hosts) and stop exactly on `pid` to fool it. This lets the
+/// common end of a command skip the `/proc` scan of [`find_marked`].
+pub fn may_have_descendants(pid: i32) -> bool {
+    last_allocated_pid() != Some(pid)
 }
 
 /// Sends `signal` to every live process carrying `marker`, rescanning until a pass finds none (at
@@ -229,20 +250,35 @@ impl ChildRegistry {
     /// expects (it would fail with ECHILD). An escapee that started its own session and died before
     /// any scan saw it alive stays a zombie until this process exits.
     pub fn reap_orphans(&self) -> Vec<(i32, i32)> {
-        let _gate = self.gate.write().unwrap_or_else(|p| p.into_inner());
         let own = std::process::id() as i32;
+        // The scan runs without the gate so spawns are not held up by it; only zombies found here
+        // are looked at again under the gate, where no spawn is between its clone and its
+        // registration.
+        let candidates: Vec<i32> = pids()
+            .filter(|pid| !self.is_registered(*pid))
+            .filter(|pid| match child_stat(*pid, own) {
+                Some(child) if child.zombie => true,
+                Some(_) => {
+                    self.remember_if_marked(*pid);
+                    false
+                }
+                None => false,
+            })
+            .collect();
+        if candidates.is_empty() {
+            return Vec::new();
+        }
+        let _gate = self.gate.write().unwrap_or_else(|p| p.into_inner());
         let mut reaped = Vec::new();
-        for pid in pids() {
+        for pid in candidates {
             if self.is_registered(pid) {
                 continue;
             }
-            let Some(child) = child_stat(pid, own) else {
+            // Still an unregistered zombie child: a zombie's pid cannot be reused until it is
+            // reaped, so this is the process the scan saw or a newer zombie of ours in its place.
+            let Some(child) = child_stat(pid, own).filter(|c| c.zombie) else {
                 continue;
             };
-            if !child.zombie {
-                self.remember_if_marked(pid);
-                continue;
-            }
             let of_a_task = {
                 let sessions = lock(&self.task_sessions);
                 sessions.contains(&child.session) || sessions.contains(&child.pgrp)
@@ -313,6 +349,21 @@ mod tests {
         assert_eq!(
             Marker::task("a", "b").env_entry(),
             Some(("DSH_TASK", "a:b"))
+        );
+    }
+
+    #[test]
+    fn a_process_that_forked_may_have_descendants() {
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "sleep 0 & wait"])
+            .spawn()
+            .unwrap();
+        let pid = child.id() as i32;
+        assert!(child.wait().unwrap().success());
+        assert!(last_allocated_pid().is_some(), "ns_last_pid unreadable");
+        assert!(
+            may_have_descendants(pid),
+            "the shell forked a sleep after itself"
         );
     }
 }

@@ -269,9 +269,7 @@ impl Containment {
                 }
             }
             Contained::Marker(marker) => {
-                while !live_group_members(pgid).is_empty()
-                    || !subreaper::find_marked(marker).is_empty()
-                {
+                while !live_group_members(pgid).is_empty() || marked_remain(pgid, marker) {
                     tokio::time::sleep(POLL).await;
                 }
             }
@@ -283,13 +281,13 @@ impl Containment {
         }
     }
 
-    /// Whether anything of `contained` outside the group `pgid` is alive (the group is asked
-    /// separately).
-    pub(crate) fn remains_outside_group(&self, contained: &Contained) -> bool {
+    /// Whether anything of `contained` (led by `pgid`) outside the group `pgid` is alive (the group
+    /// is asked separately).
+    pub(crate) fn remains_outside_group(&self, pgid: i32, contained: &Contained) -> bool {
         match contained {
             Contained::Group => false,
             Contained::Leaf(leaf) => leaf.is_populated().unwrap_or(false),
-            Contained::Marker(marker) => !subreaper::find_marked(marker).is_empty(),
+            Contained::Marker(marker) => marked_remain(pgid, marker),
         }
     }
 
@@ -371,6 +369,13 @@ impl Containment {
             tracing::warn!(%err, "watchdog goodbye failed");
         }
     }
+}
+
+/// Whether a process carrying `marker` is alive, for the task whose first process is `leader`. The
+/// `/proc` scan is skipped when the leader cannot have started anything
+/// ([`subreaper::may_have_descendants`]): the common command that execs one program and exits.
+fn marked_remain(leader: i32, marker: &Marker) -> bool {
+    subreaper::may_have_descendants(leader) && !subreaper::find_marked(marker).is_empty()
 }
 
 /// Sends `signal` to every process listed in the leaf's `cgroup.procs` (`cgroup.kill` only sends

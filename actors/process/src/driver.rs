@@ -95,7 +95,9 @@ impl KillGuard {
     /// fire in the same turn as the last exit). Returns whether it was sent.
     fn sigkill_if_alive(&self) -> bool {
         let alive = !crate::signal::live_group_members(self.pgid).is_empty()
-            || self.containment.remains_outside_group(self.contained());
+            || self
+                .containment
+                .remains_outside_group(self.pgid, self.contained());
         if alive {
             self.signal(Signal::SIGKILL);
         }

@@ -14,6 +14,10 @@ use tokio::signal::unix::{SignalKind, signal};
 
 /// How often live children are checked for a runtime's marker (adopted escapees).
 const ADOPTION_SCAN: std::time::Duration = std::time::Duration::from_secs(1);
+/// SIGCHLDs that arrive this close together share one `/proc` scan: every command's end raises
+/// one, and scanning per command cost a busy runtime a scan per spawn. An adopted orphan stays a
+/// zombie at most this much longer.
+const COALESCE: std::time::Duration = std::time::Duration::from_millis(25);
 
 /// The process-wide registry of direct children.
 pub(crate) fn registry() -> &'static ChildRegistry {
@@ -51,7 +55,13 @@ pub(crate) fn reap_on_sigchld() {
                     // SIGCHLD reaps; the periodic pass notices adopted escapees while they live,
                     // so one that started a session of its own is known once it dies.
                     tokio::select! {
-                        signal = sigchld.recv() => if signal.is_none() { return },
+                        signal = sigchld.recv() => {
+                            if signal.is_none() {
+                                return;
+                            }
+                            // Signals meanwhile are coalesced by the stream into one pending.
+                            tokio::time::sleep(COALESCE).await;
+                        }
                         () = tokio::time::sleep(ADOPTION_SCAN) => {}
                     }
                 }

@@ -213,7 +213,7 @@ impl ProcessTable {
         }
         let mut kill_straggler = None;
         let group_remains =
-            (self.group_exists)(pid) || self.containment.remains_outside_group(&contained);
+            (self.group_exists)(pid) || self.containment.remains_outside_group(pid, &contained);
         if let Some(outcome) = &outcome {
             let action = self.config.policy.on_settled(&SettledProcess {
                 pid,
@@ -242,7 +242,7 @@ impl ProcessTable {
         if self.stragglers.len() >= STRAGGLER_PRUNE_AT {
             let exists = self.group_exists;
             for gone in self.stragglers.extract_if(.., |s| {
-                !exists(s.pgid) && !self.containment.remains_outside_group(&s.contained)
+                !exists(s.pgid) && !self.containment.remains_outside_group(s.pgid, &s.contained)
             }) {
                 self.containment.finish(gone.pgid, gone.contained);
             }

@@ -107,3 +107,124 @@ fn help_states_the_defaults() {
         assert!(help.contains(default), "{default} missing from:\n{help}");
     }
 }
+
+/// Starts `dsh run` on a command that ignores SIGTERM, with a call grace of a minute, and waits
+/// until the command runs. Returns the child, the needle in the command's name, and its temp dir.
+fn start_term_ignoring_run(
+    shutdown_grace_ms: &str,
+) -> (std::process::Child, String, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let ready = dir.path().join("ready");
+    let needle = format!("dsh-run-grace-{}-{shutdown_grace_ms}", std::process::id());
+    let script = format!(
+        "trap '' TERM; touch '{}'; exec -a {needle} sleep 300",
+        ready.display()
+    );
+    let child = Command::new(env!("CARGO_BIN_EXE_dsh"))
+        .args([
+            "run",
+            "--grace-ms",
+            "60000",
+            "--shutdown-grace-ms",
+            shutdown_grace_ms,
+            "--",
+            &script,
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert!(
+        dsh_test_support::wait::wait_until(dsh_test_support::wait::SOON, || ready.exists()),
+        "the command never started"
+    );
+    (child, needle, dir)
+}
+
+/// Waits (at most `limit`) for `child` to exit; kills it and fails if it does not.
+fn exit_within(
+    child: &mut std::process::Child,
+    limit: std::time::Duration,
+) -> std::process::ExitStatus {
+    let mut status = None;
+    dsh_test_support::wait::wait_until(limit, || {
+        status = child.try_wait().unwrap();
+        status.is_some()
+    });
+    match status {
+        Some(status) => status,
+        None => {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("dsh run did not exit within {limit:?} of the signal");
+        }
+    }
+}
+
+/// Whatever still runs under `needle` is killed (so the test leaves nothing behind) and reported.
+fn leftovers(needle: &str) -> Vec<i32> {
+    let live = dsh_test_support::procfs::live_with_cmdline(needle);
+    for pid in &live {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(*pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+    live
+}
+
+fn sigterm(child: &std::process::Child) {
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+}
+
+/// Issue 11: SIGTERM ends `dsh run` and everything it started within `--shutdown-grace-ms`, not
+/// after the call's own SIGTERM-to-SIGKILL grace (a minute here), and the run still prints its
+/// aborted result.
+#[test]
+fn sigterm_ends_a_run_within_the_shutdown_grace() {
+    let (mut child, needle, _dir) = start_term_ignoring_run("300");
+    sigterm(&child);
+    let status = exit_within(&mut child, std::time::Duration::from_secs(10));
+    let left = leftovers(&needle);
+    assert!(
+        left.is_empty(),
+        "still running after dsh run exited: {left:?}"
+    );
+    let mut text = String::new();
+    std::io::Read::read_to_string(child.stdout.as_mut().unwrap(), &mut text).unwrap();
+    assert_eq!(
+        (text.as_str(), status.code()),
+        ("Error: command aborted", Some(1))
+    );
+}
+
+/// A second SIGTERM during a long shutdown grace SIGKILLs everything at once.
+#[test]
+fn a_second_sigterm_ends_a_run_at_once() {
+    let (mut child, needle, _dir) = start_term_ignoring_run("60000");
+    // Signals that arrive together count as one, so SIGTERM is repeated until dsh exits: the
+    // first starts the (minute-long) shutdown grace, a later one must end it at once.
+    let mut status = None;
+    dsh_test_support::wait::wait_until(std::time::Duration::from_secs(30), || {
+        sigterm(&child);
+        status = child.try_wait().unwrap();
+        status.is_some()
+    });
+    if status.is_none() {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    let left = leftovers(&needle);
+    assert!(
+        left.is_empty(),
+        "still running after dsh run exited: {left:?}"
+    );
+    assert_eq!(
+        status.and_then(|s| s.code()),
+        Some(1),
+        "dsh run did not end within 30 s"
+    );
+}

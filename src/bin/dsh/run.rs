@@ -6,7 +6,7 @@ use dsh::{AbortSignal, ToolCall};
 use serde_json::json;
 
 use crate::flags::RuntimeFlags;
-use crate::signals::Interrupts;
+use crate::signals::{self, Interrupts};
 
 pub async fn main(
     flags: RuntimeFlags,
@@ -22,14 +22,17 @@ pub async fn main(
     let cancel = AbortSignal::new();
     let call = runtime.call(ToolCall::new("bash", arguments).with_cancel(cancel.clone()));
     tokio::pin!(call);
-    let result = tokio::select! {
-        result = &mut call => result,
+    // SIGINT/SIGTERM aborts the call; everything is dead within `--shutdown-grace-ms` of the
+    // signal (not after the call's own SIGTERM-to-SIGKILL grace), and a second signal kills at once.
+    let (result, deadline) = tokio::select! {
+        result = &mut call => (result, interrupts.deadline()),
         () = interrupts.next() => {
+            let deadline = interrupts.deadline();
             cancel.abort("interrupted");
-            call.await
+            (signals::within_grace(&runtime, &mut interrupts, deadline, call).await, deadline)
         }
     };
-    runtime.shutdown().await;
+    signals::within_grace(&runtime, &mut interrupts, deadline, runtime.shutdown()).await;
     let mut stdout = std::io::stdout().lock();
     let _ = stdout.write_all(result.text.as_bytes());
     let _ = stdout.flush();

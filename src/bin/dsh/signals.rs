@@ -49,19 +49,37 @@ impl Interrupts {
 /// Kills and joins every process of `runtime`; a signal arriving meanwhile, or the shutdown grace
 /// running out, SIGKILLs everything at once.
 pub async fn shutdown(runtime: &Runtime, interrupts: &mut Interrupts) {
-    let shutdown = runtime.shutdown();
-    tokio::pin!(shutdown);
-    let grace = interrupts.grace;
+    let deadline = interrupts.deadline();
+    within_grace(runtime, interrupts, deadline, runtime.shutdown()).await;
+}
+
+impl Interrupts {
+    /// When a shutdown that starts now must be over.
+    pub fn deadline(&self) -> tokio::time::Instant {
+        tokio::time::Instant::now() + self.grace
+    }
+}
+
+/// Awaits `work` (a call being aborted, a shutdown), but SIGKILLs everything of `runtime` at
+/// `deadline` or at the next signal, whichever comes first, and then awaits the rest of `work`
+/// (which ends once its processes are dead).
+pub async fn within_grace<T>(
+    runtime: &Runtime,
+    interrupts: &mut Interrupts,
+    deadline: tokio::time::Instant,
+    work: impl Future<Output = T>,
+) -> T {
+    tokio::pin!(work);
     tokio::select! {
-        () = &mut shutdown => {}
+        output = &mut work => output,
         () = interrupts.next() => {
             runtime.kill_all_now();
-            shutdown.await;
+            work.await
         }
-        () = tokio::time::sleep(grace) => {
+        () = tokio::time::sleep_until(deadline) => {
             tracing::info!("shutdown grace over; SIGKILL to everything left");
             runtime.kill_all_now();
-            shutdown.await;
+            work.await
         }
     }
 }

@@ -36,6 +36,8 @@ mod parked;
 pub(crate) use parked::ParkedLeaf;
 use parked::remove_dirs;
 
+mod stale;
+
 /// Per-leaf limits.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Limits {
@@ -119,6 +121,10 @@ impl CgroupTree {
             .and_then(|p| p.dir.clone())
             .ok_or_else(|| Error::Unsupported("no own v2 cgroup directory".into()))?;
         let name = format!("dsh-{}-{}", std::process::id(), crate::nonce());
+        let swept = stale::sweep(&own);
+        if swept > 0 {
+            tracing::info!(swept, "removed empty cgroup trees of runtimes that died");
+        }
         let pids = match want.max_pids {
             Some(_) => Some(facts.pids_limit().map_err(Error::Unsupported)?),
             None => None,
@@ -154,6 +160,7 @@ impl CgroupTree {
                 .as_ref()
                 .and_then(|p| p.dir.as_ref())
                 .ok_or_else(|| Error::Unsupported("no v1 cgroup directory".into()))?;
+            stale::sweep(dir);
             let path = dir.join(&name);
             mkdir(&path)?;
             Ok(path)

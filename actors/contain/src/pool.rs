@@ -49,7 +49,11 @@ impl LeafPool {
                 .map(|i| idle.swap_remove(i))
         };
         if let Some(parked) = recycled {
-            return parked.unpark();
+            match parked.unpark() {
+                Ok(leaf) => return Ok(leaf),
+                // Its directory went (removed from outside): a fresh leaf replaces it.
+                Err(err) => tracing::debug!(%err, "a parked cgroup leaf could not be reused"),
+            }
         }
         let n = self.next.fetch_add(1, Ordering::Relaxed);
         tree.create_leaf(&format!("l{n}"), limits)

@@ -253,3 +253,51 @@ fn a_fork_in_a_full_pids_leaf_fails() {
     assert!(nix::libc::WIFSIGNALED(reap(&first)));
     assert_none_left(&m);
 }
+
+/// A pid that no process has now (a child that ran and was reaped; its pid is free again).
+fn dead_pid() -> u32 {
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    let pid = child.id();
+    child.wait().unwrap();
+    assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists());
+    pid
+}
+
+/// A runtime killed with SIGKILL and no watchdog leaves its tree: the next tree created beside it
+/// removes it when empty, and leaves it (with its process) when not.
+#[test]
+fn a_dead_runtimes_empty_tree_is_swept_and_a_populated_one_kept() {
+    let Some(facts) = cgroup_host() else { return };
+    let own = facts
+        .v2
+        .as_ref()
+        .and_then(|p| p.dir.clone())
+        .expect("own v2 dir");
+    let pid = dead_pid();
+    let empty = own.join(format!("dsh-{pid}-stale{}", dsh_contain::nonce()));
+    std::fs::create_dir(&empty).unwrap();
+    std::fs::create_dir(empty.join("l0")).unwrap();
+    std::fs::create_dir(empty.join("l1")).unwrap();
+    let busy = own.join(format!("dsh-{pid}-busy{}", dsh_contain::nonce()));
+    std::fs::create_dir(&busy).unwrap();
+    std::fs::create_dir(busy.join("l0")).unwrap();
+    let m = sleep_marker();
+    let mut sleeper = std::process::Command::new("sleep").arg(&m).spawn().unwrap();
+    std::fs::write(busy.join("l0/cgroup.procs"), sleeper.id().to_string()).unwrap();
+
+    let mut tree = CgroupTree::create(&facts, Limits::default()).expect("tree");
+    let swept = !empty.exists();
+    let kept = busy.join("l0").exists();
+
+    sleeper.kill().unwrap();
+    sleeper.wait().unwrap();
+    assert!(wait_until(Duration::from_secs(10), || {
+        std::fs::remove_dir(busy.join("l0")).is_ok() || !busy.join("l0").exists()
+    }));
+    std::fs::remove_dir(&busy).unwrap();
+    let _ = std::fs::remove_dir_all(&empty);
+    tree.destroy().expect("destroy");
+    assert!(swept, "the empty tree of a dead runtime was left");
+    assert!(kept, "a populated tree was removed");
+    assert_none_left(&m);
+}

@@ -60,7 +60,10 @@ fn remove_if_empty(dir: &Path) -> bool {
             entries
                 .flatten()
                 .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-                .fold(true, |all, e| remove_if_empty(&e.path()) && all)
+                // Every child is tried, so a busy one does not spare its empty siblings.
+                .filter(|e| !remove_if_empty(&e.path()))
+                .count()
+                == 0
         })
         .unwrap_or(true);
     children_gone && std::fs::remove_dir(dir).is_ok()

@@ -377,6 +377,38 @@ impl Leaf {
         write(&self.v2.join("cgroup.kill"), "1")
     }
 
+    /// Sends `signal` to every process in the leaf (`cgroup.kill` sends only SIGKILL). Each pid of
+    /// `cgroup.procs` is opened as a pidfd and signalled only if a second read still lists it, so a
+    /// pid reused by a process outside the leaf is never signalled (see [`crate::pidfd`]). A process
+    /// forked meanwhile may be missed; the SIGKILL that follows a grace is not. Returns how many
+    /// were signalled.
+    pub fn signal_members(&self, signal: i32) -> Result<usize> {
+        let opened: Vec<(i32, std::os::fd::OwnedFd)> = self
+            .members()?
+            .into_iter()
+            .filter_map(|pid| crate::pidfd::open(pid).ok().map(|fd| (pid, fd)))
+            .collect();
+        if opened.is_empty() {
+            return Ok(0);
+        }
+        let still = self.members()?;
+        Ok(opened
+            .iter()
+            .filter(|(pid, fd)| still.contains(pid) && crate::pidfd::send_signal(fd, signal))
+            .count())
+    }
+
+    /// The pids in the leaf's `cgroup.procs`.
+    fn members(&self) -> Result<Vec<i32>> {
+        let path = self.v2.join("cgroup.procs");
+        let procs = std::fs::read_to_string(&path).map_err(|e| Error::io("read", &path, e))?;
+        Ok(procs
+            .lines()
+            .filter_map(|l| l.trim().parse::<i32>().ok())
+            .filter(|pid| *pid > 1)
+            .collect())
+    }
+
     /// Whether any process is left in the leaf.
     pub fn is_populated(&self) -> Result<bool> {
         events::populated(&self.v2.join("cgroup.events"))

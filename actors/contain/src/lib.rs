@@ -42,6 +42,7 @@ pub mod error;
 pub mod events;
 pub mod host;
 pub mod mountinfo;
+pub mod pidfd;
 pub mod pool;
 pub mod spawn;
 pub mod subreaper;

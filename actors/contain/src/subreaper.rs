@@ -26,7 +26,6 @@
 
 use std::collections::HashSet;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::{Mutex, RwLock, RwLockReadGuard};
 
 use nix::libc;
@@ -152,29 +151,12 @@ pub fn kill_marked(marker: &Marker, signal: i32) -> usize {
 /// Opens a pidfd for `pid`, checks through it that the process still carries `marker`, and signals
 /// it. `false` when it is gone or no longer matches.
 fn signal_verified(pid: i32, marker: &Marker, signal: i32) -> bool {
-    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-    if fd < 0 {
+    let Ok(pidfd) = crate::pidfd::open(pid) else {
         return false;
-    }
-    // SAFETY: the descriptor is new and owned by nobody else.
-    let pidfd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
-    // The pidfd pins the process: if `pid` was reused before pidfd_open, the new process is what
-    // we check here, so the kill reaches a process carrying the marker or nothing.
-    if !carries(pid, marker) {
-        return false;
-    }
-    // SAFETY: pidfd_send_signal with a valid pidfd, a signal number, no siginfo and no flags.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_pidfd_send_signal,
-            pidfd.as_raw_fd(),
-            signal,
-            std::ptr::null::<libc::siginfo_t>(),
-            0u32,
-        )
     };
-    r == 0
+    // The pidfd pins the process: if `pid` was reused before the open, the new process is what is
+    // checked here, so the kill reaches a process carrying the marker or nothing.
+    carries(pid, marker) && crate::pidfd::send_signal(&pidfd, signal)
 }
 
 /// The direct children of this process that someone else reaps (see the module docs).

@@ -301,3 +301,27 @@ fn a_dead_runtimes_empty_tree_is_swept_and_a_populated_one_kept() {
     assert!(kept, "a populated tree was removed");
     assert_none_left(&m);
 }
+
+/// SIGTERM reaches every member of a leaf, whatever group or session it moved to; a member that
+/// ignores SIGTERM stays (until `cgroup.kill`).
+#[test]
+fn signal_members_reaches_every_escapee() {
+    let Some(facts) = cgroup_host() else { return };
+    let mut tree = CgroupTree::create(&facts, Limits::default()).expect("tree");
+    let leaf = tree.create_leaf("p0-0", Limits::default()).expect("leaf");
+    let m = sleep_marker();
+    let script =
+        format!("setsid sleep {m} & (sleep {m} &); (trap '' TERM; exec sleep {m}) & exit 0");
+    let child = spawn_script(&script, &[], Some(leaf.target()));
+    reap(&child);
+    assert!(wait_until(Duration::from_secs(10), || with_marker(&m)
+        .len()
+        == 3));
+    let signalled = leaf.signal_members(nix::libc::SIGTERM).expect("signal");
+    assert_eq!(signalled, 3);
+    let one_left = wait_until(Duration::from_secs(10), || with_marker(&m).len() == 1);
+    leaf.kill().expect("kill");
+    assert!(one_left, "left after SIGTERM: {:?}", with_marker(&m));
+    tree.destroy().expect("destroy");
+    assert_none_left(&m);
+}

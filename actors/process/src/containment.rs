@@ -253,7 +253,11 @@ impl Containment {
                     tracing::warn!(%err, "cgroup.kill failed");
                 }
             }
-            Contained::Leaf(leaf) => signal_cgroup_members(leaf.path(), signal),
+            Contained::Leaf(leaf) => {
+                if let Err(err) = leaf.signal_members(signal as libc::c_int) {
+                    tracing::debug!(%err, "signalling a cgroup leaf's members");
+                }
+            }
             Contained::Marker(marker) => {
                 subreaper::kill_marked(marker, signal as libc::c_int);
             }
@@ -376,19 +380,6 @@ impl Containment {
 /// ([`subreaper::may_have_descendants`]): the common command that execs one program and exits.
 fn marked_remain(leader: i32, marker: &Marker) -> bool {
     subreaper::may_have_descendants(leader) && !subreaper::find_marked(marker).is_empty()
-}
-
-/// Sends `signal` to every process listed in the leaf's `cgroup.procs` (`cgroup.kill` only sends
-/// SIGKILL). A process that forks meanwhile may be missed; the SIGKILL after the grace is not.
-fn signal_cgroup_members(leaf: &Path, signal: Signal) {
-    let Ok(procs) = std::fs::read_to_string(leaf.join("cgroup.procs")) else {
-        return;
-    };
-    for pid in procs.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
-        if pid > 1 {
-            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), signal);
-        }
-    }
 }
 
 /// A shared handle for the manager, its table and its drivers.

@@ -6,7 +6,7 @@
 //! Without pidfd support (Linux < 5.3) a blocking-pool thread waits instead.
 
 use std::io;
-use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
 
@@ -111,13 +111,7 @@ fn register(fd: OwnedFd) -> io::Result<AsyncFd<OwnedFd>> {
 }
 
 fn pidfd_open(pid: i32) -> io::Result<OwnedFd> {
-    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: the kernel just returned this descriptor to us; nothing else owns it.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+    dsh_contain::pidfd::open(pid)
 }
 
 /// `waitpid(pid, flags)`: `Ok(None)` while the child still runs (with `WNOHANG`).

@@ -47,9 +47,15 @@ pub struct Server {
 impl Server {
     /// `dsh jsonl <args>`; `Err` with what the server printed when it refused to start.
     pub fn start(args: &[&str]) -> Result<Self, String> {
+        Self::start_with_env(args, &[])
+    }
+
+    /// [`Server::start`] with `env` added to the server's environment.
+    pub fn start_with_env(args: &[&str], env: &[(&str, &str)]) -> Result<Self, String> {
         let mut child = Command::new(env!("CARGO_BIN_EXE_dsh"))
             .arg("jsonl")
             .args(args)
+            .envs(env.iter().copied())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

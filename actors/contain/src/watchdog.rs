@@ -105,7 +105,11 @@ impl Watchdog {
             .into();
         let args: Vec<A> = args.into_iter().collect();
         let argv = std::iter::once(program.as_os_str()).chain(args.iter().map(AsRef::as_ref));
-        let program = Program::new(program, argv, std::env::vars_os(), Some(Path::new("/")))?;
+        // Without a task marker this runtime inherited as a command of another dsh (nested): the
+        // outer runtime's kill of that task must not take the watchdog down with the inner runtime
+        // before it has killed the inner runtime's tasks. It exits by itself once done.
+        let env = std::env::vars_os().filter(|(name, _)| name != crate::subreaper::MARKER_VAR);
+        let program = Program::new(program, argv, env, Some(Path::new("/")))?;
         let child = spawn::spawn(
             &program,
             Stdio {

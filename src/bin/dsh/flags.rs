@@ -109,11 +109,10 @@ impl RuntimeFlags {
                 max_pids: self.task_max_pids,
                 max_memory: self.task_max_memory,
             });
-        // One watchdog per runtime: this binary re-executed in its hidden watchdog mode.
-        match std::env::current_exe() {
-            Ok(exe) => builder = builder.watchdog(exe, ["__watchdog"]),
-            Err(err) => tracing::warn!(%err, "cannot find this binary; running without a watchdog"),
-        }
+        // One watchdog per runtime: this binary re-executed in its hidden watchdog mode. Through
+        // /proc/self/exe, the very file this process runs, even if the path now names an upgraded
+        // binary or nothing (a `cargo install` over the running server).
+        builder = builder.watchdog("/proc/self/exe", ["__watchdog"]);
         if let Some(cwd) = &self.cwd {
             builder = builder.cwd(cwd);
         }

@@ -200,7 +200,10 @@ impl ProcessTable {
         }
         let path = create_private_dir().map_err(SpawnError::SpillDir)?;
         tracing::debug!(dir = %path.display(), "created private spill directory");
-        self.containment.register_spill_dir(&path);
+        if !self.config.keep_spill {
+            // The watchdog removes it if the runtime dies; with `keep_spill` the outputs stay.
+            self.containment.register_spill_dir(&path);
+        }
         let dir = SpillDir::open(&path).map_err(|err| {
             let _ = std::fs::remove_dir(&path);
             SpawnError::SpillDir(err)

@@ -264,6 +264,32 @@ impl Containment {
         }
     }
 
+    /// Sends `signal` to what is left of a straggler: a process whose leader was reaped long ago.
+    /// Its group number is free for reuse once the group empties (pids wrap at `pid_max`, 32768 on
+    /// many hosts), so the group is signalled only while `/proc` shows live members in it, and in
+    /// cgroup mode not at all: the leaf holds every process of the task, group members included.
+    pub(crate) fn signal_straggler(&self, pgid: i32, contained: &Contained, signal: Signal) {
+        match contained {
+            Contained::Leaf(leaf) if signal == Signal::SIGKILL => {
+                if let Err(err) = leaf.kill() {
+                    tracing::warn!(%err, "cgroup.kill failed");
+                }
+            }
+            Contained::Leaf(leaf) => {
+                if let Err(err) = leaf.signal_members(signal as libc::c_int) {
+                    tracing::debug!(%err, "signalling a cgroup leaf's members");
+                }
+            }
+            Contained::Marker(marker) => {
+                signal_group_if_members(pgid, signal);
+                subreaper::kill_marked(marker, signal as libc::c_int);
+            }
+            Contained::Group => {
+                signal_group_if_members(pgid, signal);
+            }
+        }
+    }
+
     /// Resolves once no process of `pgid` / `contained` is alive.
     pub(crate) async fn all_gone(&self, pgid: i32, contained: &Contained) {
         match contained {
@@ -375,6 +401,12 @@ impl Containment {
     }
 }
 
+/// Signals group `pgid` if `/proc` shows live members in it (a group with none may be a stranger's
+/// that reused the number). Returns whether it signalled.
+pub(crate) fn signal_group_if_members(pgid: i32, signal: Signal) -> bool {
+    !live_group_members(pgid).is_empty() && signal_group(pgid, signal)
+}
+
 /// Whether a process carrying `marker` is alive, for the task whose first process is `leader`. The
 /// `/proc` scan is skipped when the leader cannot have started anything
 /// ([`subreaper::may_have_descendants`]): the common command that execs one program and exits.
@@ -384,3 +416,26 @@ fn marked_remain(leader: i32, marker: &Marker) -> bool {
 
 /// A shared handle for the manager, its table and its drivers.
 pub(crate) type SharedContainment = Arc<Containment>;
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::process::CommandExt;
+
+    use super::*;
+
+    #[test]
+    fn a_straggler_group_is_signalled_only_while_it_has_live_members() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("300")
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let pgid = child.id() as i32;
+        let live = signal_group_if_members(pgid, Signal::SIGKILL);
+        child.wait().unwrap();
+        // Reaped: the group number is free, and may be anyone's next.
+        let after = signal_group_if_members(pgid, Signal::SIGKILL);
+        assert!(live, "a live group was not signalled");
+        assert!(!after, "an emptied group was signalled");
+    }
+}

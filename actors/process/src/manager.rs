@@ -9,7 +9,6 @@
 use std::sync::Arc;
 
 use actix::prelude::*;
-use nix::sys::signal::Signal;
 use tokio::sync::oneshot;
 
 use crate::child_env::AmbientEnv;
@@ -23,9 +22,8 @@ use crate::messages::{
     SpawnedProcess, Stats, Wait,
 };
 use crate::outcome::{ProcessOutcome, ReadResult};
-use crate::signal::signal_group;
 use crate::spawn::start_child;
-use crate::stragglers::{kill_group_if_members, kill_stragglers};
+use crate::stragglers::kill_stragglers;
 use crate::table::{Pacing, ProcessTable, WaitFor};
 
 /// The manager of all processes of one runtime.
@@ -152,7 +150,6 @@ impl Handler<ProcessSettled> for ProcessManager {
     fn handle(&mut self, settled: ProcessSettled, ctx: &mut Self::Context) {
         let after = self.table.settled(settled.id, settled.contained);
         if let Some(pgid) = after.kill_straggler {
-            kill_group_if_members(pgid);
             self.table.kill_straggler(pgid);
             tracing::debug!(pgid, "policy: killed straggler now");
         }
@@ -210,13 +207,7 @@ impl Handler<KillAllNow> for ProcessManager {
     type Result = ();
 
     fn handle(&mut self, _: KillAllNow, _: &mut Self::Context) {
-        let groups = self.table.kill_all_now();
-        for pgid in groups.live {
-            signal_group(pgid, Signal::SIGKILL);
-        }
-        for pgid in groups.stragglers {
-            kill_group_if_members(pgid);
-        }
+        self.table.kill_all_now();
         self.table.containment().kill_everything();
     }
 }

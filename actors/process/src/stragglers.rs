@@ -7,23 +7,17 @@ use std::time::Duration;
 use nix::sys::signal::Signal;
 
 use crate::containment::SharedContainment;
-use crate::signal::{live_group_members, signal_group};
 use crate::table::Straggler;
 
 /// How long shutdown waits for SIGKILLed stragglers to vanish from `/proc`.
 const STRAGGLER_REAP_WAIT: Duration = Duration::from_secs(2);
-
-/// SIGKILLs group `pgid` if `/proc` shows live members in it. Returns whether it signalled.
-pub(crate) fn kill_group_if_members(pgid: i32) -> bool {
-    !live_group_members(pgid).is_empty() && signal_group(pgid, Signal::SIGKILL)
-}
 
 /// SIGKILLs every process of every straggler, then waits (bounded) until all of it is gone and
 /// hands the handles back to containment.
 pub(crate) async fn kill_stragglers(containment: SharedContainment, stragglers: Vec<Straggler>) {
     for straggler in &stragglers {
         tracing::debug!(pgid = straggler.pgid, "killing straggler");
-        containment.signal(straggler.pgid, &straggler.contained, Signal::SIGKILL);
+        containment.signal_straggler(straggler.pgid, &straggler.contained, Signal::SIGKILL);
     }
     for straggler in stragglers {
         let gone = containment.all_gone(straggler.pgid, &straggler.contained);

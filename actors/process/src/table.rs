@@ -57,14 +57,6 @@ pub(crate) struct AfterSettle {
     pub pacing: Pacing,
 }
 
-/// The groups [`KillAllNow`](crate::KillAllNow) must SIGKILL.
-pub(crate) struct KillAll {
-    /// Leaders still running: killed unconditionally.
-    pub live: Vec<i32>,
-    /// Remembered straggler groups: killed if they still have members.
-    pub stragglers: Vec<i32>,
-}
-
 /// A settled process of which something still ran: its group and its containment handle.
 pub(crate) struct Straggler {
     pub pgid: i32,
@@ -253,7 +245,7 @@ impl ProcessTable {
     /// SIGKILLs everything of the straggler `pgid` now (the policy asked for it).
     pub(crate) fn kill_straggler(&self, pgid: i32) {
         for straggler in self.stragglers.iter().filter(|s| s.pgid == pgid) {
-            self.containment.signal(
+            self.containment.signal_straggler(
                 pgid,
                 &straggler.contained,
                 nix::sys::signal::Signal::SIGKILL,
@@ -326,15 +318,20 @@ impl ProcessTable {
         }
     }
 
-    pub(crate) fn kill_all_now(&self) -> KillAll {
-        KillAll {
-            live: self
-                .slots
-                .iter()
-                .filter(|(_, slot)| matches!(slot.state, SlotState::Live { .. }))
-                .map(|(_, slot)| slot.pid)
-                .collect(),
-            stragglers: self.stragglers.iter().map(|s| s.pgid).collect(),
+    /// SIGKILLs every live process's group and every straggler (what
+    /// [`KillAllNow`](crate::KillAllNow) does before the containment-wide kill).
+    pub(crate) fn kill_all_now(&self) {
+        for (_, slot) in self.slots.iter() {
+            if matches!(slot.state, SlotState::Live { .. }) {
+                crate::signal::signal_group(slot.pid, nix::sys::signal::Signal::SIGKILL);
+            }
+        }
+        for straggler in &self.stragglers {
+            self.containment.signal_straggler(
+                straggler.pgid,
+                &straggler.contained,
+                nix::sys::signal::Signal::SIGKILL,
+            );
         }
     }
 

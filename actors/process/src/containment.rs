@@ -246,22 +246,7 @@ impl Containment {
     /// Sends `signal` to the group `pgid` and every other process of `contained`.
     pub(crate) fn signal(&self, pgid: i32, contained: &Contained, signal: Signal) {
         signal_group(pgid, signal);
-        match contained {
-            Contained::Group => {}
-            Contained::Leaf(leaf) if signal == Signal::SIGKILL => {
-                if let Err(err) = leaf.kill() {
-                    tracing::warn!(%err, "cgroup.kill failed");
-                }
-            }
-            Contained::Leaf(leaf) => {
-                if let Err(err) = leaf.signal_members(signal as libc::c_int) {
-                    tracing::debug!(%err, "signalling a cgroup leaf's members");
-                }
-            }
-            Contained::Marker(marker) => {
-                subreaper::kill_marked(marker, signal as libc::c_int);
-            }
-        }
+        signal_beyond_group(contained, signal);
     }
 
     /// Sends `signal` to what is left of a straggler: a process whose leader was reaped long ago.
@@ -269,25 +254,10 @@ impl Containment {
     /// many hosts), so the group is signalled only while `/proc` shows live members in it, and in
     /// cgroup mode not at all: the leaf holds every process of the task, group members included.
     pub(crate) fn signal_straggler(&self, pgid: i32, contained: &Contained, signal: Signal) {
-        match contained {
-            Contained::Leaf(leaf) if signal == Signal::SIGKILL => {
-                if let Err(err) = leaf.kill() {
-                    tracing::warn!(%err, "cgroup.kill failed");
-                }
-            }
-            Contained::Leaf(leaf) => {
-                if let Err(err) = leaf.signal_members(signal as libc::c_int) {
-                    tracing::debug!(%err, "signalling a cgroup leaf's members");
-                }
-            }
-            Contained::Marker(marker) => {
-                signal_group_if_members(pgid, signal);
-                subreaper::kill_marked(marker, signal as libc::c_int);
-            }
-            Contained::Group => {
-                signal_group_if_members(pgid, signal);
-            }
+        if !matches!(contained, Contained::Leaf(_)) {
+            signal_group_if_members(pgid, signal);
         }
+        signal_beyond_group(contained, signal);
     }
 
     /// Resolves once no process of `pgid` / `contained` is alive.
@@ -397,6 +367,27 @@ impl Containment {
             && let Err(err) = watchdog.goodbye()
         {
             tracing::warn!(%err, "watchdog goodbye failed");
+        }
+    }
+}
+
+/// Sends `signal` to every process of `contained` that its group may not hold: the leaf's members
+/// (SIGKILL by `cgroup.kill`), or every process carrying the marker.
+fn signal_beyond_group(contained: &Contained, signal: Signal) {
+    match contained {
+        Contained::Group => {}
+        Contained::Leaf(leaf) if signal == Signal::SIGKILL => {
+            if let Err(err) = leaf.kill() {
+                tracing::warn!(%err, "cgroup.kill failed");
+            }
+        }
+        Contained::Leaf(leaf) => {
+            if let Err(err) = leaf.signal_members(signal as libc::c_int) {
+                tracing::debug!(%err, "signalling a cgroup leaf's members");
+            }
+        }
+        Contained::Marker(marker) => {
+            subreaper::kill_marked(marker, signal as libc::c_int);
         }
     }
 }

@@ -223,4 +223,36 @@ impl TaskProducer for BashProcess {
         let handle = self.clone();
         Box::pin(async move { handle.done().await })
     }
+
+    /// Subscribes to the process's stored chunks now; resolves on the next one. (Settlement reaches
+    /// a waiter through the registry, so this never resolves for a process that has ended: a waiter
+    /// looping on it cannot spin.)
+    fn changed(&self) -> BoxFuture<'static, ()> {
+        let Some(process) = &self.inner.process else {
+            return Box::pin(std::future::pending());
+        };
+        let mut progress = process.output.progress();
+        Box::pin(async move {
+            if progress.changed().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        })
+    }
+
+    fn pending(&self) -> Vec<String> {
+        let state = self.state();
+        let Some(process) = &self.inner.process else {
+            return state.failure_note.iter().cloned().collect();
+        };
+        vec![
+            process
+                .output
+                .read(StreamKind::Stdout, state.stdout_offset)
+                .text,
+            process
+                .output
+                .read(StreamKind::Stderr, state.stderr_offset)
+                .text,
+        ]
+    }
 }

@@ -23,6 +23,6 @@ pub use request::{BashExecRequest, BashExecSpec};
 
 pub use dsh_process::{
     AbortSignal, CollectedOutput, DSH_ENV_PREFIX, ManagerConfig, ProcessManager, ProcessPolicy,
-    SpawnError,
+    SpawnError, wait_abort,
 };
 pub use dsh_tasks::{TaskOutput, TaskStatus};

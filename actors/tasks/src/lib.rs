@@ -10,7 +10,8 @@
 
 //!
 //! Layout: `messages` (the registry's protocol), `table` (the plain task table and every rule about
-//! records, unit-tested on its own), `registry` (the thin actor), `producer`, `agent`, `snapshot`.
+//! records, unit-tested on its own), `registry` (the thin actor), `producer`, `agent`, `snapshot`,
+//! `wait` (waiting on a task until it settles or its output matches).
 
 mod agent;
 mod errors;
@@ -19,6 +20,7 @@ mod producer;
 mod registry;
 mod snapshot;
 mod table;
+mod wait;
 
 pub use agent::{AgentRef, Inject, TaskOwner};
 pub use errors::TaskError;
@@ -29,3 +31,4 @@ pub use messages::{
 pub use producer::{TaskOutput, TaskProducer, TaskStatus};
 pub use registry::{RegistryConfig, TaskRegistry};
 pub use snapshot::TaskSnapshot;
+pub use wait::{OutputCondition, WaitOutcome, WaitTask};

@@ -15,6 +15,7 @@ use crate::messages::{
 };
 use crate::snapshot::TaskSnapshot;
 use crate::table::TaskTable;
+use crate::wait::{WaitOutcome, WaitTask, wait};
 
 /// Registry settings.
 #[derive(Clone, Debug)]
@@ -119,6 +120,16 @@ impl Handler<ReadTask> for TaskRegistry {
 
     fn handle(&mut self, ReadTask { id, caller }: ReadTask, _: &mut Self::Context) -> Self::Result {
         self.table.read(&id, caller.as_deref())
+    }
+}
+
+impl Handler<WaitTask> for TaskRegistry {
+    type Result = ResponseFuture<Result<WaitOutcome, TaskError>>;
+
+    /// Owner-checked at once; the wait itself runs beside the actor, which keeps serving messages.
+    fn handle(&mut self, msg: WaitTask, _: &mut Self::Context) -> Self::Result {
+        let watch = self.table.watch(&msg.id, msg.caller.as_deref());
+        Box::pin(async move { Ok(wait(watch?, msg.timeout, msg.until, msg.cancel).await) })
     }
 }
 

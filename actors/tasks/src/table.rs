@@ -17,6 +17,7 @@
 //! (`task <id> belongs to another session`); tasks without one are open to every caller.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use futures::future::BoxFuture;
@@ -34,12 +35,19 @@ pub(crate) struct Registered {
     pub finished: BoxFuture<'static, TaskStatus>,
 }
 
+/// A task as a wait sees it.
+pub(crate) struct Watch {
+    pub producer: Arc<dyn TaskProducer>,
+    /// Fires when the record settles (or is forgotten); `None`: already settled.
+    pub settled: Option<oneshot::Receiver<()>>,
+}
+
 struct Record {
     order: u64,
     kind: String,
     label: String,
     owner: Option<TaskOwner>,
-    producer: Box<dyn TaskProducer>,
+    producer: Arc<dyn TaskProducer>,
     status: TaskStatus,
     settled: bool,
     started_at: SystemTime,
@@ -152,7 +160,7 @@ impl TaskTable {
                 kind,
                 label,
                 owner,
-                producer,
+                producer: Arc::from(producer),
                 status: TaskStatus::Running,
                 settled: false,
                 started_at: SystemTime::now(),
@@ -214,6 +222,25 @@ impl TaskTable {
         let snapshot = record.snapshot(id);
         let output = record.producer.read();
         Ok(ReadReply { output, snapshot })
+    }
+
+    /// What a wait on `id` needs: its producer (to watch output) and, unless the task has already
+    /// settled, a receiver that fires when it does.
+    pub(crate) fn watch(&mut self, id: &str, caller: Option<&str>) -> Result<Watch, TaskError> {
+        let record = self.access(id, caller)?;
+        let settled = if record.settled {
+            None
+        } else {
+            // Waits that ended (timed out, aborted) leave closed senders behind: drop them here.
+            record.settle_waiters.retain(|waiter| !waiter.is_closed());
+            let (tx, rx) = oneshot::channel();
+            record.settle_waiters.push(tx);
+            Some(rx)
+        };
+        Ok(Watch {
+            producer: record.producer.clone(),
+            settled,
+        })
     }
 
     pub(crate) fn kill(&mut self, id: &str, caller: Option<&str>) -> Result<KillReply, TaskError> {

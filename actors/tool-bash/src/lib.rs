@@ -10,7 +10,10 @@ mod render;
 mod structured;
 mod tool;
 
-pub use args::{BashArgs, parse_bash_args, parse_task_id};
+pub use args::{
+    BashArgs, DEFAULT_WAIT_MS, MAX_WAIT_MS, ReadArgs, parse_bash_args, parse_read_args,
+    parse_task_id,
+};
 pub use definitions::{DefinitionFacts, PROMPT_SECTION, ToolDefinition, tool_definitions};
 pub use managed_env::{managed_env, resolve_dsh_home};
 pub use render::{

@@ -12,10 +12,11 @@ use dsh_bash::{
 };
 use dsh_tasks::{
     AgentRef, KillTask, ReadTask, Register, Subscribe, TaskDone, TaskKillOutcome, TaskRegistry,
+    WaitOutcome, WaitTask,
 };
 use serde_json::Value;
 
-use crate::args::{parse_bash_args, parse_task_id};
+use crate::args::{parse_bash_args, parse_read_args, parse_task_id};
 use crate::definitions::{DefinitionFacts, ToolDefinition, tool_definitions};
 use crate::managed_env::managed_env;
 use crate::render::{render_kill, render_notice, render_read, render_result, render_started};
@@ -299,8 +300,27 @@ async fn bash(
 }
 
 async fn bash_output(registry: &Addr<TaskRegistry>, call: ToolCall) -> Result<ToolResult, String> {
-    let id = parse_task_id(&call.arguments)?;
+    let args = parse_read_args(&call.arguments)?;
+    let id = args.task_id;
     let caller = call.caller.map(|c| c.session_id);
+    if let Some(wait_ms) = args.wait_ms {
+        let cancel = call.cancel.clone();
+        let until = args.until.map(|until| {
+            Box::new(move |text: &str| until.is_match(text)) as dsh_tasks::OutputCondition
+        });
+        let wait = WaitTask {
+            id: id.clone(),
+            caller: caller.clone(),
+            timeout: std::time::Duration::from_millis(wait_ms),
+            until,
+            cancel: Box::pin(async move { dsh_bash::wait_abort(cancel.as_ref()).await }),
+        };
+        let outcome = flatten(registry.send(wait).await, REGISTRY)?;
+        tracing::debug!(task = %id, ?outcome, "bash_output wait ended");
+        if outcome == WaitOutcome::Aborted {
+            return Err("wait aborted".into());
+        }
+    }
     let reply = flatten(
         registry
             .send(ReadTask {

@@ -24,7 +24,10 @@ mod runtime;
 pub use runtime::{Runtime, RuntimeBuilder, RuntimeError};
 
 pub use dsh_bash::{AbortSignal, BashConfig, ProcessPolicy};
-pub use dsh_process::{ContainmentMode, ManagerStats, MaxConcurrent, TaskLimits, lock_unpoisoned};
+pub use dsh_process::{
+    Admission, AdmissionRequest, ContainmentMode, Load, ManagerStats, MaxConcurrent, MaxPerSession,
+    PolicyStack, SettledProcess, StragglerAction, TaskLimits, lock_unpoisoned,
+};
 pub use dsh_tasks::{AgentRef, Inject, TaskSnapshot};
 pub use dsh_tool_bash::{PROMPT_SECTION, ToolCall, ToolDefinition, ToolResult};
 

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use actix::prelude::*;
 use dsh_bash::{BashConfig, ExecError, LocalBashExecutor, ProcessPolicy};
 use dsh_process::{
-    AdmitAll, ContainmentConfig, ContainmentError, ContainmentMode, ManagerConfig, ManagerStats,
-    MaxConcurrent, ProcessManager, Stats, TaskLimits, WatchdogCommand,
+    ContainmentConfig, ContainmentError, ContainmentMode, ManagerConfig, ManagerStats,
+    MaxConcurrent, MaxPerSession, PolicyStack, ProcessManager, Stats, TaskLimits, WatchdogCommand,
 };
 use dsh_tasks::{ListTasks, RegistryConfig, ReleaseOwner, TaskRegistry, TaskSnapshot};
 use dsh_tool_bash::{
@@ -41,7 +41,10 @@ pub struct RuntimeBuilder {
     background: bool,
     spill_dir: Option<PathBuf>,
     keep_spill: bool,
-    policy: Box<dyn ProcessPolicy>,
+    max_concurrent: Option<usize>,
+    per_session: Option<MaxPerSession>,
+    /// The host's own policies, in the order added.
+    policies: Vec<Box<dyn ProcessPolicy>>,
     registry: RegistryConfig,
     containment: ContainmentConfig,
 }
@@ -54,7 +57,9 @@ impl Default for RuntimeBuilder {
             background: true,
             spill_dir: None,
             keep_spill: false,
-            policy: Box::new(AdmitAll),
+            max_concurrent: None,
+            per_session: None,
+            policies: Vec::new(),
             registry: RegistryConfig::default(),
             containment: ContainmentConfig::default(),
         }
@@ -112,15 +117,38 @@ impl RuntimeBuilder {
         self.keep_spill = keep;
         self
     }
-    /// At most `n` commands run at once; more wait in order.
+    /// At most `n` commands run at once; more wait, admitted round-robin between sessions and in
+    /// order within one. `0` refuses every command (the binary refuses the flag instead).
     pub fn max_concurrent(mut self, n: usize) -> Self {
-        self.policy = Box::new(MaxConcurrent(n));
+        self.max_concurrent = Some(n);
         self
     }
-    /// Any process policy (admission and stragglers).
-    pub fn policy(mut self, policy: Box<dyn ProcessPolicy>) -> Self {
-        self.policy = policy;
+    /// At most `running` background tasks of one session run at once; up to `queued` more wait
+    /// (`[status: queued]`); beyond that a start is an error.
+    pub fn max_per_session(mut self, running: usize, queued: usize) -> Self {
+        self.per_session = Some(MaxPerSession { running, queued });
         self
+    }
+    /// Adds a host policy to the stack (after the built-in ones, in the order added). Every policy
+    /// of the stack is asked; the most restrictive answer wins (see `PolicyStack`).
+    pub fn policy(mut self, policy: Box<dyn ProcessPolicy>) -> Self {
+        self.policies.push(policy);
+        self
+    }
+
+    /// The policy stack: per-session limits, the concurrency limit, then the host's policies.
+    fn policy_stack(&mut self) -> PolicyStack {
+        let mut stack = PolicyStack::new();
+        if let Some(per_session) = self.per_session {
+            stack.push(Box::new(per_session));
+        }
+        if let Some(n) = self.max_concurrent {
+            stack.push(Box::new(MaxConcurrent(n)));
+        }
+        for policy in self.policies.drain(..) {
+            stack.push(policy);
+        }
+        stack
     }
     /// Settled background task records kept before the oldest (read ones first) are evicted.
     pub fn max_finished_tasks(mut self, n: usize) -> Self {
@@ -179,8 +207,10 @@ impl RuntimeBuilder {
         rx.recv().map_err(|_| RuntimeError::ThreadExited)?
     }
 
-    fn build(self, owns_system: bool) -> Result<Runtime, RuntimeError> {
+    fn build(mut self, owns_system: bool) -> Result<Runtime, RuntimeError> {
         self.bash.validate()?;
+        let policy = self.policy_stack();
+        tracing::debug!(target: "dsh::policy", stack = ?policy, "policy stack");
         let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
         let dsh_home = resolve_dsh_home(
             self.dsh_home.as_deref(),
@@ -191,7 +221,7 @@ impl RuntimeBuilder {
         let manager = ProcessManager::try_new(ManagerConfig {
             spill_dir: self.spill_dir,
             keep_spill: self.keep_spill,
-            policy: self.policy,
+            policy: Box::new(policy),
             containment: self.containment,
         })?;
         let containment = manager.containment_mode();

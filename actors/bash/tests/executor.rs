@@ -119,6 +119,7 @@ fn stub_resolver() -> Resolver {
             dsh_env: r.dsh_env,
             abort: r.abort,
             peek: r.peek,
+            session: r.session,
         })
     })
 }

@@ -77,7 +77,8 @@ pub use messages::{
 };
 pub use outcome::{CollectedOutput, ProcessOutcome, ReadResult, Settlement, StreamKind};
 pub use policy::{
-    Admission, AdmitAll, Load, MaxConcurrent, ProcessPolicy, SettledProcess, StragglerAction,
+    Admission, AdmissionRequest, AdmitAll, Load, MaxConcurrent, MaxPerSession, PolicyStack,
+    ProcessPolicy, SettledProcess, StragglerAction,
 };
 pub use shared_output::SharedOutput;
-pub use spec::ProcessSpawnSpec;
+pub use spec::{ProcessSpawnSpec, QueuedNotice};

@@ -13,7 +13,9 @@ use crate::outcome::{ProcessOutcome, ReadResult, StreamKind};
 use crate::shared_output::SharedOutput;
 use crate::spec::ProcessSpawnSpec;
 
-/// Start a process. Resolves once it runs (a queued spawn waits for admission).
+/// Start a process. Resolves once it runs (a queued spawn waits for admission). If the spec's abort
+/// fires while the spawn waits for admission, it leaves the queue and fails at once with
+/// `aborted before spawn: <reason>`.
 #[derive(Message, Debug)]
 #[rtype(result = "Result<SpawnedProcess, SpawnError>")]
 pub struct Spawn(pub ProcessSpawnSpec);
@@ -106,6 +108,11 @@ pub struct ManagerStats {
     /// Groups remembered as possibly outliving their leader.
     pub stragglers: usize,
 }
+
+/// Internal: a caller stopped waiting for a queued spawn (its abort fired); forget such spawns.
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+pub(crate) struct WithdrawAbandoned;
 
 /// Internal: the driver of `id` has settled and stored its outcome in the process's [`SharedOutput`].
 #[derive(Message, Debug)]

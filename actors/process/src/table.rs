@@ -7,14 +7,16 @@
 //! groups to kill, a driver to run), so the rules can be read and tested on their own.
 //!
 //! Two queues, named for what they hold:
-//! - `awaiting_admission`: spawns the policy said to [`Admission::Queue`], oldest first;
+//! - `awaiting_admission`: spawns the policy said to [`Admission::Queue`](crate::Admission::Queue),
+//!   one first-come lane per session, served round-robin (`fair_queue`);
 //! - `ready_to_launch`: admitted and checked spawns waiting for their scheduler turn.
 //!
 //! Record life cycle:
 //!
 //! ```text
 //!   submit ──admit──► ready_to_launch ──launched──► Live ──settled──► Settled ──release──► (freed)
-//!     └──queue──► awaiting_admission ──(a child settles or launches)──► admit again, oldest first
+//!     └──queue──► awaiting_admission ──(a child settles or launches)──► admit again, fairly
+//!                      └──(the caller gave up: cancel, timeout)──► withdrawn
 //!   release of a Live record kills it and frees the slot once it settles.
 //! ```
 //!
@@ -42,10 +44,14 @@ use crate::spawn::ProgramCache;
 use crate::spill::SpillDir;
 
 mod admission;
+mod fair_queue;
+mod load_book;
 
 use admission::AwaitingAdmission;
 use admission::Launch;
 pub(crate) use admission::Pacing;
+use fair_queue::FairQueue;
+use load_book::{Count, LoadBook};
 
 /// Stragglers kept before the list is pruned of groups that have gone.
 const STRAGGLER_PRUNE_AT: usize = 256;
@@ -81,6 +87,9 @@ pub(crate) enum WaitFor {
 struct Slot {
     generation: u64,
     pid: i32,
+    /// Who the process is for, as admission counted it.
+    session: Option<String>,
+    background: bool,
     output: SharedOutput,
     state: SlotState,
 }
@@ -104,7 +113,9 @@ pub(crate) struct ProcessTable {
     generation: u64,
     live: usize,
     peak_live: usize,
-    awaiting_admission: VecDeque<AwaitingAdmission>,
+    awaiting_admission: FairQueue<AwaitingAdmission>,
+    /// Running and queued counts, in total and per session, as policies see them.
+    load: LoadBook,
     ready_to_launch: VecDeque<Launch>,
     /// A launch chain is under way: the actor will come back for the next ready spawn.
     launching: bool,
@@ -142,7 +153,8 @@ impl ProcessTable {
             generation: 0,
             live: 0,
             peak_live: 0,
-            awaiting_admission: VecDeque::new(),
+            awaiting_admission: FairQueue::default(),
+            load: LoadBook::default(),
             ready_to_launch: VecDeque::new(),
             launching: false,
             stragglers: Vec::new(),
@@ -186,6 +198,7 @@ impl ProcessTable {
             };
         };
         let pid = slot.pid;
+        let (session, background) = (slot.session.clone(), slot.background);
         let outcome = slot.output.outcome().cloned();
         let previous = std::mem::replace(&mut slot.state, SlotState::Settled);
         let SlotState::Live {
@@ -203,6 +216,7 @@ impl ProcessTable {
             };
         };
         self.live -= 1;
+        self.load.remove(&session, Count::Running, background);
         if let Some(outcome) = &outcome {
             for waiter in waiters {
                 let _ = waiter.send(outcome.clone());
@@ -342,9 +356,10 @@ impl ProcessTable {
     /// and returns one receiver per live process that fires when it settles.
     pub(crate) fn begin_shutdown(&mut self) -> Vec<oneshot::Receiver<ProcessOutcome>> {
         self.shutting_down = true;
-        for waiting in self.awaiting_admission.drain(..) {
+        for waiting in self.awaiting_admission.drain_all() {
             let _ = waiting.reply.send(Err(SpawnError::ShutDown));
         }
+        self.load.clear_queued();
         for launch in self.ready_to_launch.drain(..) {
             let _ = launch.reply.send(Err(SpawnError::ShutDown));
         }

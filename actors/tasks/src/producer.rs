@@ -8,6 +8,8 @@ use futures::future::BoxFuture;
 /// Where a task stands.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum TaskStatus {
+    /// The work waits for a supervisor policy to admit it; it has not started.
+    Queued,
     /// The work has not ended yet.
     Running,
     /// Ended on its own; non-zero exits are still `Completed`.
@@ -26,9 +28,9 @@ pub enum TaskStatus {
 }
 
 impl TaskStatus {
-    /// Whether the work has not ended yet.
+    /// Whether the work has not ended yet (it runs, or waits to start).
     pub fn is_running(&self) -> bool {
-        matches!(self, TaskStatus::Running)
+        matches!(self, TaskStatus::Running | TaskStatus::Queued)
     }
 
     /// The one rule for "killed stays killed": how work that ended as `self` is reported when a kill
@@ -61,8 +63,14 @@ pub trait TaskProducer: Send + 'static {
     /// must never block: the registry calls it inside its actor.
     fn read(&self) -> TaskOutput;
 
-    /// Starts stopping the work (for bash: SIGTERM to the group, SIGKILL after the grace). Idempotent.
+    /// Starts stopping the work (for bash: SIGTERM to the group, SIGKILL after the grace; a queued
+    /// command leaves the queue). Idempotent.
     fn kill(&self);
+
+    /// Whether the work still waits to start (shown as `queued` while the task has not settled).
+    fn queued(&self) -> bool {
+        false
+    }
 
     /// Resolves once, when the work has ended and its output is final, with its terminal status.
     fn finished(&self) -> BoxFuture<'static, TaskStatus>;

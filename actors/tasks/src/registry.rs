@@ -29,7 +29,7 @@ pub struct RegistryConfig {
 impl Default for RegistryConfig {
     fn default() -> Self {
         Self {
-            max_finished: 1024,
+            max_finished: 1000,
             owner_check_interval: Duration::from_millis(500),
         }
     }

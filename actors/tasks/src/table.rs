@@ -64,7 +64,10 @@ impl Record {
             kind: self.kind.clone(),
             label: self.label.clone(),
             owner_session: self.owner.as_ref().map(|o| o.session_id.clone()),
-            status: self.status.clone(),
+            status: match &self.status {
+                TaskStatus::Running if self.producer.queued() => TaskStatus::Queued,
+                status => status.clone(),
+            },
             settled: self.settled,
             started_at: self.started_at,
             finished_at: self.finished_at,

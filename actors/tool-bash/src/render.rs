@@ -43,10 +43,11 @@ pub fn render_result(result: &BashRunResult) -> String {
     body + &markers.join("\n")
 }
 
-/// `[status: running]`, `[status: completed, exit code: N]`, `[status: killed by SIGTERM]`, `[status: killed]`,
+/// `[status: queued]`, `[status: running]`, `[status: completed, exit code: N]`, `[status: killed by SIGTERM]`, `[status: killed]`,
 /// `[status: killed: out of memory]`.
 pub fn status_line(status: &TaskStatus) -> String {
     match status {
+        TaskStatus::Queued => "[status: queued]".to_owned(),
         TaskStatus::Running => "[status: running]".to_owned(),
         TaskStatus::Completed { exit_code } => {
             format!("[status: completed, exit code: {exit_code}]")

@@ -274,6 +274,7 @@ async fn bash(
             call.cancel.clone()
         },
         peek: peek.clone(),
+        session: session.map(str::to_owned),
         ..BashExecRequest::default()
     };
     let spec = (executor.resolve)(request).map_err(|err| err.to_string())?;

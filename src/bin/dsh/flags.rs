@@ -39,9 +39,23 @@ pub struct RuntimeFlags {
     /// Workspace directory: default working directory and base of relative workdirs [default: current dir].
     #[arg(long, value_name = "DIR")]
     pub cwd: Option<PathBuf>,
-    /// Run at most N commands at once; further ones wait in order [default: no limit].
-    #[arg(long, value_name = "N")]
-    pub max_concurrent: Option<usize>,
+    /// Run at most N commands at once (N ≥ 1); further ones wait, admitted round-robin between
+    /// sessions and in order within one [default: no limit].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_concurrent: Option<u64>,
+    /// Run at most N background tasks of one session at once; more wait (see
+    /// --max-queued-per-session) or are refused [default: no limit].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_running_per_session: Option<u64>,
+    /// With --max-running-per-session: how many more background tasks of one session may wait to
+    /// start (`[status: queued]`); beyond that a start is an error.
+    #[arg(
+        long,
+        value_name = "M",
+        default_value_t = 0,
+        requires = "max_running_per_session"
+    )]
+    pub max_queued_per_session: u64,
     /// Keep the spill directory (full outputs) after exit.
     #[arg(long)]
     pub keep_spill: bool,
@@ -118,7 +132,10 @@ impl RuntimeFlags {
             builder = builder.cwd(cwd);
         }
         if let Some(n) = self.max_concurrent {
-            builder = builder.max_concurrent(n);
+            builder = builder.max_concurrent(n as usize);
+        }
+        if let Some(n) = self.max_running_per_session {
+            builder = builder.max_per_session(n as usize, self.max_queued_per_session as usize);
         }
         if let Some(home) = &self.dsh_home {
             builder = builder.dsh_home(home);

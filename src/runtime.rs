@@ -150,9 +150,16 @@ impl RuntimeBuilder {
         }
         stack
     }
-    /// Settled background task records kept before the oldest (read ones first) are evicted.
+    /// Finished background tasks kept (default 1000); beyond it they are discarded, those whose end
+    /// their owner already read first, then the oldest.
     pub fn max_finished_tasks(mut self, n: usize) -> Self {
         self.registry.max_finished = n;
+        self
+    }
+    /// Output bytes finished background tasks keep in memory (default 64 MiB); beyond it they are
+    /// discarded as by [`RuntimeBuilder::max_finished_tasks`].
+    pub fn retained_output_bytes(mut self, bytes: usize) -> Self {
+        self.registry.max_retained_bytes = bytes;
         self
     }
 

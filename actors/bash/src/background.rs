@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use actix::Addr;
 use dsh_process::{
-    AbortSignal, Kill, ProcessManager, Release, SpawnError, SpawnedProcess, StreamKind,
+    AbortSignal, Discard, Kill, ProcessManager, Release, SpawnError, SpawnedProcess, StreamKind,
     lock_unpoisoned,
 };
 use dsh_tasks::{TaskOutput, TaskProducer, TaskStatus};
@@ -303,6 +303,19 @@ impl TaskProducer for BashProcess {
 
     fn queued(&self) -> bool {
         self.state().queued
+    }
+
+    fn retained_bytes(&self) -> usize {
+        self.inner
+            .process
+            .get()
+            .map_or(0, |process| process.output.retained_bytes())
+    }
+
+    fn discard(&self) {
+        if let Some(process) = self.inner.process.get() {
+            self.inner.manager.do_send(Discard { id: process.id });
+        }
     }
 
     fn kill(&self) {

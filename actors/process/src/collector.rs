@@ -247,11 +247,30 @@ impl OutputCollector {
         out
     }
 
+    /// Bytes of output held in memory (the kept tail).
+    pub fn held_bytes(&self) -> usize {
+        self.held
+    }
+
+    /// The spill file, if one exists now (open or complete).
+    pub fn spill_path(&self) -> Option<PathBuf> {
+        self.current_spill_path()
+    }
+
     /// Ends the stream: closes the spill (a failed close withholds the path) and returns the final view.
     /// Idempotent; never fails.
     pub fn finalize(&mut self) -> CollectedOutput {
         if !self.finished {
             self.finished = true;
+            // Kept chunks may be slices of larger read buffers (a large read is kept without a
+            // copy): a finished stream keeps one buffer of exactly its tail, so what it costs is
+            // its cap at most, not the buffers its tail was cut from.
+            if !self.chunks.is_empty() {
+                // `retained_from` allocates exactly `held` bytes.
+                let tail = Bytes::from(self.retained_from(0));
+                self.chunks.clear();
+                self.chunks.push_back(tail);
+            }
             let spill = std::mem::replace(&mut self.spill, Spill::Disabled);
             self.spill = match spill {
                 Spill::Open { file, path } => match self.close_file(file) {

@@ -20,8 +20,8 @@ use crate::driver::Driver;
 use crate::errors::{ProcessError, SpawnError};
 use crate::ids::ProcessId;
 use crate::messages::{
-    Kill, KillAllNow, KillOutcome, ManagerStats, ProcessSettled, Read, Release, Shutdown, Spawn,
-    SpawnedProcess, Stats, Wait, WithdrawAbandoned,
+    Discard, Kill, KillAllNow, KillOutcome, ManagerStats, ProcessSettled, Read, Release, Shutdown,
+    Spawn, SpawnedProcess, Stats, Wait, WithdrawAbandoned,
 };
 use crate::outcome::{ProcessOutcome, ReadResult};
 use crate::signal::signal_group;
@@ -228,6 +228,14 @@ impl Handler<Release> for ProcessManager {
 
     fn handle(&mut self, Release { id }: Release, _: &mut Self::Context) -> Self::Result {
         self.table.release(id)
+    }
+}
+
+impl Handler<Discard> for ProcessManager {
+    type Result = Result<(), ProcessError>;
+
+    fn handle(&mut self, Discard { id }: Discard, _: &mut Self::Context) -> Self::Result {
+        self.table.discard(id)
     }
 }
 

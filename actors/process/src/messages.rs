@@ -78,6 +78,15 @@ pub struct Release {
     pub id: ProcessId,
 }
 
+/// Forget a settled record for good: free its slot and delete its spill files (a background task that
+/// retention discarded). A live process is released as by [`Release`] and its files are kept.
+#[derive(Message, Debug)]
+#[rtype(result = "Result<(), ProcessError>")]
+pub struct Discard {
+    /// The record to forget.
+    pub id: ProcessId,
+}
+
 /// Kill and join every process, stragglers included; refuse queued and later spawns. Idempotent.
 #[derive(Message, Debug)]
 #[rtype(result = "()")]

@@ -95,6 +95,19 @@ impl SharedOutput {
         self.progress.subscribe()
     }
 
+    /// Bytes of output held in memory, both streams together.
+    pub fn retained_bytes(&self) -> usize {
+        self.lock(StreamKind::Stdout).held_bytes() + self.lock(StreamKind::Stderr).held_bytes()
+    }
+
+    /// The spill files that exist now (stdout's first).
+    pub fn spill_paths(&self) -> Vec<std::path::PathBuf> {
+        [StreamKind::Stdout, StreamKind::Stderr]
+            .into_iter()
+            .filter_map(|stream| self.lock(stream).spill_path())
+            .collect()
+    }
+
     pub(crate) fn finalize(&self, stream: StreamKind) -> CollectedOutput {
         self.lock(stream).finalize()
     }

@@ -330,6 +330,21 @@ impl ProcessTable {
         Ok(())
     }
 
+    /// Frees a settled record and deletes its spill files; a live one is released as by `release`.
+    pub(crate) fn discard(&mut self, id: ProcessId) -> Result<(), ProcessError> {
+        let slot = self.slot(id)?;
+        if matches!(slot.state, SlotState::Live { .. }) {
+            return self.release(id);
+        }
+        for path in slot.output.spill_paths() {
+            if let Err(err) = std::fs::remove_file(&path) {
+                tracing::warn!(path = %path.display(), %err, "cannot remove a discarded spill file");
+            }
+        }
+        self.slots.remove(id.slot);
+        Ok(())
+    }
+
     pub(crate) fn stats(&self) -> ManagerStats {
         ManagerStats {
             live: self.live,

@@ -89,4 +89,39 @@ pub trait TaskProducer: Send + 'static {
     fn pending(&self) -> Vec<String> {
         Vec::new()
     }
+
+    /// Bytes of output this work holds in memory; retention bounds their sum over finished tasks.
+    fn retained_bytes(&self) -> usize {
+        0
+    }
+
+    /// The registry forgets the finished task for good (retention): remove what it keeps elsewhere
+    /// (for bash, its spill files). The default keeps nothing.
+    fn discard(&self) {}
+}
+
+/// What stays of a finished task once its owner has read all of it: the final status lives in the
+/// registry's record, so this keeps only the full-output files (removed when the task is discarded).
+pub(crate) struct Drained {
+    pub spill_paths: Vec<PathBuf>,
+}
+
+impl TaskProducer for Drained {
+    fn read(&self) -> TaskOutput {
+        TaskOutput::default()
+    }
+
+    fn kill(&self) {}
+
+    fn finished(&self) -> BoxFuture<'static, TaskStatus> {
+        Box::pin(std::future::pending())
+    }
+
+    fn discard(&self) {
+        for path in &self.spill_paths {
+            if let Err(err) = std::fs::remove_file(path) {
+                tracing::debug!(path = %path.display(), %err, "cannot remove a discarded spill file");
+            }
+        }
+    }
 }

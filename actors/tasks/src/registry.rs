@@ -22,6 +22,8 @@ use crate::wait::{WaitOutcome, WaitTask, wait};
 pub struct RegistryConfig {
     /// Settled records kept; beyond it the oldest reported ones are evicted first, then the oldest.
     pub max_finished: usize,
+    /// Output bytes kept in memory by settled records; beyond it records are evicted likewise.
+    pub max_retained_bytes: usize,
     /// How often the registry looks for owners whose mailbox closed.
     pub owner_check_interval: Duration,
 }
@@ -30,6 +32,7 @@ impl Default for RegistryConfig {
     fn default() -> Self {
         Self {
             max_finished: 1000,
+            max_retained_bytes: 64 << 20,
             owner_check_interval: Duration::from_millis(500),
         }
     }
@@ -47,7 +50,7 @@ impl TaskRegistry {
     pub fn new(config: RegistryConfig) -> Self {
         Self {
             owner_check_interval: config.owner_check_interval,
-            table: TaskTable::new(config.max_finished),
+            table: TaskTable::with_retention(config.max_finished, config.max_retained_bytes),
             subscribers: Vec::new(),
         }
     }

@@ -9,8 +9,11 @@
 //! ```text
 //!   register ──► running ──finished──► completed | killed   (settled once; one TaskDone)
 //!                  └──kill──► killed (signal unknown yet; reported) ──finished──► killed by SIG…
-//!   settled records stay readable until evicted (over `max_finished`, reported ones first) or their
-//!   owner is released.
+//!   settled records stay readable until retention discards them (over `max_finished` records or over
+//!   `max_retained_bytes` of output in memory; those whose end the owner already saw go first, then
+//!   the oldest), or their owner is released. A read that shows the end has consumed everything: the
+//!   record then drops its producer (and with it the process and its output in memory), keeping a
+//!   [`Drained`] stand-in with the spill paths. Reading a discarded task is an error of its own.
 //! ```
 //!
 //! Access fence: a task with an owner is visible only to callers presenting the owner's session id
@@ -26,7 +29,7 @@ use tokio::sync::oneshot;
 use crate::agent::TaskOwner;
 use crate::errors::TaskError;
 use crate::messages::{KillReply, ReadReply, TaskDone, TaskKillOutcome};
-use crate::producer::{TaskProducer, TaskStatus};
+use crate::producer::{Drained, TaskProducer, TaskStatus};
 use crate::snapshot::TaskSnapshot;
 
 /// A registered task: its id, and the future that resolves when its producer has finished.
@@ -53,6 +56,10 @@ struct Record {
     started_at: SystemTime,
     finished_at: Option<SystemTime>,
     reported: bool,
+    /// Output bytes the producer held in memory when it settled (0 once drained).
+    retained: usize,
+    /// The producer was replaced by a [`Drained`] stand-in.
+    drained: bool,
     /// Woken when the record settles (owner release, shutdown).
     settle_waiters: Vec<oneshot::Sender<()>>,
 }
@@ -102,6 +109,13 @@ impl Record {
 pub(crate) struct TaskTable {
     /// Settled records kept; beyond it the oldest reported ones are evicted first.
     max_finished: usize,
+    /// Output bytes in memory kept by settled records; beyond it records are evicted likewise.
+    max_retained_bytes: usize,
+    /// Ids forgotten because their owner was released (they read as unknown, not as discarded).
+    released: std::collections::HashSet<String>,
+    /// Settled records now, and the output bytes they hold.
+    settled_count: usize,
+    retained_total: usize,
     records: HashMap<String, Record>,
     /// Next ordinal per kind (`bash` → 3 means `bash-3` is next).
     counters: HashMap<String, u64>,
@@ -110,9 +124,18 @@ pub(crate) struct TaskTable {
 }
 
 impl TaskTable {
+    #[cfg(test)]
     pub(crate) fn new(max_finished: usize) -> Self {
+        Self::with_retention(max_finished, usize::MAX)
+    }
+
+    pub(crate) fn with_retention(max_finished: usize, max_retained_bytes: usize) -> Self {
         Self {
             max_finished,
+            max_retained_bytes,
+            released: Default::default(),
+            settled_count: 0,
+            retained_total: 0,
             records: HashMap::new(),
             counters: HashMap::new(),
             registered: 0,
@@ -120,7 +143,25 @@ impl TaskTable {
         }
     }
 
+    /// Why `id` has no record: it was issued and is gone (discarded), or it never was.
+    fn missing(&self, id: &str) -> TaskError {
+        let issued = id.rsplit_once('-').and_then(|(kind, n)| {
+            let n: u64 = n.parse().ok()?;
+            (n >= 1 && self.counters.get(kind).is_some_and(|last| n <= *last)).then_some(kind)
+        });
+        match issued {
+            Some(kind) if !self.released.contains(id) => TaskError::Discarded {
+                kind: kind.to_owned(),
+                id: id.to_owned(),
+            },
+            _ => TaskError::Unknown(id.to_owned()),
+        }
+    }
+
     fn access(&mut self, id: &str, caller: Option<&str>) -> Result<&mut Record, TaskError> {
+        if !self.records.contains_key(id) {
+            return Err(self.missing(id));
+        }
         let record = self
             .records
             .get_mut(id)
@@ -169,6 +210,8 @@ impl TaskTable {
                 started_at: SystemTime::now(),
                 finished_at: None,
                 reported: false,
+                retained: 0,
+                drained: false,
                 settle_waiters: Vec::new(),
             },
         );
@@ -185,6 +228,9 @@ impl TaskTable {
         }
         record.settled = true;
         record.finished_at = Some(SystemTime::now());
+        record.retained = record.producer.retained_bytes();
+        self.settled_count += 1;
+        self.retained_total += record.retained;
         let killed = matches!(record.status, TaskStatus::Killed { .. });
         record.status = end.stays_killed(killed);
         for waiter in record.settle_waiters.drain(..) {
@@ -199,20 +245,45 @@ impl TaskTable {
         done
     }
 
-    /// Keeps at most `max_finished` settled records: the oldest reported ones go first.
+    /// Keeps at most `max_finished` settled records holding at most `max_retained_bytes` of output:
+    /// records whose end the owner already saw go first, then the oldest. A discarded record's
+    /// producer removes its spill files.
     fn evict_over_cap(&mut self) {
-        let settled = self.records.values().filter(|r| r.settled).count();
-        for _ in self.max_finished..settled {
+        loop {
+            let over_count = self.settled_count > self.max_finished;
+            let over_bytes = self.retained_total > self.max_retained_bytes;
+            if !over_count && !over_bytes {
+                break;
+            }
             let victim = self
                 .records
                 .iter()
-                .filter(|(_, r)| r.settled)
+                .filter(|(_, r)| r.settled && (over_count || r.retained > 0))
                 .min_by_key(|(_, r)| (!r.reported, r.order))
                 .map(|(id, _)| id.clone());
-            if let Some(id) = victim {
-                tracing::debug!(task = %id, "evicting finished task record");
-                self.records.remove(&id);
-            }
+            let Some(record) = victim.and_then(|id| self.records.remove_entry(&id)) else {
+                break;
+            };
+            let (id, record) = record;
+            self.forget_settled(&record);
+            tracing::debug!(
+                target: "dsh::policy",
+                task = %id,
+                reported = record.reported,
+                retained = record.retained,
+                over_count,
+                over_bytes,
+                "evict: finished task discarded (retention limit)"
+            );
+            record.producer.discard();
+        }
+    }
+
+    /// Takes a removed settled record out of the retention counts.
+    fn forget_settled(&mut self, record: &Record) {
+        if record.settled {
+            self.settled_count -= 1;
+            self.retained_total -= record.retained;
         }
     }
 
@@ -224,6 +295,15 @@ impl TaskTable {
         }
         let snapshot = record.snapshot(id);
         let output = record.producer.read();
+        if record.settled && !record.drained {
+            // The end was read and everything with it: keep only what a later discard removes.
+            record.producer = Arc::new(Drained {
+                spill_paths: output.spill_paths.clone(),
+            });
+            record.drained = true;
+            let freed = std::mem::take(&mut record.retained);
+            self.retained_total -= freed;
+        }
         Ok(ReadReply { output, snapshot })
     }
 
@@ -315,10 +395,13 @@ impl TaskTable {
         watches
     }
 
-    /// Forgets the given tasks.
+    /// Forgets the given tasks (their owner was released).
     pub(crate) fn remove(&mut self, ids: &[String]) {
         for id in ids {
-            self.records.remove(id);
+            if let Some(record) = self.records.remove(id) {
+                self.forget_settled(&record);
+                self.released.insert(id.clone());
+            }
         }
     }
 
@@ -339,6 +422,8 @@ impl TaskTable {
     /// Forgets every task (the end of a shutdown).
     pub(crate) fn clear(&mut self) {
         self.records.clear();
+        self.settled_count = 0;
+        self.retained_total = 0;
     }
 }
 

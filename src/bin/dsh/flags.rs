@@ -56,6 +56,14 @@ pub struct RuntimeFlags {
         requires = "max_running_per_session"
     )]
     pub max_queued_per_session: u64,
+    /// Finished background tasks kept; beyond it they are discarded (read ones first, then the
+    /// oldest) and reading one is an error.
+    #[arg(long, default_value_t = 1000, value_name = "N")]
+    pub max_finished_tasks: usize,
+    /// Output bytes finished background tasks keep in memory (e.g. 64MiB); beyond it they are
+    /// discarded likewise.
+    #[arg(long, default_value = "64MiB", value_name = "BYTES", value_parser = parse_bytes)]
+    pub retained_output_bytes: u64,
     /// Keep the spill directory (full outputs) after exit.
     #[arg(long)]
     pub keep_spill: bool,
@@ -113,6 +121,10 @@ impl RuntimeFlags {
             .max_spill_bytes(self.max_spill_bytes)
             .grace_ms(self.grace_ms)
             .keep_spill(self.keep_spill)
+            .max_finished_tasks(self.max_finished_tasks)
+            .retained_output_bytes(
+                usize::try_from(self.retained_output_bytes).unwrap_or(usize::MAX),
+            )
             .containment(match self.containment {
                 Containment::Auto => None,
                 Containment::Cgroup => Some(ContainmentMode::Cgroup),

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use actix::prelude::*;
-use dsh_bash::{BashConfig, ExecError, LocalBashExecutor, ProcessPolicy};
+use dsh_bash::{BashConfig, ExecError, LocalBashExecutor, OnTimeout, ProcessPolicy};
 use dsh_process::{
     ContainmentConfig, ContainmentError, ContainmentMode, ManagerConfig, ManagerStats,
     MaxConcurrent, MaxPerSession, PolicyStack, ProcessManager, Stats, TaskLimits, WatchdogCommand,
@@ -100,6 +100,12 @@ impl RuntimeBuilder {
     /// `DSH_HOME` for commands (else `$DSH_HOME`, else `~/.dsh`).
     pub fn dsh_home(mut self, path: impl Into<PathBuf>) -> Self {
         self.dsh_home = Some(path.into());
+        self
+    }
+    /// What a foreground call that reaches its timeout becomes: killed (the default, as the seeds), or
+    /// a background task of its caller (needs background work enabled; otherwise it is killed).
+    pub fn on_timeout(mut self, on_timeout: OnTimeout) -> Self {
+        self.bash.on_timeout = on_timeout;
         self
     }
     /// Offer background tasks (`run_in_background`, `bash_output`, `bash_kill`). Default on.
@@ -216,6 +222,10 @@ impl RuntimeBuilder {
 
     fn build(mut self, owns_system: bool) -> Result<Runtime, RuntimeError> {
         self.bash.validate()?;
+        if !self.background {
+            // Nowhere to move a call to: a timeout kills.
+            self.bash.on_timeout = OnTimeout::Kill;
+        }
         let policy = self.policy_stack();
         tracing::debug!(target: "dsh::policy", stack = ?policy, "policy stack");
         let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));

@@ -15,9 +15,9 @@ use dsh_process::{
 use tokio::time::{Instant, sleep_until};
 
 use crate::background::BashProcess;
-use crate::config::BashConfig;
+use crate::config::{BashConfig, OnTimeout};
 use crate::errors::ExecError;
-use crate::messages::{BashRunResult, Run, Start};
+use crate::messages::{BashRunResult, MovedToBackground, Run, Start};
 use crate::request::BashExecSpec;
 
 /// Set for every command so pagers and colour codes do not garble what the model reads (Codex's set);
@@ -128,6 +128,27 @@ async fn run(
         tokio::select! {
             outcome = &mut wait => break outcome,
             () = sleep_until(deadline), if cause.is_none() => {
+                if config.on_timeout == OnTimeout::Background {
+                    tracing::debug!(
+                        target: "dsh::policy",
+                        decision = "background",
+                        timeout_ms = spec.timeout_ms,
+                        "move to background: still running at its timeout"
+                    );
+                    let handle = BashProcess::running(manager, spawned.clone(), None);
+                    let output = handle.read_output();
+                    return Ok(BashRunResult {
+                        exit_code: None,
+                        signal: None,
+                        timed_out: false,
+                        aborted: false,
+                        timeout_ms: spec.timeout_ms,
+                        stdout: Default::default(),
+                        stderr: Default::default(),
+                        oom_killed: false,
+                        moved_to_background: Some(MovedToBackground { handle, output }),
+                    });
+                }
                 cause = Some(Cause::TimedOut);
                 fused.abort(format!("BASH_TIMEOUT after {}ms", spec.timeout_ms));
             }
@@ -148,6 +169,7 @@ async fn run(
         stdout: outcome.stdout,
         stderr: outcome.stderr,
         oom_killed: outcome.oom_killed,
+        moved_to_background: None,
     })
 }
 

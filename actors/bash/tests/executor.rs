@@ -138,6 +138,7 @@ impl Handler<Run> for StubExecutor {
             },
             stderr: CollectedOutput::default(),
             oom_killed: false,
+            moved_to_background: None,
         })
     }
 }

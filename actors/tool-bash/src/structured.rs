@@ -35,6 +35,11 @@ pub fn bash_structured(
     })
 }
 
+/// A foreground `bash` call that reached its timeout and became background task `task_id`.
+pub fn moved_structured(task_id: &str, timeout_ms: u64) -> Value {
+    json!({"background": true, "task_id": task_id, "timed_out": true, "timeout_ms": timeout_ms})
+}
+
 /// A `bash` call that started a background task.
 pub fn started_structured(task_id: &str) -> Value {
     json!({"background": true, "task_id": task_id})

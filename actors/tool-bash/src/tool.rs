@@ -19,8 +19,12 @@ use serde_json::Value;
 use crate::args::{parse_bash_args, parse_read_args, parse_task_id};
 use crate::definitions::{DefinitionFacts, ToolDefinition, tool_definitions};
 use crate::managed_env::managed_env;
-use crate::render::{render_kill, render_notice, render_read, render_result, render_started};
-use crate::structured::{bash_structured, kill_structured, read_structured, started_structured};
+use crate::render::{
+    render_kill, render_moved, render_notice, render_read, render_result, render_started,
+};
+use crate::structured::{
+    bash_structured, kill_structured, moved_structured, read_structured, started_structured,
+};
 
 /// One model tool call.
 #[derive(Message, Clone, Debug)]
@@ -290,7 +294,18 @@ async fn bash(
         return Ok(ToolResult::ok(render_started(&id)).with_structured(started_structured(&id)));
     }
     let began = std::time::Instant::now();
-    let result = flatten(executor.run.send(Run(spec)).await, EXECUTOR)?;
+    let mut result = flatten(executor.run.send(Run(spec)).await, EXECUTOR)?;
+    if let Some(moved) = result.moved_to_background.take() {
+        let register = Register {
+            kind: "bash".into(),
+            label: args.command,
+            owner: call.caller,
+            producer: Box::new(moved.handle),
+        };
+        let id = flatten(registry.send(register).await, REGISTRY)?;
+        let text = render_moved(&moved.output, result.timeout_ms, &id);
+        return Ok(ToolResult::ok(text).with_structured(moved_structured(&id, result.timeout_ms)));
+    }
     let duration_ms = began.elapsed().as_millis() as u64;
     let totals = peek.as_ref().and_then(OutputPeek::snapshot);
     let structured = bash_structured(&result, duration_ms, totals.as_ref());

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
 use dsh::actors::process::{ContainmentMode, TaskLimits};
-use dsh::{Runtime, RuntimeBuilder};
+use dsh::{OnTimeout, Runtime, RuntimeBuilder};
 
 /// `--containment`: how each command is kept together with all its descendants.
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -17,6 +17,15 @@ pub enum Containment {
     Subreaper,
     /// The process group only.
     Group,
+}
+
+/// `--on-timeout`: what a foreground call that reaches its timeout becomes.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnTimeoutFlag {
+    /// Killed (SIGTERM, then SIGKILL after the grace), as in the seeds.
+    Kill,
+    /// Left running as a background task of the caller, keeping everything it printed.
+    Background,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -56,6 +65,9 @@ pub struct RuntimeFlags {
         requires = "max_running_per_session"
     )]
     pub max_queued_per_session: u64,
+    /// What a foreground call that reaches its timeout becomes.
+    #[arg(long, value_enum, default_value = "kill")]
+    pub on_timeout: OnTimeoutFlag,
     /// Finished background tasks kept; beyond it they are discarded (read ones first, then the
     /// oldest) and reading one is an error.
     #[arg(long, default_value_t = 1000, value_name = "N")]
@@ -121,6 +133,10 @@ impl RuntimeFlags {
             .max_spill_bytes(self.max_spill_bytes)
             .grace_ms(self.grace_ms)
             .keep_spill(self.keep_spill)
+            .on_timeout(match self.on_timeout {
+                OnTimeoutFlag::Kill => OnTimeout::Kill,
+                OnTimeoutFlag::Background => OnTimeout::Background,
+            })
             .max_finished_tasks(self.max_finished_tasks)
             .retained_output_bytes(
                 usize::try_from(self.retained_output_bytes).unwrap_or(usize::MAX),

@@ -23,7 +23,9 @@ mod runtime;
 
 pub use runtime::{Runtime, RuntimeBuilder, RuntimeError};
 
-pub use dsh_bash::{AbortSignal, BashConfig, OnTimeout, ProcessPolicy};
+pub use dsh_bash::{
+    AbortSignal, BashConfig, BashExecRequest, OnTimeout, ProcessPolicy, Restart, RestartPolicy,
+};
 pub use dsh_process::{
     Admission, AdmissionRequest, ContainmentMode, Load, ManagerStats, MaxConcurrent, MaxPerSession,
     PolicyStack, SettledProcess, StragglerAction, TaskLimits, lock_unpoisoned,

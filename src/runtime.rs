@@ -5,12 +5,17 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use actix::prelude::*;
-use dsh_bash::{BashConfig, ExecError, LocalBashExecutor, OnTimeout, ProcessPolicy};
+use dsh_bash::{
+    BashConfig, BashExecRequest, ExecError, LocalBashExecutor, OnTimeout, ProcessPolicy, Resolver,
+    RestartPolicy, Start, Supervised,
+};
 use dsh_process::{
     ContainmentConfig, ContainmentError, ContainmentMode, ManagerConfig, ManagerStats,
     MaxConcurrent, MaxPerSession, PolicyStack, ProcessManager, Stats, TaskLimits, WatchdogCommand,
 };
-use dsh_tasks::{ListTasks, RegistryConfig, ReleaseOwner, TaskRegistry, TaskSnapshot};
+use dsh_tasks::{
+    AgentRef, ListTasks, Register, RegistryConfig, ReleaseOwner, TaskRegistry, TaskSnapshot,
+};
 use dsh_tool_bash::{
     ExecutorRef, ToolBash, ToolBashConfig, ToolCall, ToolDefinition, ToolResult, resolve_dsh_home,
 };
@@ -254,9 +259,10 @@ impl RuntimeBuilder {
         let definitions = ToolBash::definitions(&tool_config);
         let resolver = self.bash.resolver();
         let executor = LocalBashExecutor::new(self.bash, manager.clone())?.start();
+        let start = executor.clone().recipient();
         let tool = ToolBash::new(
             tool_config,
-            ExecutorRef::new(resolver, executor),
+            ExecutorRef::new(resolver.clone(), executor),
             registry.clone(),
         )
         .start();
@@ -275,6 +281,8 @@ impl RuntimeBuilder {
                 sequencer,
                 definitions,
                 containment,
+                resolver,
+                start,
             }),
         })
     }
@@ -293,6 +301,9 @@ struct Inner {
     sequencer: Addr<ShutdownSequencer>,
     definitions: Vec<ToolDefinition>,
     containment: ContainmentMode,
+    /// The executor's resolver and its background starts, for supervised tasks.
+    resolver: Resolver,
+    start: Recipient<Start>,
 }
 
 impl Drop for Inner {
@@ -341,6 +352,38 @@ impl Runtime {
                 session_id: session_id.into(),
             })
             .await;
+    }
+
+    /// Starts `command` as a background task that `policy` restarts when it ends (host-started
+    /// tasks only: a model's tasks never restart). `owner` owns the task and hears when the
+    /// supervisor gives up; `None` leaves it open to every caller. Returns the task id.
+    pub async fn start_supervised(
+        &self,
+        command: BashExecRequest,
+        policy: RestartPolicy,
+        owner: Option<AgentRef>,
+    ) -> Result<String, String> {
+        let mut request = command;
+        request.session = owner.as_ref().map(|o| o.session_id.clone());
+        let label = request.command.clone();
+        let spec = (self.inner.resolver)(request).map_err(|e| e.to_string())?;
+        let supervised = Supervised::start(self.inner.start.clone(), spec, policy, owner.clone())
+            .await
+            .map_err(|e| e.to_string())?;
+        let id = self
+            .inner
+            .registry
+            .send(Register {
+                kind: "bash".into(),
+                label,
+                owner,
+                producer: Box::new(supervised.clone()),
+            })
+            .await
+            .map_err(|_| "the task registry is not running".to_owned())?
+            .map_err(|e| e.to_string())?;
+        supervised.set_task_id(&id);
+        Ok(id)
     }
 
     /// The containment mode in force.

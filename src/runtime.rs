@@ -10,8 +10,9 @@ use dsh_bash::{
     RestartPolicy, Start, Supervised,
 };
 use dsh_process::{
-    ContainmentConfig, ContainmentError, ContainmentMode, ManagerConfig, ManagerStats,
-    MaxConcurrent, MaxPerSession, PolicyStack, ProcessManager, Stats, TaskLimits, WatchdogCommand,
+    AdmissionCost, ContainmentConfig, ContainmentError, ContainmentMode, GetAdmissionCost,
+    ManagerConfig, ManagerStats, MaxConcurrent, MaxPerSession, PolicyStack, ProcessManager, Stats,
+    TaskLimits, WatchdogCommand,
 };
 use dsh_tasks::{
     AgentRef, ListTasks, Register, RegistryConfig, ReleaseOwner, TaskRegistry, TaskSnapshot,
@@ -394,6 +395,15 @@ impl Runtime {
     /// Process counters (live, queued, peak, stragglers).
     pub async fn process_stats(&self) -> ManagerStats {
         self.inner.manager.send(Stats).await.unwrap_or_default()
+    }
+
+    /// Admission work so far: spawns submitted, policy decisions, time spent.
+    pub async fn admission_cost(&self) -> AdmissionCost {
+        self.inner
+            .manager
+            .send(GetAdmissionCost)
+            .await
+            .unwrap_or_default()
     }
 
     /// SIGKILLs every process group at once without waiting (for a second interrupt). Follow with

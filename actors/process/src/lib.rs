@@ -72,8 +72,8 @@ pub use ids::ProcessId;
 pub use lock::lock_unpoisoned;
 pub use manager::ProcessManager;
 pub use messages::{
-    Discard, Kill, KillAllNow, KillOutcome, ManagerStats, Read, Release, Shutdown, Spawn,
-    SpawnedProcess, Stats, Wait,
+    AdmissionCost, Discard, GetAdmissionCost, Kill, KillAllNow, KillOutcome, ManagerStats, Read,
+    Release, Shutdown, Spawn, SpawnedProcess, Stats, Wait,
 };
 pub use outcome::{CollectedOutput, ProcessOutcome, ReadResult, Settlement, StreamKind};
 pub use policy::{

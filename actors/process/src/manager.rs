@@ -20,8 +20,8 @@ use crate::driver::Driver;
 use crate::errors::{ProcessError, SpawnError};
 use crate::ids::ProcessId;
 use crate::messages::{
-    Discard, Kill, KillAllNow, KillOutcome, ManagerStats, ProcessSettled, Read, Release, Shutdown,
-    Spawn, SpawnedProcess, Stats, Wait, WithdrawAbandoned,
+    AdmissionCost, Discard, GetAdmissionCost, Kill, KillAllNow, KillOutcome, ManagerStats,
+    ProcessSettled, Read, Release, Shutdown, Spawn, SpawnedProcess, Stats, Wait, WithdrawAbandoned,
 };
 use crate::outcome::{ProcessOutcome, ReadResult};
 use crate::signal::signal_group;
@@ -228,6 +228,14 @@ impl Handler<Release> for ProcessManager {
 
     fn handle(&mut self, Release { id }: Release, _: &mut Self::Context) -> Self::Result {
         self.table.release(id)
+    }
+}
+
+impl Handler<GetAdmissionCost> for ProcessManager {
+    type Result = AdmissionCost;
+
+    fn handle(&mut self, _: GetAdmissionCost, _: &mut Self::Context) -> AdmissionCost {
+        self.table.admission_cost()
     }
 }
 

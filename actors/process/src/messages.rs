@@ -118,6 +118,24 @@ pub struct ManagerStats {
     pub stragglers: usize,
 }
 
+/// How much time the manager has spent deciding admissions: asking the policy stack, booking the
+/// load, queueing and dequeuing (not the spawn's own checks and preparation, not starting children).
+/// For benchmarks and health checks.
+#[derive(Message, Debug)]
+#[rtype(result = "AdmissionCost")]
+pub struct GetAdmissionCost;
+
+/// Admission work done so far.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, MessageResponse)]
+pub struct AdmissionCost {
+    /// Spawns submitted (each asks the policy at least once).
+    pub submitted: u64,
+    /// Policy decisions made (a queued spawn is asked again when load changes).
+    pub decisions: u64,
+    /// Time spent in admission, in nanoseconds.
+    pub nanos: u64,
+}
+
 /// Internal: a caller stopped waiting for a queued spawn (its abort fired); forget such spawns.
 #[derive(Message, Debug)]
 #[rtype(result = "()")]

@@ -63,7 +63,9 @@ pub struct ProcessSpawnSpec {
     pub abort: Option<AbortSignal>,
     /// The agent session the spawn is for (policies see it; admission is fair across sessions).
     pub session: Option<String>,
-    /// A background task rather than a foreground call (policies see it).
+    /// A background task rather than a foreground call (policies see it). Background work is read
+    /// through [`SharedOutput::read`](crate::SharedOutput::read): its settled outcome carries no second
+    /// copy of the kept text (`CollectedOutput::text` is empty), so a finished task holds its tail once.
     pub background: bool,
     /// Fired if the spawn has to wait for admission.
     pub queued: Option<QueuedNotice>,

@@ -36,7 +36,7 @@ use crate::containment::Containment;
 use crate::containment::{Contained, SharedContainment};
 use crate::errors::{ProcessError, SpawnError};
 use crate::ids::ProcessId;
-use crate::messages::{KillOutcome, ManagerStats};
+use crate::messages::{AdmissionCost, KillOutcome, ManagerStats};
 use crate::outcome::{ProcessOutcome, ReadResult, StreamKind};
 use crate::policy::{SettledProcess, StragglerAction};
 use crate::shared_output::SharedOutput;
@@ -116,6 +116,12 @@ pub(crate) struct ProcessTable {
     awaiting_admission: FairQueue<AwaitingAdmission>,
     /// Running and queued counts, in total and per session, as policies see them.
     load: LoadBook,
+    /// Time spent deciding admissions (policy calls and queue work), for benchmarks.
+    admission_cost: AdmissionCost,
+    /// Time spent preparing launches (inside admission calls, but not admission work).
+    preparation_nanos: u64,
+    /// An admission call is being timed (nested calls are not timed again).
+    timing: bool,
     ready_to_launch: VecDeque<Launch>,
     /// A launch chain is under way: the actor will come back for the next ready spawn.
     launching: bool,
@@ -155,6 +161,9 @@ impl ProcessTable {
             peak_live: 0,
             awaiting_admission: FairQueue::default(),
             load: LoadBook::default(),
+            admission_cost: AdmissionCost::default(),
+            preparation_nanos: 0,
+            timing: false,
             ready_to_launch: VecDeque::new(),
             launching: false,
             stragglers: Vec::new(),
@@ -343,6 +352,11 @@ impl ProcessTable {
         }
         self.slots.remove(id.slot);
         Ok(())
+    }
+
+    /// Time spent on admission so far.
+    pub(crate) fn admission_cost(&self) -> AdmissionCost {
+        self.admission_cost
     }
 
     pub(crate) fn stats(&self) -> ManagerStats {

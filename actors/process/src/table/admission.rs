@@ -81,6 +81,7 @@ impl ProcessTable {
     /// Asks the policy about a spawn of `session`; `queued_self` when it is already waiting (it is
     /// then not counted among the queued it sees). Logs the decision.
     fn ask_policy(&mut self, session: &Session, background: bool, queued_self: bool) -> Admission {
+        self.admission_cost.decisions += 1;
         let (total, session_load) = self.load.seen_by(session, background, queued_self);
         let admission = self.config.policy.admit(&AdmissionRequest {
             session: session.as_deref(),
@@ -109,6 +110,7 @@ impl ProcessTable {
 
     /// A new spawn: checked, then admitted, queued or refused. Errors go to `reply`.
     pub(crate) fn submit(&mut self, spec: ProcessSpawnSpec, reply: SpawnReply) -> Pacing {
+        // Checks and the environment merge are the spawn's own work, not admission.
         let env = match self.validate(&spec) {
             Ok(env) => env,
             Err(err) => {
@@ -116,6 +118,28 @@ impl ProcessTable {
                 return Pacing::Idle;
             }
         };
+        self.admission_cost.submitted += 1;
+        self.timed(|table| table.decide_new(spec, env, reply))
+    }
+
+    /// Runs `work` and counts its time as admission, less the launch preparation inside it (the
+    /// workdir check, the program lookup) and without counting nested calls twice.
+    fn timed(&mut self, work: impl FnOnce(&mut Self) -> Pacing) -> Pacing {
+        if self.timing {
+            return work(self);
+        }
+        self.timing = true;
+        let began = std::time::Instant::now();
+        let prepared_before = self.preparation_nanos;
+        let pacing = work(self);
+        let preparation = self.preparation_nanos - prepared_before;
+        let spent = u64::try_from(began.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.admission_cost.nanos += spent.saturating_sub(preparation);
+        self.timing = false;
+        pacing
+    }
+
+    fn decide_new(&mut self, spec: ProcessSpawnSpec, env: ChildEnv, reply: SpawnReply) -> Pacing {
         let session = spec.session.clone();
         let background = spec.background;
         match self.ask_policy(&session, background, false) {
@@ -180,6 +204,13 @@ impl ProcessTable {
     /// Admits waiting spawns while the policy agrees: the head of each session's lane in turn
     /// (round-robin), until a full round of lanes admits nothing.
     pub(super) fn admit_waiting(&mut self) -> Pacing {
+        if self.awaiting_admission.lanes_waiting() == 0 {
+            return Pacing::Idle;
+        }
+        self.timed(Self::admit_round_robin)
+    }
+
+    fn admit_round_robin(&mut self) -> Pacing {
         let mut pacing = Pacing::Idle;
         let mut refused_in_a_row = 0;
         while !self.shutting_down && refused_in_a_row < self.awaiting_admission.lanes_waiting() {
@@ -217,6 +248,18 @@ impl ProcessTable {
 
     /// Checks an admitted spawn (abort, spill directory, workdir, program) and makes it ready.
     fn prepare_launch(
+        &mut self,
+        spec: ProcessSpawnSpec,
+        env: ChildEnv,
+        reply: SpawnReply,
+    ) -> Pacing {
+        let began = std::time::Instant::now();
+        let pacing = self.prepare_launch_untimed(spec, env, reply);
+        self.preparation_nanos += u64::try_from(began.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        pacing
+    }
+
+    fn prepare_launch_untimed(
         &mut self,
         spec: ProcessSpawnSpec,
         env: ChildEnv,

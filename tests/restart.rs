@@ -119,3 +119,33 @@ async fn always_restarts_until_killed() {
     assert!(!r.text.contains("run 50]"), "{}", r.text);
     finish(rt).await;
 }
+
+#[actix_rt::test]
+async fn only_restarts_within_the_window_count_toward_the_limit() {
+    let (rt, _s) = runtime();
+    // One restart allowed per 50 ms, and each run lasts longer than that: it never gives up.
+    let id = rt
+        .start_supervised(
+            BashExecRequest::new("sleep 0.1; exit 1"),
+            RestartPolicy {
+                restart: Restart::OnFailure,
+                max_restarts: 1,
+                within: Duration::from_millis(50),
+                backoff: Duration::from_millis(1),
+                max_backoff: Duration::from_millis(1),
+            },
+            None,
+        )
+        .await
+        .unwrap();
+    let r = call(
+        &rt,
+        "bash_output",
+        json!({"task_id": id, "until": "run 4\\]"}),
+    )
+    .await;
+    assert!(r.text.ends_with("[status: running]"), "{}", r.text);
+    assert!(!r.text.contains("gave up"), "{}", r.text);
+    call(&rt, "bash_kill", json!({"task_id": id})).await;
+    finish(rt).await;
+}

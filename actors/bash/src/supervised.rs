@@ -73,6 +73,15 @@ impl Default for RestartPolicy {
 }
 
 impl RestartPolicy {
+    /// The wait before a restart when `recent` restarts already happened within the window:
+    /// `backoff` doubled once per recent restart, at most `max_backoff`.
+    pub fn backoff_after(&self, recent: usize) -> Duration {
+        let doublings = recent.min(16) as u32;
+        self.backoff
+            .saturating_mul(2u32.saturating_pow(doublings))
+            .min(self.max_backoff)
+    }
+
     /// Whether a run that ended as `status` is started again (intensity aside).
     fn wants_restart(&self, status: &TaskStatus) -> bool {
         match self.restart {
@@ -191,11 +200,7 @@ async fn supervise(
             give_up(&task, &policy, &status, owner.as_ref());
             break status;
         }
-        let doublings = restarts.len().min(16) as u32;
-        let wait = policy
-            .backoff
-            .saturating_mul(2u32.saturating_pow(doublings))
-            .min(policy.max_backoff);
+        let wait = policy.backoff_after(restarts.len());
         restarts.push_back(now);
         run += 1;
         tracing::debug!(
@@ -375,5 +380,48 @@ impl TaskProducer for Supervised {
         if let Some(current) = self.current() {
             TaskProducer::discard(&current);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_per_recent_restart_up_to_its_cap() {
+        let policy = RestartPolicy {
+            backoff: Duration::from_millis(100),
+            max_backoff: Duration::from_millis(1000),
+            ..RestartPolicy::default()
+        };
+        let waits: Vec<u128> = (0..6)
+            .map(|n| policy.backoff_after(n).as_millis())
+            .collect();
+        assert_eq!(waits, [100, 200, 400, 800, 1000, 1000]);
+        assert_eq!(
+            policy.backoff_after(usize::MAX),
+            Duration::from_millis(1000)
+        );
+    }
+
+    #[test]
+    fn on_failure_restarts_failures_only_and_never_never_does() {
+        let on_failure = RestartPolicy::default();
+        assert!(!on_failure.wants_restart(&TaskStatus::Completed { exit_code: 0 }));
+        assert!(on_failure.wants_restart(&TaskStatus::Completed { exit_code: 2 }));
+        assert!(on_failure.wants_restart(&TaskStatus::Killed {
+            signal: Some("SIGSEGV".into())
+        }));
+        assert!(on_failure.wants_restart(&TaskStatus::OutOfMemory));
+        let always = RestartPolicy {
+            restart: Restart::Always,
+            ..RestartPolicy::default()
+        };
+        assert!(always.wants_restart(&TaskStatus::Completed { exit_code: 0 }));
+        let never = RestartPolicy {
+            restart: Restart::Never,
+            ..RestartPolicy::default()
+        };
+        assert!(!never.wants_restart(&TaskStatus::Completed { exit_code: 1 }));
     }
 }

@@ -30,7 +30,9 @@ pub use dsh_process::{
     Admission, AdmissionRequest, ContainmentMode, Load, ManagerStats, MaxConcurrent, MaxPerSession,
     PolicyStack, SettledProcess, StragglerAction, TaskLimits, lock_unpoisoned,
 };
-pub use dsh_tasks::{AgentRef, Inject, TaskSnapshot};
+pub use dsh_tasks::{
+    AgentRef, FinishedTask, Inject, RetentionLimits, RetentionLoad, RetentionPolicy, TaskSnapshot,
+};
 pub use dsh_tool_bash::{PROMPT_SECTION, ToolCall, ToolDefinition, ToolResult};
 
 /// The actor crates, for hosts that talk to the actors by message.

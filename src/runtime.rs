@@ -15,7 +15,8 @@ use dsh_process::{
     TaskLimits, WatchdogCommand,
 };
 use dsh_tasks::{
-    AgentRef, ListTasks, Register, RegistryConfig, ReleaseOwner, TaskRegistry, TaskSnapshot,
+    AgentRef, ListTasks, Register, RegistryConfig, ReleaseOwner, RetentionPolicy, TaskRegistry,
+    TaskSnapshot,
 };
 use dsh_tool_bash::{
     ExecutorRef, ToolBash, ToolBashConfig, ToolCall, ToolDefinition, ToolResult, resolve_dsh_home,
@@ -51,6 +52,8 @@ pub struct RuntimeBuilder {
     per_session: Option<MaxPerSession>,
     /// The host's own policies, in the order added.
     policies: Vec<Box<dyn ProcessPolicy>>,
+    /// The host's own retention policies, in the order added.
+    retention_policies: Vec<Box<dyn RetentionPolicy>>,
     registry: RegistryConfig,
     containment: ContainmentConfig,
 }
@@ -66,6 +69,7 @@ impl Default for RuntimeBuilder {
             max_concurrent: None,
             per_session: None,
             policies: Vec::new(),
+            retention_policies: Vec::new(),
             registry: RegistryConfig::default(),
             containment: ContainmentConfig::default(),
         }
@@ -174,6 +178,12 @@ impl RuntimeBuilder {
         self.registry.max_retained_bytes = bytes;
         self
     }
+    /// Adds a host's retention policy to the registry's stack, after the built-in limits: after
+    /// every settlement each policy in order may name a finished task to discard.
+    pub fn retention_policy(mut self, policy: Box<dyn RetentionPolicy>) -> Self {
+        self.retention_policies.push(policy);
+        self
+    }
 
     /// How each command is kept together with all its descendants: `None` (the default) is `auto`,
     /// the strongest the host gives (cgroup, else subreaper, else the process group). An explicit
@@ -249,7 +259,11 @@ impl RuntimeBuilder {
         })?;
         let containment = manager.containment_mode();
         let manager = manager.start();
-        let registry = TaskRegistry::new(self.registry).start();
+        let mut registry = TaskRegistry::new(self.registry);
+        for policy in self.retention_policies.drain(..) {
+            registry = registry.with_retention_policy(policy);
+        }
+        let registry = registry.start();
         let tool_config = ToolBashConfig {
             cwd: self.bash.cwd.clone(),
             dsh_home,

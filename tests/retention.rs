@@ -104,6 +104,42 @@ async fn retained_output_bytes_bound_unread_finished_tasks() {
     finish(rt).await;
 }
 
+/// A host's retention policy: a task whose end its owner has read is discarded at the next
+/// settlement, whatever the limits.
+struct ForgetWhatWasRead;
+
+impl dsh::RetentionPolicy for ForgetWhatWasRead {
+    fn name(&self) -> &str {
+        "forget-what-was-read"
+    }
+
+    fn discard(
+        &mut self,
+        _load: dsh::RetentionLoad,
+        finished: &[dsh::FinishedTask<'_>],
+    ) -> Option<usize> {
+        finished.iter().position(|task| task.reported)
+    }
+}
+
+#[actix_rt::test]
+async fn a_host_retention_policy_joins_the_stack() {
+    let (rt, _spill) = runtime_with(|b| b.retention_policy(Box::new(ForgetWhatWasRead)));
+    let read = start_bg(&rt, None, "echo read").await;
+    let r = call(&rt, "bash_output", json!({"task_id": read, "wait": true})).await;
+    assert_eq!(r.text, "read\n[status: completed, exit code: 0]");
+    let unread = start_bg(&rt, None, "echo unread").await;
+    settled(&rt, &unread).await;
+    let r = call(&rt, "bash_output", json!({"task_id": read})).await;
+    assert_eq!(
+        r.text,
+        format!("Error: bash task {read} finished and was discarded (retention limit)")
+    );
+    let r = call(&rt, "bash_output", json!({"task_id": unread})).await;
+    assert_eq!(r.text, "unread\n[status: completed, exit code: 0]");
+    finish(rt).await;
+}
+
 #[test]
 fn the_binary_takes_the_retention_flags() {
     let mut server = jsonl_server::Server::start(&[

@@ -11,13 +11,15 @@
 //!
 //! Layout: `messages` (the registry's protocol), `table` (the plain task table and every rule about
 //! records, unit-tested on its own), `registry` (the thin actor), `producer`, `agent`, `snapshot`,
-//! `wait` (waiting on a task until it settles or its output matches).
+//! `wait` (waiting on a task until it settles or its output matches), `retention` (which finished
+//! tasks are discarded).
 
 mod agent;
 mod errors;
 mod messages;
 mod producer;
 mod registry;
+mod retention;
 mod snapshot;
 mod table;
 mod wait;
@@ -30,5 +32,6 @@ pub use messages::{
 };
 pub use producer::{TaskOutput, TaskProducer, TaskStatus};
 pub use registry::{RegistryConfig, TaskRegistry};
+pub use retention::{FinishedTask, RetentionLimits, RetentionLoad, RetentionPolicy};
 pub use snapshot::TaskSnapshot;
 pub use wait::{OutputCondition, WaitOutcome, WaitTask};

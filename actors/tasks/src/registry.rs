@@ -13,6 +13,7 @@ use crate::messages::{
     GetTask, KillReply, KillTask, ListTasks, ProducerFinished, ReadReply, ReadTask, Register,
     ReleaseOwner, ShutdownTasks, Subscribe, TaskDone,
 };
+use crate::retention::RetentionPolicy;
 use crate::snapshot::TaskSnapshot;
 use crate::table::TaskTable;
 use crate::wait::{WaitOutcome, WaitTask, wait};
@@ -53,6 +54,12 @@ impl TaskRegistry {
             table: TaskTable::with_retention(config.max_finished, config.max_retained_bytes),
             subscribers: Vec::new(),
         }
+    }
+
+    /// Adds a host's retention policy to the stack, after the built-in limits of the config.
+    pub fn with_retention_policy(mut self, policy: Box<dyn RetentionPolicy>) -> Self {
+        self.table.add_retention_policy(policy);
+        self
     }
 
     /// Kills and joins the given tasks, then forgets them.

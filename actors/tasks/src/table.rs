@@ -30,6 +30,7 @@ use crate::agent::TaskOwner;
 use crate::errors::TaskError;
 use crate::messages::{KillReply, ReadReply, TaskDone, TaskKillOutcome};
 use crate::producer::{Drained, TaskProducer, TaskStatus};
+use crate::retention::{FinishedTask, RetentionLimits, RetentionLoad, RetentionPolicy};
 use crate::snapshot::TaskSnapshot;
 
 /// A registered task: its id, and the future that resolves when its producer has finished.
@@ -107,10 +108,8 @@ impl Record {
 
 /// Every task of one registry.
 pub(crate) struct TaskTable {
-    /// Settled records kept; beyond it the oldest reported ones are evicted first.
-    max_finished: usize,
-    /// Output bytes in memory kept by settled records; beyond it records are evicted likewise.
-    max_retained_bytes: usize,
+    /// The retention stack: the built-in limits first, then a host's policies.
+    retention: Vec<Box<dyn RetentionPolicy>>,
     /// Ids forgotten because their owner was released (they read as unknown, not as discarded).
     released: std::collections::HashSet<String>,
     /// Settled records now, and the output bytes they hold.
@@ -131,8 +130,10 @@ impl TaskTable {
 
     pub(crate) fn with_retention(max_finished: usize, max_retained_bytes: usize) -> Self {
         Self {
-            max_finished,
-            max_retained_bytes,
+            retention: vec![Box::new(RetentionLimits {
+                max_finished,
+                max_retained_bytes,
+            })],
             released: Default::default(),
             settled_count: 0,
             retained_total: 0,
@@ -245,38 +246,61 @@ impl TaskTable {
         done
     }
 
-    /// Keeps at most `max_finished` settled records holding at most `max_retained_bytes` of output:
-    /// records whose end the owner already saw go first, then the oldest. A discarded record's
-    /// producer removes its spill files.
+    /// Adds a host's retention policy after the built-in limits.
+    pub(crate) fn add_retention_policy(&mut self, policy: Box<dyn RetentionPolicy>) {
+        self.retention.push(policy);
+    }
+
+    /// Asks the retention stack for finished tasks to discard until no policy names one (see
+    /// `retention.rs`). A discarded record's producer removes its spill files.
     fn evict_over_cap(&mut self) {
-        loop {
-            let over_count = self.settled_count > self.max_finished;
-            let over_bytes = self.retained_total > self.max_retained_bytes;
-            if !over_count && !over_bytes {
-                break;
-            }
-            let victim = self
-                .records
-                .iter()
-                .filter(|(_, r)| r.settled && (over_count || r.retained > 0))
-                .min_by_key(|(_, r)| (!r.reported, r.order))
-                .map(|(id, _)| id.clone());
-            let Some(record) = victim.and_then(|id| self.records.remove_entry(&id)) else {
+        while let Some((id, by)) = self.retention_victim() {
+            let Some(record) = self.records.remove(&id) else {
                 break;
             };
-            let (id, record) = record;
             self.forget_settled(&record);
             tracing::debug!(
                 target: "dsh::policy",
                 task = %id,
+                policy = %by,
                 reported = record.reported,
                 retained = record.retained,
-                over_count,
-                over_bytes,
+                finished = self.settled_count,
+                retained_total = self.retained_total,
                 "evict: finished task discarded (retention limit)"
             );
             record.producer.discard();
         }
+    }
+
+    /// The first finished task a policy of the stack names, and that policy's name.
+    fn retention_victim(&mut self) -> Option<(String, String)> {
+        let load = RetentionLoad {
+            finished: self.settled_count,
+            retained_bytes: self.retained_total,
+        };
+        let finished: Vec<FinishedTask<'_>> = self
+            .records
+            .iter()
+            .filter(|(_, r)| r.settled)
+            .map(|(id, r)| FinishedTask {
+                id,
+                owner_session: r.owner.as_ref().map(|o| o.session_id.as_str()),
+                reported: r.reported,
+                order: r.order,
+                finished_at: r.finished_at,
+                retained_bytes: r.retained,
+            })
+            .collect();
+        for policy in &mut self.retention {
+            if let Some(task) = policy
+                .discard(load, &finished)
+                .and_then(|i| finished.get(i))
+            {
+                return Some((task.id.to_owned(), policy.name().to_owned()));
+            }
+        }
+        None
     }
 
     /// Takes a removed settled record out of the retention counts.

@@ -109,6 +109,7 @@ impl Record {
 /// Every task of one registry.
 pub(crate) struct TaskTable {
     /// The retention stack: the built-in limits first, then a host's policies.
+    limits: RetentionLimits,
     retention: Vec<Box<dyn RetentionPolicy>>,
     /// Ids forgotten because their owner was released (they read as unknown, not as discarded).
     released: std::collections::HashSet<String>,
@@ -130,10 +131,11 @@ impl TaskTable {
 
     pub(crate) fn with_retention(max_finished: usize, max_retained_bytes: usize) -> Self {
         Self {
-            retention: vec![Box::new(RetentionLimits {
+            limits: RetentionLimits {
                 max_finished,
                 max_retained_bytes,
-            })],
+            },
+            retention: Vec::new(),
             released: Default::default(),
             settled_count: 0,
             retained_total: 0,
@@ -279,6 +281,12 @@ impl TaskTable {
             finished: self.settled_count,
             retained_bytes: self.retained_total,
         };
+        let within_limits = load.finished <= self.limits.max_finished
+            && load.retained_bytes <= self.limits.max_retained_bytes;
+        if within_limits && self.retention.is_empty() {
+            // The common case costs no walk over the records.
+            return None;
+        }
         let finished: Vec<FinishedTask<'_>> = self
             .records
             .iter()

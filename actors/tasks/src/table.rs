@@ -300,7 +300,9 @@ impl TaskTable {
                 retained_bytes: r.retained,
             })
             .collect();
-        for policy in &mut self.retention {
+        let limits: &mut dyn RetentionPolicy = &mut self.limits;
+        let hosts = self.retention.iter_mut().map(|policy| policy.as_mut());
+        for policy in std::iter::once(limits).chain(hosts) {
             if let Some(task) = policy
                 .discard(load, &finished)
                 .and_then(|i| finished.get(i))

@@ -212,8 +212,8 @@ impl ProcessTable {
 
     fn admit_round_robin(&mut self) -> Pacing {
         let mut pacing = Pacing::Idle;
-        let mut refused_in_a_row = 0;
-        while !self.shutting_down && refused_in_a_row < self.awaiting_admission.lanes_waiting() {
+        let mut held_in_a_row = 0;
+        while !self.shutting_down && held_in_a_row < self.awaiting_admission.lanes_waiting() {
             let Some((lane, head)) = self.awaiting_admission.head() else {
                 break;
             };
@@ -226,10 +226,10 @@ impl ProcessTable {
             };
             if admission == Some(Admission::Queue) {
                 self.awaiting_admission.skip_head();
-                refused_in_a_row += 1;
+                held_in_a_row += 1;
                 continue;
             }
-            refused_in_a_row = 0;
+            held_in_a_row = 0;
             let Some(AwaitingAdmission { spec, env, reply }) = self.awaiting_admission.pop_head()
             else {
                 break;

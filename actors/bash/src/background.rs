@@ -334,8 +334,14 @@ impl TaskProducer for BashProcess {
         let Some(process) = self.inner.process.get() else {
             // Queued: the start is the next change; a command that never started has none.
             let mut decided = self.inner.decided.clone();
+            let inner = self.inner.clone();
             return Box::pin(async move {
-                if *decided.borrow_and_update() || decided.changed().await.is_err() {
+                if !*decided.borrow_and_update() && decided.changed().await.is_err() {
+                    std::future::pending::<()>().await;
+                }
+                // Decided (now, or just before this was called): a start is a change, a failed
+                // spawn is not (the registry reports its end; resolving again and again would spin).
+                if inner.process.get().is_none() {
                     std::future::pending::<()>().await;
                 }
             });

@@ -104,6 +104,25 @@ async fn retained_output_bytes_bound_unread_finished_tasks() {
     finish(rt).await;
 }
 
+#[actix_rt::test]
+async fn an_owner_hears_when_a_task_it_never_read_is_discarded() {
+    let (rt, _spill) = runtime_with(|b| b.max_finished_tasks(1));
+    let agent = TestAgent::new("owner");
+    let first = start_bg(&rt, Some(&agent.agent), "echo first").await;
+    agent.wait_notices(1).await;
+    let second = start_bg(&rt, Some(&agent.agent), "echo second").await;
+    let notices = agent.wait_notices(3).await;
+    assert!(
+        notices.contains(&format!(
+            "background bash task {first} finished and was discarded unread (retention limit)."
+        )),
+        "{notices:?}"
+    );
+    let r = call_as(&rt, &agent.agent, "bash_output", json!({"task_id": second})).await;
+    assert_eq!(r.text, "second\n[status: completed, exit code: 0]");
+    finish(rt).await;
+}
+
 /// A host's retention policy: a task whose end its owner has read is discarded at the next
 /// settlement, whatever the limits.
 struct ForgetWhatWasRead;

@@ -7,7 +7,7 @@ use std::time::Duration;
 use actix::prelude::*;
 use tokio::sync::oneshot;
 
-use crate::agent::TaskOwner;
+use crate::agent::{Inject, TaskOwner};
 use crate::errors::TaskError;
 use crate::messages::{
     GetTask, KillReply, KillTask, ListTasks, ProducerFinished, ReadReply, ReadTask, Register,
@@ -120,6 +120,15 @@ impl Handler<ProducerFinished> for TaskRegistry {
             self.subscribers.retain(|s| s.connected());
             for subscriber in &self.subscribers {
                 subscriber.do_send(done.clone());
+            }
+        }
+        // An owner whose task was discarded before it saw the end should know its output is gone.
+        for (owner, text) in self.table.take_discard_notices() {
+            if let Some(inbox) = owner.inbox() {
+                inbox.do_send(Inject {
+                    text,
+                    source: "tasks",
+                });
             }
         }
     }

@@ -111,6 +111,8 @@ pub(crate) struct TaskTable {
     /// The retention stack: the built-in limits first, then a host's policies.
     limits: RetentionLimits,
     retention: Vec<Box<dyn RetentionPolicy>>,
+    /// Notices for owners whose task was discarded before they saw its end, for the registry to send.
+    discard_notices: Vec<(TaskOwner, String)>,
     /// Ids forgotten because their owner was released (they read as unknown, not as discarded).
     released: std::collections::HashSet<String>,
     /// Settled records now, and the output bytes they hold.
@@ -137,6 +139,7 @@ impl TaskTable {
             },
             retention: Vec::new(),
             released: Default::default(),
+            discard_notices: Vec::new(),
             settled_count: 0,
             retained_total: 0,
             records: HashMap::new(),
@@ -272,7 +275,22 @@ impl TaskTable {
                 "evict: finished task discarded (retention limit)"
             );
             record.producer.discard();
+            if !record.reported
+                && !self.shutting_down
+                && let Some(owner) = record.owner
+            {
+                let text = format!(
+                    "background {} task {id} finished and was discarded unread (retention limit).",
+                    record.kind
+                );
+                self.discard_notices.push((owner, text));
+            }
         }
+    }
+
+    /// The notices for owners whose unread tasks were discarded since the last call.
+    pub(crate) fn take_discard_notices(&mut self) -> Vec<(TaskOwner, String)> {
+        std::mem::take(&mut self.discard_notices)
     }
 
     /// The first finished task a policy of the stack names, and that policy's name.

@@ -18,6 +18,9 @@ use bytes::Bytes;
 use crate::outcome::{CollectedOutput, ReadResult, StreamKind};
 use crate::spill::{SpillDir, create_spill_file};
 
+/// Chunks up to this size already are copies of exactly their size (the driver copies small reads).
+const COPY_MAX: usize = 16 * 1024;
+
 /// The spill file's life: none yet, open while spilling, closed (complete), or given up.
 #[derive(Debug)]
 enum Spill {
@@ -87,6 +90,15 @@ impl OutputCollector {
         if overflows || matches!(self.spill, Spill::Open { .. }) {
             self.spill_chunk(&chunk);
         }
+        // A large read is kept without a copy, as a slice of the driver's read buffer, and pins that
+        // whole buffer. Once the stream has outgrown its cap only a tail is kept, and a tail cut from
+        // such slices would pin several buffers: from then on each chunk is kept as a copy of exactly
+        // its size, so the tail costs at most its cap plus the one chunk it was cut from.
+        let chunk = if self.dropped && chunk.len() > COPY_MAX {
+            Bytes::copy_from_slice(&chunk)
+        } else {
+            chunk
+        };
         self.held += chunk.len();
         self.chunks.push_back(chunk);
         self.trim_to_cap();

@@ -23,9 +23,16 @@ mod runtime;
 
 pub use runtime::{Runtime, RuntimeBuilder, RuntimeError};
 
-pub use dsh_bash::{AbortSignal, BashConfig, ProcessPolicy};
-pub use dsh_process::{ContainmentMode, ManagerStats, MaxConcurrent, TaskLimits, lock_unpoisoned};
-pub use dsh_tasks::{AgentRef, Inject, TaskSnapshot};
+pub use dsh_bash::{
+    AbortSignal, BashConfig, BashExecRequest, OnTimeout, ProcessPolicy, Restart, RestartPolicy,
+};
+pub use dsh_process::{
+    Admission, AdmissionRequest, ContainmentMode, Load, ManagerStats, MaxConcurrent, MaxPerSession,
+    PolicyStack, SettledProcess, StragglerAction, TaskLimits, lock_unpoisoned,
+};
+pub use dsh_tasks::{
+    AgentRef, FinishedTask, Inject, RetentionLimits, RetentionLoad, RetentionPolicy, TaskSnapshot,
+};
 pub use dsh_tool_bash::{PROMPT_SECTION, ToolCall, ToolDefinition, ToolResult};
 
 /// The actor crates, for hosts that talk to the actors by message.

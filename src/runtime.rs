@@ -5,12 +5,19 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use actix::prelude::*;
-use dsh_bash::{BashConfig, ExecError, LocalBashExecutor, ProcessPolicy};
-use dsh_process::{
-    AdmitAll, ContainmentConfig, ContainmentError, ContainmentMode, ManagerConfig, ManagerStats,
-    MaxConcurrent, ProcessManager, Stats, TaskLimits, WatchdogCommand,
+use dsh_bash::{
+    BashConfig, BashExecRequest, ExecError, LocalBashExecutor, OnTimeout, ProcessPolicy, Resolver,
+    RestartPolicy, Start, Supervised,
 };
-use dsh_tasks::{ListTasks, RegistryConfig, ReleaseOwner, TaskRegistry, TaskSnapshot};
+use dsh_process::{
+    AdmissionCost, ContainmentConfig, ContainmentError, ContainmentMode, GetAdmissionCost,
+    ManagerConfig, ManagerStats, MaxConcurrent, MaxPerSession, PolicyStack, ProcessManager, Stats,
+    TaskLimits, WatchdogCommand,
+};
+use dsh_tasks::{
+    AgentRef, ListTasks, Register, RegistryConfig, ReleaseOwner, RetentionPolicy, TaskRegistry,
+    TaskSnapshot,
+};
 use dsh_tool_bash::{
     ExecutorRef, ToolBash, ToolBashConfig, ToolCall, ToolDefinition, ToolResult, resolve_dsh_home,
 };
@@ -41,7 +48,12 @@ pub struct RuntimeBuilder {
     background: bool,
     spill_dir: Option<PathBuf>,
     keep_spill: bool,
-    policy: Box<dyn ProcessPolicy>,
+    max_concurrent: Option<usize>,
+    per_session: Option<MaxPerSession>,
+    /// The host's own policies, in the order added.
+    policies: Vec<Box<dyn ProcessPolicy>>,
+    /// The host's own retention policies, in the order added.
+    retention_policies: Vec<Box<dyn RetentionPolicy>>,
     registry: RegistryConfig,
     containment: ContainmentConfig,
 }
@@ -54,7 +66,10 @@ impl Default for RuntimeBuilder {
             background: true,
             spill_dir: None,
             keep_spill: false,
-            policy: Box::new(AdmitAll),
+            max_concurrent: None,
+            per_session: None,
+            policies: Vec::new(),
+            retention_policies: Vec::new(),
             registry: RegistryConfig::default(),
             containment: ContainmentConfig::default(),
         }
@@ -97,6 +112,12 @@ impl RuntimeBuilder {
         self.dsh_home = Some(path.into());
         self
     }
+    /// What a foreground call that reaches its timeout becomes: killed (the default, as the seeds), or
+    /// a background task of its caller (needs background work enabled; otherwise it is killed).
+    pub fn on_timeout(mut self, on_timeout: OnTimeout) -> Self {
+        self.bash.on_timeout = on_timeout;
+        self
+    }
     /// Offer background tasks (`run_in_background`, `bash_output`, `bash_kill`). Default on.
     pub fn background(mut self, enabled: bool) -> Self {
         self.background = enabled;
@@ -112,19 +133,55 @@ impl RuntimeBuilder {
         self.keep_spill = keep;
         self
     }
-    /// At most `n` commands run at once; more wait in order.
+    /// At most `n` commands run at once; more wait, admitted round-robin between sessions and in
+    /// order within one. `0` refuses every command (the binary refuses the flag instead).
     pub fn max_concurrent(mut self, n: usize) -> Self {
-        self.policy = Box::new(MaxConcurrent(n));
+        self.max_concurrent = Some(n);
         self
     }
-    /// Any process policy (admission and stragglers).
+    /// At most `running` background tasks of one session run at once; up to `queued` more wait
+    /// (`[status: queued]`); beyond that a start is an error.
+    pub fn max_per_session(mut self, running: usize, queued: usize) -> Self {
+        self.per_session = Some(MaxPerSession { running, queued });
+        self
+    }
+    /// Adds a host policy to the stack (after the built-in ones, in the order added). Every policy
+    /// of the stack is asked; the most restrictive answer wins (see `PolicyStack`).
     pub fn policy(mut self, policy: Box<dyn ProcessPolicy>) -> Self {
-        self.policy = policy;
+        self.policies.push(policy);
         self
     }
-    /// Settled background task records kept before the oldest (read ones first) are evicted.
+
+    /// The policy stack: per-session limits, the concurrency limit, then the host's policies.
+    fn policy_stack(&mut self) -> PolicyStack {
+        let mut stack = PolicyStack::new();
+        if let Some(per_session) = self.per_session {
+            stack.push(Box::new(per_session));
+        }
+        if let Some(n) = self.max_concurrent {
+            stack.push(Box::new(MaxConcurrent(n)));
+        }
+        for policy in self.policies.drain(..) {
+            stack.push(policy);
+        }
+        stack
+    }
+    /// Finished background tasks kept (default 1000); beyond it they are discarded, those whose end
+    /// their owner already read first, then the oldest.
     pub fn max_finished_tasks(mut self, n: usize) -> Self {
         self.registry.max_finished = n;
+        self
+    }
+    /// Output bytes finished background tasks keep in memory (default 64 MiB); beyond it they are
+    /// discarded as by [`RuntimeBuilder::max_finished_tasks`].
+    pub fn retained_output_bytes(mut self, bytes: usize) -> Self {
+        self.registry.max_retained_bytes = bytes;
+        self
+    }
+    /// Adds a host's retention policy to the registry's stack, after the built-in limits: after
+    /// every settlement each policy in order may name a finished task to discard.
+    pub fn retention_policy(mut self, policy: Box<dyn RetentionPolicy>) -> Self {
+        self.retention_policies.push(policy);
         self
     }
 
@@ -179,8 +236,14 @@ impl RuntimeBuilder {
         rx.recv().map_err(|_| RuntimeError::ThreadExited)?
     }
 
-    fn build(self, owns_system: bool) -> Result<Runtime, RuntimeError> {
+    fn build(mut self, owns_system: bool) -> Result<Runtime, RuntimeError> {
         self.bash.validate()?;
+        if !self.background {
+            // Nowhere to move a call to: a timeout kills.
+            self.bash.on_timeout = OnTimeout::Kill;
+        }
+        let policy = self.policy_stack();
+        tracing::debug!(target: "dsh::policy", stack = ?policy, "policy stack");
         let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
         let dsh_home = resolve_dsh_home(
             self.dsh_home.as_deref(),
@@ -191,12 +254,16 @@ impl RuntimeBuilder {
         let manager = ProcessManager::try_new(ManagerConfig {
             spill_dir: self.spill_dir,
             keep_spill: self.keep_spill,
-            policy: self.policy,
+            policy: Box::new(policy),
             containment: self.containment,
         })?;
         let containment = manager.containment_mode();
         let manager = manager.start();
-        let registry = TaskRegistry::new(self.registry).start();
+        let mut registry = TaskRegistry::new(self.registry);
+        for policy in self.retention_policies.drain(..) {
+            registry = registry.with_retention_policy(policy);
+        }
+        let registry = registry.start();
         let tool_config = ToolBashConfig {
             cwd: self.bash.cwd.clone(),
             dsh_home,
@@ -207,9 +274,10 @@ impl RuntimeBuilder {
         let definitions = ToolBash::definitions(&tool_config);
         let resolver = self.bash.resolver();
         let executor = LocalBashExecutor::new(self.bash, manager.clone())?.start();
+        let start = executor.clone().recipient();
         let tool = ToolBash::new(
             tool_config,
-            ExecutorRef::new(resolver, executor),
+            ExecutorRef::new(resolver.clone(), executor),
             registry.clone(),
         )
         .start();
@@ -228,6 +296,8 @@ impl RuntimeBuilder {
                 sequencer,
                 definitions,
                 containment,
+                resolver,
+                start,
             }),
         })
     }
@@ -246,6 +316,9 @@ struct Inner {
     sequencer: Addr<ShutdownSequencer>,
     definitions: Vec<ToolDefinition>,
     containment: ContainmentMode,
+    /// The executor's resolver and its background starts, for supervised tasks.
+    resolver: Resolver,
+    start: Recipient<Start>,
 }
 
 impl Drop for Inner {
@@ -296,6 +369,38 @@ impl Runtime {
             .await;
     }
 
+    /// Starts `command` as a background task that `policy` restarts when it ends (host-started
+    /// tasks only: a model's tasks never restart). `owner` owns the task and hears when the
+    /// supervisor gives up; `None` leaves it open to every caller. Returns the task id.
+    pub async fn start_supervised(
+        &self,
+        command: BashExecRequest,
+        policy: RestartPolicy,
+        owner: Option<AgentRef>,
+    ) -> Result<String, String> {
+        let mut request = command;
+        request.session = owner.as_ref().map(|o| o.session_id.clone());
+        let label = request.command.clone();
+        let spec = (self.inner.resolver)(request).map_err(|e| e.to_string())?;
+        let supervised = Supervised::start(self.inner.start.clone(), spec, policy, owner.clone())
+            .await
+            .map_err(|e| e.to_string())?;
+        let id = self
+            .inner
+            .registry
+            .send(Register {
+                kind: "bash".into(),
+                label,
+                owner,
+                producer: Box::new(supervised.clone()),
+            })
+            .await
+            .map_err(|_| "the task registry is not running".to_owned())?
+            .map_err(|e| e.to_string())?;
+        supervised.set_task_id(&id);
+        Ok(id)
+    }
+
     /// The containment mode in force.
     pub fn containment_mode(&self) -> ContainmentMode {
         self.inner.containment
@@ -304,6 +409,15 @@ impl Runtime {
     /// Process counters (live, queued, peak, stragglers).
     pub async fn process_stats(&self) -> ManagerStats {
         self.inner.manager.send(Stats).await.unwrap_or_default()
+    }
+
+    /// Admission work so far: spawns submitted, policy decisions, time spent.
+    pub async fn admission_cost(&self) -> AdmissionCost {
+        self.inner
+            .manager
+            .send(GetAdmissionCost)
+            .await
+            .unwrap_or_default()
     }
 
     /// SIGKILLs every process group at once without waiting (for a second interrupt). Follow with

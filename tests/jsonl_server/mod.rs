@@ -132,6 +132,24 @@ impl Server {
         }
     }
 
+    /// The next line the server writes (replies and notices, in the order written), after any kept
+    /// by [`Server::reply`].
+    pub fn next_line(&mut self) -> Value {
+        if !self.early.is_empty() {
+            return self.early.remove(0);
+        }
+        loop {
+            if let Some(line) = self.lines.recv_timeout(SOON).expect("a line") {
+                return line;
+            }
+        }
+    }
+
+    /// Sends a tool call with id `id` for session `session`.
+    pub fn call_as(&mut self, session: &str, id: &str, tool: &str, arguments: Value) {
+        self.send(&json!({"id": id, "session": session, "tool": tool, "arguments": arguments}));
+    }
+
     /// The text of the reply to `id`.
     pub fn text(&mut self, id: &str) -> String {
         self.reply(id)["text"]

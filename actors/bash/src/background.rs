@@ -3,16 +3,26 @@
 //! The process itself belongs to the process manager, not to this handle's creator:
 //! stopping the executor leaves it running; shutting the manager down kills it. Dropping the last clone
 //! of a handle releases the manager's record (killing the process if it still runs).
+//!
+//! A command the supervisor policy queued has a handle before it has a process:
+//!
+//! ```text
+//!   queued ──admitted──► running ──settled──► completed | killed
+//!     ├──kill──► (abort fired; the manager withdraws the spawn) ──► killed
+//!     └──start failed──► killed, one read shows `spawn failed: …`
+//! ```
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use actix::Addr;
 use dsh_process::{
-    AbortSignal, Kill, ProcessManager, Release, SpawnedProcess, StreamKind, lock_unpoisoned,
+    AbortSignal, Discard, Kill, ProcessManager, Release, SpawnError, SpawnedProcess, StreamKind,
+    lock_unpoisoned,
 };
 use dsh_tasks::{TaskOutput, TaskProducer, TaskStatus};
 use futures::future::BoxFuture;
+use tokio::sync::watch;
 
 /// A background `bash -c` command. Cheap to clone; clones share state.
 #[derive(Clone)]
@@ -22,10 +32,12 @@ pub struct BashProcess {
 
 struct Inner {
     manager: Addr<ProcessManager>,
-    /// `None` when the spawn failed.
-    process: Option<SpawnedProcess>,
+    /// Set once the process has started; never, when the spawn failed.
+    process: OnceLock<SpawnedProcess>,
     abort: Option<AbortSignal>,
     state: Mutex<HandleState>,
+    /// `true` once the spawn is decided (started or failed); a queued handle starts `false`.
+    decided: watch::Receiver<bool>,
 }
 
 #[derive(Default)]
@@ -35,6 +47,8 @@ struct HandleState {
     /// `spawn failed: …`, delivered by exactly one read.
     failure_note: Option<String>,
     kill_requested: bool,
+    /// Waiting for admission: no process yet.
+    queued: bool,
     /// Decided once, the first time the settled outcome is observed.
     final_status: Option<TaskStatus>,
 }
@@ -54,7 +68,60 @@ impl BashProcess {
         process: SpawnedProcess,
         abort: Option<AbortSignal>,
     ) -> Self {
-        Self::with(manager, Some(process), abort, HandleState::default())
+        let handle = Self::with(manager, abort, HandleState::default(), true).0;
+        let _ = handle.inner.process.set(process);
+        handle
+    }
+
+    /// A handle for a command waiting for admission: status `queued` until `spawn` answers. Killing
+    /// it fires `abort`, which makes the manager withdraw the spawn.
+    pub(crate) fn queued(
+        manager: Addr<ProcessManager>,
+        spawn: BoxFuture<'static, Result<SpawnedProcess, SpawnError>>,
+        abort: AbortSignal,
+    ) -> Self {
+        let state = HandleState {
+            queued: true,
+            ..HandleState::default()
+        };
+        let (handle, decided) = Self::with(manager.clone(), Some(abort), state, false);
+        let weak = Arc::downgrade(&handle.inner);
+        actix::spawn(async move {
+            let answer = spawn.await;
+            match weak.upgrade() {
+                Some(inner) => BashProcess { inner }.decide(answer),
+                // Nobody holds the task any more: never leave its process unsupervised.
+                None => {
+                    if let Ok(spawned) = answer {
+                        manager.do_send(Release { id: spawned.id });
+                    }
+                }
+            }
+            let _ = decided.send(true);
+        });
+        handle
+    }
+
+    /// A queued spawn's answer: the process to run, or why it never started.
+    fn decide(&self, answer: Result<SpawnedProcess, SpawnError>) {
+        let mut state = self.state();
+        state.queued = false;
+        match answer {
+            Ok(spawned) => {
+                let id = spawned.id;
+                let _ = self.inner.process.set(spawned);
+                if state.kill_requested {
+                    self.inner.manager.do_send(Kill { id });
+                }
+                tracing::debug!(target: "dsh::policy", "queued task started");
+            }
+            Err(err) => {
+                if !state.kill_requested {
+                    state.failure_note = Some(format!("spawn failed: {err}"));
+                }
+                state.final_status = Some(TaskStatus::Killed { signal: None });
+            }
+        }
     }
 
     /// A handle for a command that never started: status `killed`, one read shows `note`.
@@ -64,23 +131,26 @@ impl BashProcess {
             final_status: Some(TaskStatus::Killed { signal: None }),
             ..HandleState::default()
         };
-        Self::with(manager, None, None, state)
+        Self::with(manager, None, state, true).0
     }
 
     fn with(
         manager: Addr<ProcessManager>,
-        process: Option<SpawnedProcess>,
         abort: Option<AbortSignal>,
         state: HandleState,
-    ) -> Self {
-        Self {
+        decided: bool,
+    ) -> (Self, watch::Sender<bool>) {
+        let (tx, rx) = watch::channel(decided);
+        let handle = Self {
             inner: Arc::new(Inner {
                 manager,
-                process,
+                process: OnceLock::new(),
                 abort,
                 state: Mutex::new(state),
+                decided: rx,
             }),
-        }
+        };
+        (handle, tx)
     }
 
     fn state(&self) -> MutexGuard<'_, HandleState> {
@@ -89,7 +159,7 @@ impl BashProcess {
 
     /// The leader's pid (also its group id); `None` if the spawn failed.
     pub fn pid(&self) -> Option<i32> {
-        self.inner.process.as_ref().map(|p| p.pid)
+        self.inner.process.get().map(|p| p.pid)
     }
 
     /// `Running` → `Completed` | `Killed`, settled once. A kill shows as `Killed` at once; its signal
@@ -103,7 +173,7 @@ impl BashProcess {
         if let Some(status) = &state.final_status {
             return status.clone();
         }
-        let outcome = self.inner.process.as_ref().and_then(|p| p.output.outcome());
+        let outcome = self.inner.process.get().and_then(|p| p.output.outcome());
         match outcome {
             Some(outcome) => {
                 let aborted = self
@@ -125,6 +195,7 @@ impl BashProcess {
                 status
             }
             None if state.kill_requested => TaskStatus::Killed { signal: None },
+            None if state.queued => TaskStatus::Queued,
             None => TaskStatus::Running,
         }
     }
@@ -136,8 +207,16 @@ impl BashProcess {
         if !self.status_locked(&mut state).is_running() {
             return false;
         }
-        let Some(process) = &self.inner.process else {
-            return false;
+        let Some(process) = self.inner.process.get() else {
+            if !state.queued {
+                return false;
+            }
+            // Not started yet: the manager withdraws the spawn when its abort fires.
+            state.kill_requested = true;
+            if let Some(abort) = &self.inner.abort {
+                abort.abort("killed while queued");
+            }
+            return true;
         };
         state.kill_requested = true;
         self.inner.manager.do_send(Kill { id: process.id });
@@ -146,7 +225,14 @@ impl BashProcess {
 
     /// Waits until the command has ended and returns its final status.
     pub async fn done(&self) -> TaskStatus {
-        if let Some(process) = &self.inner.process {
+        // A queued command first waits for its start (or for why it never started).
+        let _ = self
+            .inner
+            .decided
+            .clone()
+            .wait_for(|decided| *decided)
+            .await;
+        if let Some(process) = self.inner.process.get() {
             // Straight from the process's driver, not through the manager's mailbox: this is the
             // first step of the completion notice, so every hop saved here is latency saved there.
             if process.output.settled().await.is_none() {
@@ -163,7 +249,7 @@ impl BashProcess {
     /// Everything printed since the previous read: stdout, then a `[stderr]` section.
     pub fn read_output(&self) -> TaskOutput {
         let mut state = self.state();
-        let (stdout, stderr) = match &self.inner.process {
+        let (stdout, stderr) = match self.inner.process.get() {
             Some(process) => (
                 process.output.read(StreamKind::Stdout, state.stdout_offset),
                 process.output.read(StreamKind::Stderr, state.stderr_offset),
@@ -204,7 +290,7 @@ pub fn merge_streams(mut out: String, err: &str) -> String {
 
 impl Drop for Inner {
     fn drop(&mut self) {
-        if let Some(process) = &self.process {
+        if let Some(process) = self.process.get() {
             self.manager.do_send(Release { id: process.id });
         }
     }
@@ -215,6 +301,23 @@ impl TaskProducer for BashProcess {
         self.read_output()
     }
 
+    fn queued(&self) -> bool {
+        self.state().queued
+    }
+
+    fn retained_bytes(&self) -> usize {
+        self.inner
+            .process
+            .get()
+            .map_or(0, |process| process.output.retained_bytes())
+    }
+
+    fn discard(&self) {
+        if let Some(process) = self.inner.process.get() {
+            self.inner.manager.do_send(Discard { id: process.id });
+        }
+    }
+
     fn kill(&self) {
         BashProcess::kill(self);
     }
@@ -222,5 +325,49 @@ impl TaskProducer for BashProcess {
     fn finished(&self) -> BoxFuture<'static, TaskStatus> {
         let handle = self.clone();
         Box::pin(async move { handle.done().await })
+    }
+
+    /// Subscribes to the process's stored chunks now; resolves on the next one. (Settlement reaches
+    /// a waiter through the registry, so this never resolves for a process that has ended: a waiter
+    /// looping on it cannot spin.)
+    fn changed(&self) -> BoxFuture<'static, ()> {
+        let Some(process) = self.inner.process.get() else {
+            // Queued: the start is the next change; a command that never started has none.
+            let mut decided = self.inner.decided.clone();
+            let inner = self.inner.clone();
+            return Box::pin(async move {
+                if !*decided.borrow_and_update() && decided.changed().await.is_err() {
+                    std::future::pending::<()>().await;
+                }
+                // Decided (now, or just before this was called): a start is a change, a failed
+                // spawn is not (the registry reports its end; resolving again and again would spin).
+                if inner.process.get().is_none() {
+                    std::future::pending::<()>().await;
+                }
+            });
+        };
+        let mut progress = process.output.progress();
+        Box::pin(async move {
+            if progress.changed().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        })
+    }
+
+    fn pending(&self) -> Vec<String> {
+        let state = self.state();
+        let Some(process) = self.inner.process.get() else {
+            return state.failure_note.iter().cloned().collect();
+        };
+        vec![
+            process
+                .output
+                .read(StreamKind::Stdout, state.stdout_offset)
+                .text,
+            process
+                .output
+                .read(StreamKind::Stderr, state.stderr_offset)
+                .text,
+        ]
     }
 }

@@ -4,6 +4,16 @@ use std::path::PathBuf;
 
 use crate::errors::ExecError;
 
+/// What a foreground call that reaches its timeout becomes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum OnTimeout {
+    /// Killed (SIGTERM, then SIGKILL after the grace), as in the seeds.
+    #[default]
+    Kill,
+    /// Left running as a background task of the caller, keeping everything it printed.
+    Background,
+}
+
 /// The local executor's budgets. Every value must be positive.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BashConfig {
@@ -19,6 +29,8 @@ pub struct BashConfig {
     pub max_spill_bytes: u64,
     /// Kill escalation grace and post-exit pipe-drain grace.
     pub grace_ms: u64,
+    /// What a foreground call that reaches its timeout becomes.
+    pub on_timeout: OnTimeout,
 }
 
 impl Default for BashConfig {
@@ -30,6 +42,7 @@ impl Default for BashConfig {
             max_output_bytes: 64_000,
             max_spill_bytes: 64 << 20,
             grace_ms: 3_000,
+            on_timeout: OnTimeout::Kill,
         }
     }
 }

@@ -11,6 +11,15 @@ pub enum ExecError {
     /// The process could not be started (bad workdir, env channel violation, pre-aborted call, …).
     #[error(transparent)]
     Spawn(#[from] SpawnError),
+    /// A foreground call waited for admission until its whole timeout had passed: it never started.
+    #[error("timed out after {timeout_ms}ms waiting to start")]
+    TimedOutWaitingToStart {
+        /// The call's timeout.
+        timeout_ms: u64,
+    },
+    /// A foreground call was cancelled while it waited for admission: it never started.
+    #[error("command aborted")]
+    AbortedWaitingToStart,
     /// The process manager's mailbox is closed: the runtime is shutting down.
     #[error("the process manager is not running")]
     ManagerGone,

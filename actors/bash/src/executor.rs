@@ -9,15 +9,15 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use dsh_process::{
-    AbortSignal, ProcessManager, ProcessSpawnSpec, Release, Spawn, SpawnError, ensure_not_aborted,
-    wait_abort,
+    AbortSignal, ProcessManager, ProcessSpawnSpec, QueuedNotice, Release, Spawn, SpawnError,
+    ensure_not_aborted, wait_abort,
 };
 use tokio::time::{Instant, sleep_until};
 
 use crate::background::BashProcess;
-use crate::config::BashConfig;
+use crate::config::{BashConfig, OnTimeout};
 use crate::errors::ExecError;
-use crate::messages::{BashRunResult, Run, Start};
+use crate::messages::{BashRunResult, MovedToBackground, Run, Start};
 use crate::request::BashExecSpec;
 
 /// Set for every command so pagers and colour codes do not garble what the model reads (Codex's set);
@@ -72,6 +72,9 @@ fn process_spec(
         grace: Duration::from_millis(config.grace_ms),
         spill_dir: None,
         abort,
+        session: spec.session.clone(),
+        background: false,
+        queued: None,
     }
 }
 
@@ -91,17 +94,32 @@ async fn run(
 ) -> Result<BashRunResult, ExecError> {
     // The manager only sees the fused signal, so the caller's own must be checked here.
     ensure_not_aborted(spec.abort.as_ref())?;
+    // Time spent waiting for admission counts toward the timeout.
+    let deadline = Instant::now() + Duration::from_millis(spec.timeout_ms);
+    let caller_abort = spec.abort.clone();
     let fused = AbortSignal::new();
-    let process = process_spec(&config, &spec, spec.stdout_max_bytes, Some(fused.clone()));
-    let spawned = manager
-        .send(Spawn(process))
-        .await
-        .map_err(|_| ExecError::ManagerGone)??;
+    let queued = QueuedNotice::new();
+    let mut process = process_spec(&config, &spec, spec.stdout_max_bytes, Some(fused.clone()));
+    process.queued = Some(queued.clone());
+    let spawn = manager.send(Spawn(process));
+    // Only a spawn that waits for admission races the deadline and the cancel here: one being
+    // started is as good as running, and the wait below classifies it as before.
+    let spawned = tokio::select! {
+        biased;
+        answer = spawn => answer.map_err(|_| ExecError::ManagerGone)??,
+        () = async { queued.fired().await; sleep_until(deadline).await } => {
+            fused.abort(format!("BASH_TIMEOUT after {}ms waiting to start", spec.timeout_ms));
+            tracing::debug!(timeout_ms = spec.timeout_ms, "timed out waiting to start");
+            return Err(ExecError::TimedOutWaitingToStart { timeout_ms: spec.timeout_ms });
+        }
+        () = async { queued.fired().await; wait_abort(caller_abort.as_ref()).await } => {
+            fused.abort(caller_abort.as_ref().map(AbortSignal::reason_text).unwrap_or_default());
+            return Err(ExecError::AbortedWaitingToStart);
+        }
+    };
     if let Some(peek) = &spec.peek {
         peek.attach(spawned.output.clone());
     }
-    let deadline = Instant::now() + Duration::from_millis(spec.timeout_ms);
-    let caller_abort = spec.abort.clone();
     // Straight from the process's driver, not through the manager's mailbox.
     let wait = spawned.output.settled();
     tokio::pin!(wait);
@@ -110,6 +128,27 @@ async fn run(
         tokio::select! {
             outcome = &mut wait => break outcome,
             () = sleep_until(deadline), if cause.is_none() => {
+                if config.on_timeout == OnTimeout::Background {
+                    tracing::debug!(
+                        target: "dsh::policy",
+                        decision = "background",
+                        timeout_ms = spec.timeout_ms,
+                        "move to background: still running at its timeout"
+                    );
+                    let handle = BashProcess::running(manager, spawned.clone(), None);
+                    let output = handle.read_output();
+                    return Ok(BashRunResult {
+                        exit_code: None,
+                        signal: None,
+                        timed_out: false,
+                        aborted: false,
+                        timeout_ms: spec.timeout_ms,
+                        stdout: Default::default(),
+                        stderr: Default::default(),
+                        oom_killed: false,
+                        moved_to_background: Some(MovedToBackground { handle, output }),
+                    });
+                }
                 cause = Some(Cause::TimedOut);
                 fused.abort(format!("BASH_TIMEOUT after {}ms", spec.timeout_ms));
             }
@@ -130,31 +169,45 @@ async fn run(
         stdout: outcome.stdout,
         stderr: outcome.stderr,
         oom_killed: outcome.oom_killed,
+        moved_to_background: None,
     })
 }
 
 /// A background start. A failure to start is an error and nothing is registered (a NUL byte, E2BIG,
 /// EMFILE, a missing program, …), as in the foreground. The one exception is the seeds' asynchronous
 /// case, an unusable working directory: it gives a handle that settles `killed` and reports
-/// `spawn failed: …` in one read.
+/// `spawn failed: …` in one read. A start the policy queues answers at once with a handle whose
+/// status is `queued` until it starts (a failure to start is then reported like a bad workdir).
 async fn start(
     config: BashConfig,
     manager: Addr<ProcessManager>,
     spec: BashExecSpec,
 ) -> Result<BashProcess, ExecError> {
     ensure_not_aborted(spec.abort.as_ref())?;
-    let process = process_spec(
+    // Killing a queued task fires this; the manager then withdraws its spawn.
+    let abort = spec.abort.clone().unwrap_or_default();
+    let queued = QueuedNotice::new();
+    let mut process = process_spec(
         &config,
         &spec,
         config.max_output_bytes as usize,
-        spec.abort.clone(),
+        Some(abort.clone()),
     );
-    match manager
-        .send(Spawn(process))
-        .await
-        .map_err(|_| ExecError::ManagerGone)?
-    {
-        Ok(spawned) => Ok(BashProcess::running(manager, spawned, spec.abort)),
+    process.background = true;
+    process.queued = Some(queued.clone());
+    let mut spawn = Box::pin(manager.send(Spawn(process)));
+    let answer = tokio::select! {
+        biased;
+        answer = &mut spawn => answer,
+        () = queued.fired() => {
+            let pending = Box::pin(async move {
+                spawn.await.unwrap_or(Err(SpawnError::ShutDown))
+            });
+            return Ok(BashProcess::queued(manager, pending, abort));
+        }
+    };
+    match answer.map_err(|_| ExecError::ManagerGone)? {
+        Ok(spawned) => Ok(BashProcess::running(manager, spawned, Some(abort))),
         Err(err @ SpawnError::Workdir { .. }) => {
             tracing::debug!(%err, "background spawn failed");
             Ok(BashProcess::failed(manager, format!("spawn failed: {err}")))

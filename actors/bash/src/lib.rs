@@ -2,7 +2,8 @@
 //!
 //! The seam is a [`Resolver`] (a plain function from request to spec) and two messages, [`Run`] and
 //! [`Start`], so a sandboxed or remote executor can stand in by handling them. [`LocalBashExecutor`] runs a fresh non-login `bash -c` per call through the
-//! process manager. This crate re-exports the process and task vocabulary its callers need, so a
+//! process manager; [`Supervised`] restarts a host's background command by its [`RestartPolicy`].
+//! This crate re-exports the process and task vocabulary its callers need, so a
 //! consumer has one import root.
 
 mod background;
@@ -12,17 +13,19 @@ mod executor;
 mod messages;
 mod peek;
 mod request;
+mod supervised;
 
 pub use background::{BashProcess, merge_streams};
-pub use config::BashConfig;
+pub use config::{BashConfig, OnTimeout};
 pub use errors::ExecError;
 pub use executor::{LocalBashExecutor, TERMINAL_ENV};
-pub use messages::{BashRunResult, Resolver, Run, Start};
+pub use messages::{BashRunResult, MovedToBackground, Resolver, Run, Start};
 pub use peek::{OutputPeek, PeekSnapshot};
 pub use request::{BashExecRequest, BashExecSpec};
+pub use supervised::{Restart, RestartPolicy, Supervised};
 
 pub use dsh_process::{
     AbortSignal, CollectedOutput, DSH_ENV_PREFIX, ManagerConfig, ProcessManager, ProcessPolicy,
-    SpawnError,
+    SpawnError, wait_abort,
 };
-pub use dsh_tasks::{TaskOutput, TaskStatus};
+pub use dsh_tasks::{TaskOutput, TaskProducer, TaskStatus};

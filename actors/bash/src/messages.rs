@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use actix::prelude::*;
 use dsh_process::CollectedOutput;
+use dsh_tasks::TaskOutput;
 
 use crate::background::BashProcess;
 use crate::errors::ExecError;
@@ -45,4 +46,26 @@ pub struct BashRunResult {
     pub stderr: CollectedOutput,
     /// The kernel killed the command (or part of it) for memory: a per-task memory limit was hit.
     pub oom_killed: bool,
+    /// With `on_timeout: background`: the command reached its timeout and still runs; register
+    /// this handle as a task of the caller. `stdout`/`stderr` are then empty: the output so far
+    /// is in it.
+    pub moved_to_background: Option<MovedToBackground>,
 }
+
+/// A foreground command that reached its timeout and was left running.
+#[derive(Clone, Debug)]
+pub struct MovedToBackground {
+    /// The running command, to register as a background task.
+    pub handle: BashProcess,
+    /// What it printed before the timeout (already consumed from the handle's cursor).
+    pub output: TaskOutput,
+}
+
+/// Two moves are equal when they hold the same process and the same output.
+impl PartialEq for MovedToBackground {
+    fn eq(&self, other: &Self) -> bool {
+        self.handle.pid() == other.handle.pid() && self.output == other.output
+    }
+}
+
+impl Eq for MovedToBackground {}

@@ -35,6 +35,9 @@ pub struct BashExecRequest {
     pub abort: Option<AbortSignal>,
     /// Filled with the foreground run's output once it is spawned, for progress reports.
     pub peek: Option<OutputPeek>,
+    /// The agent session the command runs for: supervisor policies see it, and admission is fair
+    /// across sessions.
+    pub session: Option<String>,
 }
 
 impl BashExecRequest {
@@ -68,6 +71,8 @@ pub struct BashExecSpec {
     pub abort: Option<AbortSignal>,
     /// As [`BashExecRequest::peek`].
     pub peek: Option<OutputPeek>,
+    /// As [`BashExecRequest::session`].
+    pub session: Option<String>,
 }
 
 fn positive(value: f64) -> bool {
@@ -118,6 +123,7 @@ impl BashConfig {
             dsh_env: request.dsh_env,
             abort: request.abort,
             peek: request.peek,
+            session: request.session,
         })
     }
 }

@@ -18,6 +18,9 @@ use bytes::Bytes;
 use crate::outcome::{CollectedOutput, ReadResult, StreamKind};
 use crate::spill::{SpillDir, create_spill_file};
 
+/// Chunks up to this size already are copies of exactly their size (the driver copies small reads).
+const COPY_MAX: usize = 16 * 1024;
+
 /// The spill file's life: none yet, open while spilling, closed (complete), or given up.
 #[derive(Debug)]
 enum Spill {
@@ -87,6 +90,15 @@ impl OutputCollector {
         if overflows || matches!(self.spill, Spill::Open { .. }) {
             self.spill_chunk(&chunk);
         }
+        // A large read is kept without a copy, as a slice of the driver's read buffer, and pins that
+        // whole buffer. Once the stream has outgrown its cap only a tail is kept, and a tail cut from
+        // such slices would pin several buffers: from then on each chunk is kept as a copy of exactly
+        // its size, so the tail costs at most its cap plus the one chunk it was cut from.
+        let chunk = if self.dropped && chunk.len() > COPY_MAX {
+            Bytes::copy_from_slice(&chunk)
+        } else {
+            chunk
+        };
         self.held += chunk.len();
         self.chunks.push_back(chunk);
         self.trim_to_cap();
@@ -247,11 +259,30 @@ impl OutputCollector {
         out
     }
 
+    /// Bytes of output held in memory (the kept tail).
+    pub fn held_bytes(&self) -> usize {
+        self.held
+    }
+
+    /// The spill file, if one exists now (open or complete).
+    pub fn spill_path(&self) -> Option<PathBuf> {
+        self.current_spill_path()
+    }
+
     /// Ends the stream: closes the spill (a failed close withholds the path) and returns the final view.
     /// Idempotent; never fails.
     pub fn finalize(&mut self) -> CollectedOutput {
         if !self.finished {
             self.finished = true;
+            // Kept chunks may be slices of larger read buffers (a large read is kept without a
+            // copy): a finished stream keeps one buffer of exactly its tail, so what it costs is
+            // its cap at most, not the buffers its tail was cut from.
+            if !self.chunks.is_empty() {
+                // `retained_from` allocates exactly `held` bytes.
+                let tail = Bytes::from(self.retained_from(0));
+                self.chunks.clear();
+                self.chunks.push_back(tail);
+            }
             let spill = std::mem::replace(&mut self.spill, Spill::Disabled);
             self.spill = match spill {
                 Spill::Open { file, path } => match self.close_file(file) {

@@ -123,6 +123,8 @@ pub(crate) struct Driver {
     output: SharedOutput,
     settle_signal: SettleSignal,
     grace: Duration,
+    /// Background work is read through its output: its outcome carries no second copy of the text.
+    text_in_outcome: bool,
     /// Fires once to start the kill escalation (see the module doc).
     kill: CancellationToken,
     guard: KillGuard,
@@ -168,6 +170,7 @@ impl Driver {
             output: output.clone(),
             settle_signal,
             grace: spec.grace,
+            text_in_outcome: !spec.background,
             kill,
         };
         (output, driver)
@@ -282,11 +285,17 @@ impl Driver {
             ?signal,
             "process settled"
         );
+        let mut stdout = self.output.finalize(StreamKind::Stdout);
+        let mut stderr = self.output.finalize(StreamKind::Stderr);
+        if !self.text_in_outcome {
+            stdout.text = String::new();
+            stderr.text = String::new();
+        }
         let outcome = ProcessOutcome {
             exit_code,
             signal,
-            stdout: self.output.finalize(StreamKind::Stdout),
-            stderr: self.output.finalize(StreamKind::Stderr),
+            stdout,
+            stderr,
             settlement,
             signals_sent,
             oom_killed,

@@ -72,12 +72,13 @@ pub use ids::ProcessId;
 pub use lock::lock_unpoisoned;
 pub use manager::ProcessManager;
 pub use messages::{
-    Kill, KillAllNow, KillOutcome, ManagerStats, Read, Release, Shutdown, Spawn, SpawnedProcess,
-    Stats, Wait,
+    AdmissionCost, Discard, GetAdmissionCost, Kill, KillAllNow, KillOutcome, ManagerStats, Read,
+    Release, Shutdown, Spawn, SpawnedProcess, Stats, Wait,
 };
 pub use outcome::{CollectedOutput, ProcessOutcome, ReadResult, Settlement, StreamKind};
 pub use policy::{
-    Admission, AdmitAll, Load, MaxConcurrent, ProcessPolicy, SettledProcess, StragglerAction,
+    Admission, AdmissionRequest, AdmitAll, Load, MaxConcurrent, MaxPerSession, PolicyStack,
+    ProcessPolicy, SettledProcess, StragglerAction,
 };
 pub use shared_output::SharedOutput;
-pub use spec::ProcessSpawnSpec;
+pub use spec::{ProcessSpawnSpec, QueuedNotice};

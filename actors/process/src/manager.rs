@@ -11,6 +11,7 @@ use std::sync::Arc;
 use actix::prelude::*;
 use tokio::sync::oneshot;
 
+use crate::abort::{AbortSignal, wait_abort};
 use crate::child_env::AmbientEnv;
 use crate::config::ManagerConfig;
 use crate::containment::{Containment, ContainmentError};
@@ -18,8 +19,8 @@ use crate::driver::Driver;
 use crate::errors::{ProcessError, SpawnError};
 use crate::ids::ProcessId;
 use crate::messages::{
-    Kill, KillAllNow, KillOutcome, ManagerStats, ProcessSettled, Read, Release, Shutdown, Spawn,
-    SpawnedProcess, Stats, Wait,
+    AdmissionCost, Discard, GetAdmissionCost, Kill, KillAllNow, KillOutcome, ManagerStats,
+    ProcessSettled, Read, Release, Shutdown, Spawn, SpawnedProcess, Stats, Wait, WithdrawAbandoned,
 };
 use crate::outcome::{ProcessOutcome, ReadResult};
 use crate::spawn::start_child;
@@ -136,11 +137,43 @@ impl Actor for ProcessManager {
 impl Handler<Spawn> for ProcessManager {
     type Result = ResponseFuture<Result<SpawnedProcess, SpawnError>>;
 
+    /// Answers when the process runs, or at once when the caller's abort fires while it waits for
+    /// admission: the answer's receiver is then dropped and the table withdraws the spawn.
     fn handle(&mut self, Spawn(spec): Spawn, ctx: &mut Self::Context) -> Self::Result {
-        let (reply, rx) = oneshot::channel();
+        let (reply, mut rx) = oneshot::channel();
+        let abort = spec.abort.clone();
         let pacing = self.table.submit(spec, reply);
         self.pace(pacing, ctx);
-        Box::pin(async move { rx.await.unwrap_or(Err(SpawnError::ShutDown)) })
+        let me = ctx.address();
+        Box::pin(async move {
+            tokio::select! {
+                biased;
+                answer = &mut rx => answer.unwrap_or(Err(SpawnError::ShutDown)),
+                () = wait_abort(abort.as_ref()) => {
+                    match rx.try_recv() {
+                        // Started just now: the abort has fired its kill; nobody will release it.
+                        Ok(Ok(spawned)) => me.do_send(Release { id: spawned.id }),
+                        Ok(Err(err)) => return Err(err),
+                        Err(_) => {
+                            drop(rx);
+                            me.do_send(WithdrawAbandoned);
+                        }
+                    }
+                    Err(SpawnError::AbortedBeforeSpawn(
+                        abort.as_ref().map(AbortSignal::reason_text).unwrap_or_default(),
+                    ))
+                }
+            }
+        })
+    }
+}
+
+impl Handler<WithdrawAbandoned> for ProcessManager {
+    type Result = ();
+
+    fn handle(&mut self, _: WithdrawAbandoned, ctx: &mut Self::Context) {
+        let pacing = self.table.withdraw_abandoned();
+        self.pace(pacing, ctx);
     }
 }
 
@@ -192,6 +225,22 @@ impl Handler<Release> for ProcessManager {
 
     fn handle(&mut self, Release { id }: Release, _: &mut Self::Context) -> Self::Result {
         self.table.release(id)
+    }
+}
+
+impl Handler<GetAdmissionCost> for ProcessManager {
+    type Result = AdmissionCost;
+
+    fn handle(&mut self, _: GetAdmissionCost, _: &mut Self::Context) -> AdmissionCost {
+        self.table.admission_cost()
+    }
+}
+
+impl Handler<Discard> for ProcessManager {
+    type Result = Result<(), ProcessError>;
+
+    fn handle(&mut self, Discard { id }: Discard, _: &mut Self::Context) -> Self::Result {
+        self.table.discard(id)
     }
 }
 

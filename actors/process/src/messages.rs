@@ -13,7 +13,9 @@ use crate::outcome::{ProcessOutcome, ReadResult, StreamKind};
 use crate::shared_output::SharedOutput;
 use crate::spec::ProcessSpawnSpec;
 
-/// Start a process. Resolves once it runs (a queued spawn waits for admission).
+/// Start a process. Resolves once it runs (a queued spawn waits for admission). If the spec's abort
+/// fires while the spawn waits for admission, it leaves the queue and fails at once with
+/// `aborted before spawn: <reason>`.
 #[derive(Message, Debug)]
 #[rtype(result = "Result<SpawnedProcess, SpawnError>")]
 pub struct Spawn(pub ProcessSpawnSpec);
@@ -76,6 +78,15 @@ pub struct Release {
     pub id: ProcessId,
 }
 
+/// Forget a settled record for good: free its slot and delete its spill files (a background task that
+/// retention discarded). A live process is released as by [`Release`] and its files are kept.
+#[derive(Message, Debug)]
+#[rtype(result = "Result<(), ProcessError>")]
+pub struct Discard {
+    /// The record to forget.
+    pub id: ProcessId,
+}
+
 /// Kill and join every process, stragglers included; refuse queued and later spawns. Idempotent.
 #[derive(Message, Debug)]
 #[rtype(result = "()")]
@@ -106,6 +117,29 @@ pub struct ManagerStats {
     /// Groups remembered as possibly outliving their leader.
     pub stragglers: usize,
 }
+
+/// How much time the manager has spent deciding admissions: asking the policy stack, booking the
+/// load, queueing and dequeuing (not the spawn's own checks and preparation, not starting children).
+/// For benchmarks and health checks.
+#[derive(Message, Debug)]
+#[rtype(result = "AdmissionCost")]
+pub struct GetAdmissionCost;
+
+/// Admission work done so far.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, MessageResponse)]
+pub struct AdmissionCost {
+    /// Spawns submitted (each asks the policy at least once).
+    pub submitted: u64,
+    /// Policy decisions made (a queued spawn is asked again when load changes).
+    pub decisions: u64,
+    /// Time spent in admission, in nanoseconds.
+    pub nanos: u64,
+}
+
+/// Internal: a caller stopped waiting for a queued spawn (its abort fired); forget such spawns.
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+pub(crate) struct WithdrawAbandoned;
 
 /// Internal: the driver of `id` has settled and stored its outcome in the process's [`SharedOutput`].
 #[derive(Message, Debug)]

@@ -1,5 +1,9 @@
 //! The output of one process, shared between its driver (the only writer) and any number of readers,
 //! and the one place its outcome is stored once it has settled.
+//!
+//! Readers that wait for output (a `bash_output` with `until`) subscribe to [`SharedOutput::progress`]:
+//! a counter the driver bumps after each chunk it stores, so a waiter wakes on the write itself instead
+//! of polling. Nobody subscribed, nothing is sent.
 
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
@@ -19,6 +23,8 @@ pub struct SharedOutput {
     outcome: Arc<OnceLock<ProcessOutcome>>,
     /// Flips to `true` right after `outcome` is set; closed if the driver is dropped unsettled.
     settled: watch::Receiver<bool>,
+    /// Bumped after every stored chunk while someone listens.
+    progress: Arc<watch::Sender<u64>>,
 }
 
 /// The driver's end of [`SharedOutput::settled`]: dropping it unsettled wakes waiters with `None`.
@@ -32,6 +38,7 @@ impl SharedOutput {
             stderr: Arc::new(Mutex::new(stderr)),
             outcome: Arc::new(OnceLock::new()),
             settled: rx,
+            progress: Arc::new(watch::Sender::new(0)),
         };
         (output, SettleSignal(tx))
     }
@@ -75,7 +82,30 @@ impl SharedOutput {
     }
 
     pub(crate) fn push(&self, stream: StreamKind, chunk: Bytes) {
-        self.lock(stream).push(chunk)
+        self.lock(stream).push(chunk);
+        if self.progress.receiver_count() > 0 {
+            self.progress.send_modify(|n| *n = n.wrapping_add(1));
+        }
+    }
+
+    /// A receiver that sees a change after each chunk stored from now on (`changed().await`); it
+    /// starts with the current state marked as seen, so subscribe first, then look at the output, then
+    /// wait: no write in between is missed.
+    pub fn progress(&self) -> watch::Receiver<u64> {
+        self.progress.subscribe()
+    }
+
+    /// Bytes of output held in memory, both streams together.
+    pub fn retained_bytes(&self) -> usize {
+        self.lock(StreamKind::Stdout).held_bytes() + self.lock(StreamKind::Stderr).held_bytes()
+    }
+
+    /// The spill files that exist now (stdout's first).
+    pub fn spill_paths(&self) -> Vec<std::path::PathBuf> {
+        [StreamKind::Stdout, StreamKind::Stderr]
+            .into_iter()
+            .filter_map(|stream| self.lock(stream).spill_path())
+            .collect()
     }
 
     pub(crate) fn finalize(&self, stream: StreamKind) -> CollectedOutput {

@@ -5,7 +5,35 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use tokio_util::sync::CancellationToken;
+
 use crate::abort::AbortSignal;
+
+/// Fires once when the manager puts a spawn in its admission queue instead of starting it, so a
+/// caller that must answer at once (a background start) can stop waiting for the start itself.
+#[derive(Clone, Debug, Default)]
+pub struct QueuedNotice(CancellationToken);
+
+impl QueuedNotice {
+    /// A notice that has not fired.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub(crate) fn fire(&self) {
+        self.0.cancel();
+    }
+
+    /// Whether the spawn was queued.
+    pub fn has_fired(&self) -> bool {
+        self.0.is_cancelled()
+    }
+
+    /// Resolves once the spawn is queued (never, if it is started or refused at once).
+    pub async fn fired(&self) {
+        self.0.cancelled().await
+    }
+}
 
 /// A fully explicit request to start one process in its own session and process group.
 #[derive(Clone, Debug)]
@@ -30,8 +58,17 @@ pub struct ProcessSpawnSpec {
     pub grace: Duration,
     /// Where spill files go; `None` means the manager's private directory.
     pub spill_dir: Option<PathBuf>,
-    /// Firing this starts the group kill. Already fired at spawn time: the spawn fails.
+    /// Firing this starts the group kill. Already fired at spawn time: the spawn fails. Fired while
+    /// the spawn waits for admission: it leaves the queue and fails at once.
     pub abort: Option<AbortSignal>,
+    /// The agent session the spawn is for (policies see it; admission is fair across sessions).
+    pub session: Option<String>,
+    /// A background task rather than a foreground call (policies see it). Background work is read
+    /// through [`SharedOutput::read`](crate::SharedOutput::read): its settled outcome carries no second
+    /// copy of the kept text (`CollectedOutput::text` is empty), so a finished task holds its tail once.
+    pub background: bool,
+    /// Fired if the spawn has to wait for admission.
+    pub queued: Option<QueuedNotice>,
 }
 
 impl ProcessSpawnSpec {
@@ -55,6 +92,9 @@ impl ProcessSpawnSpec {
             grace,
             spill_dir: None,
             abort: None,
+            session: None,
+            background: false,
+            queued: None,
         }
     }
 }

@@ -7,14 +7,16 @@
 //! groups to kill, a driver to run), so the rules can be read and tested on their own.
 //!
 //! Two queues, named for what they hold:
-//! - `awaiting_admission`: spawns the policy said to [`Admission::Queue`], oldest first;
+//! - `awaiting_admission`: spawns the policy said to [`Admission::Queue`](crate::Admission::Queue),
+//!   one first-come lane per session, served round-robin (`fair_queue`);
 //! - `ready_to_launch`: admitted and checked spawns waiting for their scheduler turn.
 //!
 //! Record life cycle:
 //!
 //! ```text
 //!   submit ──admit──► ready_to_launch ──launched──► Live ──settled──► Settled ──release──► (freed)
-//!     └──queue──► awaiting_admission ──(a child settles or launches)──► admit again, oldest first
+//!     └──queue──► awaiting_admission ──(a child settles or launches)──► admit again, fairly
+//!                      └──(the caller gave up: cancel, timeout)──► withdrawn
 //!   release of a Live record kills it and frees the slot once it settles.
 //! ```
 //!
@@ -34,7 +36,7 @@ use crate::containment::Containment;
 use crate::containment::{Contained, SharedContainment};
 use crate::errors::{ProcessError, SpawnError};
 use crate::ids::ProcessId;
-use crate::messages::{KillOutcome, ManagerStats};
+use crate::messages::{AdmissionCost, KillOutcome, ManagerStats};
 use crate::outcome::{ProcessOutcome, ReadResult, StreamKind};
 use crate::policy::{SettledProcess, StragglerAction};
 use crate::shared_output::SharedOutput;
@@ -42,10 +44,14 @@ use crate::spawn::ProgramCache;
 use crate::spill::SpillDir;
 
 mod admission;
+mod fair_queue;
+mod load_book;
 
 use admission::AwaitingAdmission;
 use admission::Launch;
 pub(crate) use admission::Pacing;
+use fair_queue::FairQueue;
+use load_book::{Count, LoadBook};
 
 /// Stragglers kept before the list is pruned of groups that have gone.
 const STRAGGLER_PRUNE_AT: usize = 256;
@@ -73,6 +79,9 @@ pub(crate) enum WaitFor {
 struct Slot {
     generation: u64,
     pid: i32,
+    /// Who the process is for, as admission counted it.
+    session: Option<String>,
+    background: bool,
     output: SharedOutput,
     state: SlotState,
 }
@@ -96,7 +105,15 @@ pub(crate) struct ProcessTable {
     generation: u64,
     live: usize,
     peak_live: usize,
-    awaiting_admission: VecDeque<AwaitingAdmission>,
+    awaiting_admission: FairQueue<AwaitingAdmission>,
+    /// Running and queued counts, in total and per session, as policies see them.
+    load: LoadBook,
+    /// Time spent deciding admissions (policy calls and queue work), for benchmarks.
+    admission_cost: AdmissionCost,
+    /// Time spent preparing launches (inside admission calls, but not admission work).
+    preparation_nanos: u64,
+    /// An admission call is being timed (nested calls are not timed again).
+    timing: bool,
     ready_to_launch: VecDeque<Launch>,
     /// A launch chain is under way: the actor will come back for the next ready spawn.
     launching: bool,
@@ -134,7 +151,11 @@ impl ProcessTable {
             generation: 0,
             live: 0,
             peak_live: 0,
-            awaiting_admission: VecDeque::new(),
+            awaiting_admission: FairQueue::default(),
+            load: LoadBook::default(),
+            admission_cost: AdmissionCost::default(),
+            preparation_nanos: 0,
+            timing: false,
             ready_to_launch: VecDeque::new(),
             launching: false,
             stragglers: Vec::new(),
@@ -178,6 +199,7 @@ impl ProcessTable {
             };
         };
         let pid = slot.pid;
+        let (session, background) = (slot.session.clone(), slot.background);
         let outcome = slot.output.outcome().cloned();
         let previous = std::mem::replace(&mut slot.state, SlotState::Settled);
         let SlotState::Live {
@@ -195,6 +217,7 @@ impl ProcessTable {
             };
         };
         self.live -= 1;
+        self.load.remove(&session, Count::Running, background);
         if let Some(outcome) = &outcome {
             for waiter in waiters {
                 let _ = waiter.send(outcome.clone());
@@ -308,6 +331,26 @@ impl ProcessTable {
         Ok(())
     }
 
+    /// Frees a settled record and deletes its spill files; a live one is released as by `release`.
+    pub(crate) fn discard(&mut self, id: ProcessId) -> Result<(), ProcessError> {
+        let slot = self.slot(id)?;
+        if matches!(slot.state, SlotState::Live { .. }) {
+            return self.release(id);
+        }
+        for path in slot.output.spill_paths() {
+            if let Err(err) = std::fs::remove_file(&path) {
+                tracing::warn!(path = %path.display(), %err, "cannot remove a discarded spill file");
+            }
+        }
+        self.slots.remove(id.slot);
+        Ok(())
+    }
+
+    /// Time spent on admission so far.
+    pub(crate) fn admission_cost(&self) -> AdmissionCost {
+        self.admission_cost
+    }
+
     pub(crate) fn stats(&self) -> ManagerStats {
         ManagerStats {
             live: self.live,
@@ -339,9 +382,10 @@ impl ProcessTable {
     /// and returns one receiver per live process that fires when it settles.
     pub(crate) fn begin_shutdown(&mut self) -> Vec<oneshot::Receiver<ProcessOutcome>> {
         self.shutting_down = true;
-        for waiting in self.awaiting_admission.drain(..) {
+        for waiting in self.awaiting_admission.drain_all() {
             let _ = waiting.reply.send(Err(SpawnError::ShutDown));
         }
+        self.load.clear_queued();
         for launch in self.ready_to_launch.drain(..) {
             let _ = launch.reply.send(Err(SpawnError::ShutDown));
         }

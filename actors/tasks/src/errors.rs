@@ -6,6 +6,14 @@ pub enum TaskError {
     /// No task has this id (or it was forgotten).
     #[error("unknown bash task \"{0}\"")]
     Unknown(String),
+    /// The task finished and retention discarded it (or its owner was released).
+    #[error("{kind} task {id} finished and was discarded (retention limit)")]
+    Discarded {
+        /// The task's kind (`bash`).
+        kind: String,
+        /// The task's id.
+        id: String,
+    },
     /// The task has an owner and the caller is not it.
     #[error("task {0} belongs to another session")]
     Foreign(String),

@@ -10,15 +10,19 @@
 
 //!
 //! Layout: `messages` (the registry's protocol), `table` (the plain task table and every rule about
-//! records, unit-tested on its own), `registry` (the thin actor), `producer`, `agent`, `snapshot`.
+//! records, unit-tested on its own), `registry` (the thin actor), `producer`, `agent`, `snapshot`,
+//! `wait` (waiting on a task until it settles or its output matches), `retention` (which finished
+//! tasks are discarded).
 
 mod agent;
 mod errors;
 mod messages;
 mod producer;
 mod registry;
+mod retention;
 mod snapshot;
 mod table;
+mod wait;
 
 pub use agent::{AgentRef, Inject, TaskOwner};
 pub use errors::TaskError;
@@ -28,4 +32,6 @@ pub use messages::{
 };
 pub use producer::{TaskOutput, TaskProducer, TaskStatus};
 pub use registry::{RegistryConfig, TaskRegistry};
+pub use retention::{FinishedTask, RetentionLimits, RetentionLoad, RetentionPolicy};
 pub use snapshot::TaskSnapshot;
+pub use wait::{OutputCondition, WaitOutcome, WaitTask};

@@ -8,6 +8,8 @@ use futures::future::BoxFuture;
 /// Where a task stands.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum TaskStatus {
+    /// The work waits for a supervisor policy to admit it; it has not started.
+    Queued,
     /// The work has not ended yet.
     Running,
     /// Ended on its own; non-zero exits are still `Completed`.
@@ -26,9 +28,9 @@ pub enum TaskStatus {
 }
 
 impl TaskStatus {
-    /// Whether the work has not ended yet.
+    /// Whether the work has not ended yet (it runs, or waits to start).
     pub fn is_running(&self) -> bool {
-        matches!(self, TaskStatus::Running)
+        matches!(self, TaskStatus::Running | TaskStatus::Queued)
     }
 
     /// The one rule for "killed stays killed": how work that ended as `self` is reported when a kill
@@ -61,9 +63,65 @@ pub trait TaskProducer: Send + 'static {
     /// must never block: the registry calls it inside its actor.
     fn read(&self) -> TaskOutput;
 
-    /// Starts stopping the work (for bash: SIGTERM to the group, SIGKILL after the grace). Idempotent.
+    /// Starts stopping the work (for bash: SIGTERM to the group, SIGKILL after the grace; a queued
+    /// command leaves the queue). Idempotent.
     fn kill(&self);
+
+    /// Whether the work still waits to start (shown as `queued` while the task has not settled).
+    fn queued(&self) -> bool {
+        false
+    }
 
     /// Resolves once, when the work has ended and its output is final, with its terminal status.
     fn finished(&self) -> BoxFuture<'static, TaskStatus>;
+
+    /// Resolves when new output may have arrived since this call. It must start listening when
+    /// called, not when first polled: a waiter calls it, then looks at [`TaskProducer::pending`],
+    /// then awaits it, and no output in between may be missed. It must not resolve again and again
+    /// once the work has ended (a waiter learns of the end from the registry, and would spin). The
+    /// default never resolves: a wait on such a producer sees its output only at the end.
+    fn changed(&self) -> BoxFuture<'static, ()> {
+        Box::pin(std::future::pending())
+    }
+
+    /// The output produced since the previous read, one text per stream, without consuming it: what
+    /// a wait with `until` matches against. The default has none.
+    fn pending(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// Bytes of output this work holds in memory; retention bounds their sum over finished tasks.
+    fn retained_bytes(&self) -> usize {
+        0
+    }
+
+    /// The registry forgets the finished task for good (retention): remove what it keeps elsewhere
+    /// (for bash, its spill files). The default keeps nothing.
+    fn discard(&self) {}
+}
+
+/// What stays of a finished task once its owner has read all of it: the final status lives in the
+/// registry's record, so this keeps only the full-output files (removed when the task is discarded).
+pub(crate) struct Drained {
+    pub spill_paths: Vec<PathBuf>,
+}
+
+impl TaskProducer for Drained {
+    fn read(&self) -> TaskOutput {
+        TaskOutput::default()
+    }
+
+    fn kill(&self) {}
+
+    fn finished(&self) -> BoxFuture<'static, TaskStatus> {
+        Box::pin(std::future::pending())
+    }
+
+    fn discard(&self) {
+        for path in &self.spill_paths {
+            if let Err(err) = std::fs::remove_file(path) {
+                tracing::debug!(path = %path.display(), %err, "cannot remove a discarded spill file");
+            }
+        }
+    }
 }

@@ -7,20 +7,24 @@ use std::time::Duration;
 use actix::prelude::*;
 use tokio::sync::oneshot;
 
-use crate::agent::TaskOwner;
+use crate::agent::{Inject, TaskOwner};
 use crate::errors::TaskError;
 use crate::messages::{
     GetTask, KillReply, KillTask, ListTasks, ProducerFinished, ReadReply, ReadTask, Register,
     ReleaseOwner, ShutdownTasks, Subscribe, TaskDone,
 };
+use crate::retention::RetentionPolicy;
 use crate::snapshot::TaskSnapshot;
 use crate::table::TaskTable;
+use crate::wait::{WaitOutcome, WaitTask, wait};
 
 /// Registry settings.
 #[derive(Clone, Debug)]
 pub struct RegistryConfig {
     /// Settled records kept; beyond it the oldest reported ones are evicted first, then the oldest.
     pub max_finished: usize,
+    /// Output bytes kept in memory by settled records; beyond it records are evicted likewise.
+    pub max_retained_bytes: usize,
     /// How often the registry looks for owners whose mailbox closed.
     pub owner_check_interval: Duration,
 }
@@ -28,7 +32,8 @@ pub struct RegistryConfig {
 impl Default for RegistryConfig {
     fn default() -> Self {
         Self {
-            max_finished: 1024,
+            max_finished: 1000,
+            max_retained_bytes: 64 << 20,
             owner_check_interval: Duration::from_millis(500),
         }
     }
@@ -46,9 +51,15 @@ impl TaskRegistry {
     pub fn new(config: RegistryConfig) -> Self {
         Self {
             owner_check_interval: config.owner_check_interval,
-            table: TaskTable::new(config.max_finished),
+            table: TaskTable::with_retention(config.max_finished, config.max_retained_bytes),
             subscribers: Vec::new(),
         }
+    }
+
+    /// Adds a host's retention policy to the stack, after the built-in limits of the config.
+    pub fn with_retention_policy(mut self, policy: Box<dyn RetentionPolicy>) -> Self {
+        self.table.add_retention_policy(policy);
+        self
     }
 
     /// Kills and joins the given tasks, then forgets them.
@@ -111,6 +122,15 @@ impl Handler<ProducerFinished> for TaskRegistry {
                 subscriber.do_send(done.clone());
             }
         }
+        // An owner whose task was discarded before it saw the end should know its output is gone.
+        for (owner, text) in self.table.take_discard_notices() {
+            if let Some(inbox) = owner.inbox() {
+                inbox.do_send(Inject {
+                    text,
+                    source: "tasks",
+                });
+            }
+        }
     }
 }
 
@@ -119,6 +139,16 @@ impl Handler<ReadTask> for TaskRegistry {
 
     fn handle(&mut self, ReadTask { id, caller }: ReadTask, _: &mut Self::Context) -> Self::Result {
         self.table.read(&id, caller.as_deref())
+    }
+}
+
+impl Handler<WaitTask> for TaskRegistry {
+    type Result = ResponseFuture<Result<WaitOutcome, TaskError>>;
+
+    /// Owner-checked at once; the wait itself runs beside the actor, which keeps serving messages.
+    fn handle(&mut self, msg: WaitTask, _: &mut Self::Context) -> Self::Result {
+        let watch = self.table.watch(&msg.id, msg.caller.as_deref());
+        Box::pin(async move { Ok(wait(watch?, msg.timeout, msg.until, msg.cancel).await) })
     }
 }
 

@@ -9,14 +9,18 @@
 //! ```text
 //!   register ──► running ──finished──► completed | killed   (settled once; one TaskDone)
 //!                  └──kill──► killed (signal unknown yet; reported) ──finished──► killed by SIG…
-//!   settled records stay readable until evicted (over `max_finished`, reported ones first) or their
-//!   owner is released.
+//!   settled records stay readable until retention discards them (over `max_finished` records or over
+//!   `max_retained_bytes` of output in memory; those whose end the owner already saw go first, then
+//!   the oldest), or their owner is released. A read that shows the end has consumed everything: the
+//!   record then drops its producer (and with it the process and its output in memory), keeping a
+//!   [`Drained`] stand-in with the spill paths. Reading a discarded task is an error of its own.
 //! ```
 //!
 //! Access fence: a task with an owner is visible only to callers presenting the owner's session id
 //! (`task <id> belongs to another session`); tasks without one are open to every caller.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use futures::future::BoxFuture;
@@ -25,7 +29,8 @@ use tokio::sync::oneshot;
 use crate::agent::TaskOwner;
 use crate::errors::TaskError;
 use crate::messages::{KillReply, ReadReply, TaskDone, TaskKillOutcome};
-use crate::producer::{TaskProducer, TaskStatus};
+use crate::producer::{Drained, TaskProducer, TaskStatus};
+use crate::retention::{FinishedTask, RetentionLimits, RetentionLoad, RetentionPolicy};
 use crate::snapshot::TaskSnapshot;
 
 /// A registered task: its id, and the future that resolves when its producer has finished.
@@ -34,17 +39,28 @@ pub(crate) struct Registered {
     pub finished: BoxFuture<'static, TaskStatus>,
 }
 
+/// A task as a wait sees it.
+pub(crate) struct Watch {
+    pub producer: Arc<dyn TaskProducer>,
+    /// Fires when the record settles (or is forgotten); `None`: already settled.
+    pub settled: Option<oneshot::Receiver<()>>,
+}
+
 struct Record {
     order: u64,
     kind: String,
     label: String,
     owner: Option<TaskOwner>,
-    producer: Box<dyn TaskProducer>,
+    producer: Arc<dyn TaskProducer>,
     status: TaskStatus,
     settled: bool,
     started_at: SystemTime,
     finished_at: Option<SystemTime>,
     reported: bool,
+    /// Output bytes the producer held in memory when it settled (0 once drained).
+    retained: usize,
+    /// The producer was replaced by a [`Drained`] stand-in.
+    drained: bool,
     /// Woken when the record settles (owner release, shutdown).
     settle_waiters: Vec<oneshot::Sender<()>>,
 }
@@ -56,7 +72,10 @@ impl Record {
             kind: self.kind.clone(),
             label: self.label.clone(),
             owner_session: self.owner.as_ref().map(|o| o.session_id.clone()),
-            status: self.status.clone(),
+            status: match &self.status {
+                TaskStatus::Running if self.producer.queued() => TaskStatus::Queued,
+                status => status.clone(),
+            },
             settled: self.settled,
             started_at: self.started_at,
             finished_at: self.finished_at,
@@ -89,8 +108,16 @@ impl Record {
 
 /// Every task of one registry.
 pub(crate) struct TaskTable {
-    /// Settled records kept; beyond it the oldest reported ones are evicted first.
-    max_finished: usize,
+    /// The retention stack: the built-in limits first, then a host's policies.
+    limits: RetentionLimits,
+    retention: Vec<Box<dyn RetentionPolicy>>,
+    /// Notices for owners whose task was discarded before they saw its end, for the registry to send.
+    discard_notices: Vec<(TaskOwner, String)>,
+    /// Ids forgotten because their owner was released (they read as unknown, not as discarded).
+    released: std::collections::HashSet<String>,
+    /// Settled records now, and the output bytes they hold.
+    settled_count: usize,
+    retained_total: usize,
     records: HashMap<String, Record>,
     /// Next ordinal per kind (`bash` → 3 means `bash-3` is next).
     counters: HashMap<String, u64>,
@@ -99,9 +126,22 @@ pub(crate) struct TaskTable {
 }
 
 impl TaskTable {
+    #[cfg(test)]
     pub(crate) fn new(max_finished: usize) -> Self {
+        Self::with_retention(max_finished, usize::MAX)
+    }
+
+    pub(crate) fn with_retention(max_finished: usize, max_retained_bytes: usize) -> Self {
         Self {
-            max_finished,
+            limits: RetentionLimits {
+                max_finished,
+                max_retained_bytes,
+            },
+            retention: Vec::new(),
+            released: Default::default(),
+            discard_notices: Vec::new(),
+            settled_count: 0,
+            retained_total: 0,
             records: HashMap::new(),
             counters: HashMap::new(),
             registered: 0,
@@ -109,7 +149,25 @@ impl TaskTable {
         }
     }
 
+    /// Why `id` has no record: it was issued and is gone (discarded), or it never was.
+    fn missing(&self, id: &str) -> TaskError {
+        let issued = id.rsplit_once('-').and_then(|(kind, n)| {
+            let n: u64 = n.parse().ok()?;
+            (n >= 1 && self.counters.get(kind).is_some_and(|last| n <= *last)).then_some(kind)
+        });
+        match issued {
+            Some(kind) if !self.released.contains(id) => TaskError::Discarded {
+                kind: kind.to_owned(),
+                id: id.to_owned(),
+            },
+            _ => TaskError::Unknown(id.to_owned()),
+        }
+    }
+
     fn access(&mut self, id: &str, caller: Option<&str>) -> Result<&mut Record, TaskError> {
+        if !self.records.contains_key(id) {
+            return Err(self.missing(id));
+        }
         let record = self
             .records
             .get_mut(id)
@@ -152,12 +210,14 @@ impl TaskTable {
                 kind,
                 label,
                 owner,
-                producer,
+                producer: Arc::from(producer),
                 status: TaskStatus::Running,
                 settled: false,
                 started_at: SystemTime::now(),
                 finished_at: None,
                 reported: false,
+                retained: 0,
+                drained: false,
                 settle_waiters: Vec::new(),
             },
         );
@@ -174,6 +234,9 @@ impl TaskTable {
         }
         record.settled = true;
         record.finished_at = Some(SystemTime::now());
+        record.retained = record.producer.retained_bytes();
+        self.settled_count += 1;
+        self.retained_total += record.retained;
         let killed = matches!(record.status, TaskStatus::Killed { .. });
         record.status = end.stays_killed(killed);
         for waiter in record.settle_waiters.drain(..) {
@@ -188,20 +251,91 @@ impl TaskTable {
         done
     }
 
-    /// Keeps at most `max_finished` settled records: the oldest reported ones go first.
+    /// Adds a host's retention policy after the built-in limits.
+    pub(crate) fn add_retention_policy(&mut self, policy: Box<dyn RetentionPolicy>) {
+        self.retention.push(policy);
+    }
+
+    /// Asks the retention stack for finished tasks to discard until no policy names one (see
+    /// `retention.rs`). A discarded record's producer removes its spill files.
     fn evict_over_cap(&mut self) {
-        let settled = self.records.values().filter(|r| r.settled).count();
-        for _ in self.max_finished..settled {
-            let victim = self
-                .records
-                .iter()
-                .filter(|(_, r)| r.settled)
-                .min_by_key(|(_, r)| (!r.reported, r.order))
-                .map(|(id, _)| id.clone());
-            if let Some(id) = victim {
-                tracing::debug!(task = %id, "evicting finished task record");
-                self.records.remove(&id);
+        while let Some((id, by)) = self.retention_victim() {
+            let Some(record) = self.records.remove(&id) else {
+                break;
+            };
+            self.forget_settled(&record);
+            tracing::debug!(
+                target: "dsh::policy",
+                task = %id,
+                policy = %by,
+                reported = record.reported,
+                retained = record.retained,
+                finished = self.settled_count,
+                retained_total = self.retained_total,
+                "evict: finished task discarded (retention limit)"
+            );
+            record.producer.discard();
+            if !record.reported
+                && !self.shutting_down
+                && let Some(owner) = record.owner
+            {
+                let text = format!(
+                    "background {} task {id} finished and was discarded unread (retention limit).",
+                    record.kind
+                );
+                self.discard_notices.push((owner, text));
             }
+        }
+    }
+
+    /// The notices for owners whose unread tasks were discarded since the last call.
+    pub(crate) fn take_discard_notices(&mut self) -> Vec<(TaskOwner, String)> {
+        std::mem::take(&mut self.discard_notices)
+    }
+
+    /// The first finished task a policy of the stack names, and that policy's name.
+    fn retention_victim(&mut self) -> Option<(String, String)> {
+        let load = RetentionLoad {
+            finished: self.settled_count,
+            retained_bytes: self.retained_total,
+        };
+        let within_limits = load.finished <= self.limits.max_finished
+            && load.retained_bytes <= self.limits.max_retained_bytes;
+        if within_limits && self.retention.is_empty() {
+            // The common case costs no walk over the records.
+            return None;
+        }
+        let finished: Vec<FinishedTask<'_>> = self
+            .records
+            .iter()
+            .filter(|(_, r)| r.settled)
+            .map(|(id, r)| FinishedTask {
+                id,
+                owner_session: r.owner.as_ref().map(|o| o.session_id.as_str()),
+                reported: r.reported,
+                order: r.order,
+                finished_at: r.finished_at,
+                retained_bytes: r.retained,
+            })
+            .collect();
+        let limits: &mut dyn RetentionPolicy = &mut self.limits;
+        let hosts = self.retention.iter_mut().map(|policy| policy.as_mut());
+        for policy in std::iter::once(limits).chain(hosts) {
+            if let Some(task) = policy
+                .discard(load, &finished)
+                .and_then(|i| finished.get(i))
+            {
+                return Some((task.id.to_owned(), policy.name().to_owned()));
+            }
+        }
+        None
+    }
+
+    /// Takes a removed settled record out of the retention counts.
+    fn forget_settled(&mut self, record: &Record) {
+        if record.settled {
+            self.settled_count -= 1;
+            self.retained_total -= record.retained;
         }
     }
 
@@ -213,7 +347,35 @@ impl TaskTable {
         }
         let snapshot = record.snapshot(id);
         let output = record.producer.read();
+        if record.settled && !record.drained {
+            // The end was read and everything with it: keep only what a later discard removes.
+            record.producer = Arc::new(Drained {
+                spill_paths: output.spill_paths.clone(),
+            });
+            record.drained = true;
+            let freed = std::mem::take(&mut record.retained);
+            self.retained_total -= freed;
+        }
         Ok(ReadReply { output, snapshot })
+    }
+
+    /// What a wait on `id` needs: its producer (to watch output) and, unless the task has already
+    /// settled, a receiver that fires when it does.
+    pub(crate) fn watch(&mut self, id: &str, caller: Option<&str>) -> Result<Watch, TaskError> {
+        let record = self.access(id, caller)?;
+        let settled = if record.settled {
+            None
+        } else {
+            // Waits that ended (timed out, aborted) leave closed senders behind: drop them here.
+            record.settle_waiters.retain(|waiter| !waiter.is_closed());
+            let (tx, rx) = oneshot::channel();
+            record.settle_waiters.push(tx);
+            Some(rx)
+        };
+        Ok(Watch {
+            producer: record.producer.clone(),
+            settled,
+        })
     }
 
     pub(crate) fn kill(&mut self, id: &str, caller: Option<&str>) -> Result<KillReply, TaskError> {
@@ -285,10 +447,13 @@ impl TaskTable {
         watches
     }
 
-    /// Forgets the given tasks.
+    /// Forgets the given tasks (their owner was released).
     pub(crate) fn remove(&mut self, ids: &[String]) {
         for id in ids {
-            self.records.remove(id);
+            if let Some(record) = self.records.remove(id) {
+                self.forget_settled(&record);
+                self.released.insert(id.clone());
+            }
         }
     }
 
@@ -309,6 +474,8 @@ impl TaskTable {
     /// Forgets every task (the end of a shutdown).
     pub(crate) fn clear(&mut self) {
         self.records.clear();
+        self.settled_count = 0;
+        self.retained_total = 0;
     }
 }
 

@@ -110,6 +110,70 @@ pub fn parse_bash_args(arguments: &Value) -> Result<BashArgs, String> {
     })
 }
 
+/// The default wait of `bash_output` with `wait` or `until`, in milliseconds (the seeds' `task_output`).
+pub const DEFAULT_WAIT_MS: u64 = 30_000;
+/// The longest wait of `bash_output`, whatever `timeout_ms` asks for.
+pub const MAX_WAIT_MS: u64 = 600_000;
+/// The most memory a compiled `until` pattern may take: a pattern is model-made.
+const UNTIL_SIZE_LIMIT: usize = 1 << 20;
+
+/// Validated `bash_output` arguments.
+#[derive(Clone, Debug)]
+pub struct ReadArgs {
+    /// The task to read.
+    pub task_id: String,
+    /// Wait this long at most before reading (`wait: true` or `until`); `None` reads at once.
+    pub wait_ms: Option<u64>,
+    /// Stop waiting once the output produced since the previous read matches.
+    pub until: Option<regex::Regex>,
+}
+
+/// Validates `bash_output` arguments: `task_id`, and optionally `wait`, `timeout_ms`, `until`.
+pub fn parse_read_args(arguments: &Value) -> Result<ReadArgs, String> {
+    let object = check_schema(
+        arguments,
+        &[
+            ("task_id", Kind::String, true),
+            ("wait", Kind::Boolean, false),
+            ("timeout_ms", Kind::Number, false),
+            ("until", Kind::String, false),
+        ],
+    )?;
+    let task_id = parse_task_id(arguments)?;
+    let timeout_ms = match object.get("timeout_ms") {
+        Some(value) => Some(
+            value
+                .as_f64()
+                .filter(|n| n.is_finite() && *n > 0.0)
+                .ok_or_else(|| {
+                    format!("invalid timeout_ms: expected a positive number, got {value}")
+                })?,
+        ),
+        None => None,
+    };
+    let until = match object.get("until").and_then(Value::as_str) {
+        Some(pattern) => Some(
+            regex::RegexBuilder::new(pattern)
+                .size_limit(UNTIL_SIZE_LIMIT)
+                .build()
+                .map_err(|err| format!("invalid until: {err}"))?,
+        ),
+        None => None,
+    };
+    let wait = object.get("wait").and_then(Value::as_bool).unwrap_or(false) || until.is_some();
+    let wait_ms = wait.then(|| {
+        timeout_ms
+            .map(|ms| ms.ceil().min(MAX_WAIT_MS as f64) as u64)
+            .unwrap_or(DEFAULT_WAIT_MS)
+            .min(MAX_WAIT_MS)
+    });
+    Ok(ReadArgs {
+        task_id,
+        wait_ms,
+        until,
+    })
+}
+
 /// Validates the `task_id` argument of `bash_output` and `bash_kill`.
 pub fn parse_task_id(arguments: &Value) -> Result<String, String> {
     let object = check_schema(arguments, &[("task_id", Kind::String, true)])?;

@@ -53,12 +53,7 @@ pub struct DefinitionFacts {
 pub fn tool_definitions(facts: DefinitionFacts) -> Vec<ToolDefinition> {
     let mut tools = vec![bash_definition(facts)];
     if facts.background {
-        tools.push(task_tool(
-            "bash_output",
-            "Read new output from a background bash task started with `bash` + `run_in_background`. \
-             Returns only output produced since the previous bash_output call, plus the task status. \
-             Tasks keep running while you do other work; poll again later for more output.",
-        ));
+        tools.push(output_tool());
         tools.push(task_tool(
             "bash_kill",
             "Kill a running background bash task (SIGTERM, then SIGKILL) by task id.",
@@ -119,6 +114,36 @@ fn bash_definition(facts: DefinitionFacts) -> ToolDefinition {
         description,
         input_schema: json!({"type": "object", "properties": properties, "required": ["command", "description"]}),
     }
+}
+
+/// `bash_output`: a read, optionally after a wait (`wait`, `timeout_ms`, `until`).
+fn output_tool() -> ToolDefinition {
+    let mut tool = task_tool(
+        "bash_output",
+        "Read new output from a background bash task started with `bash` + `run_in_background`. \
+         Returns only output produced since the previous bash_output call, plus the task status. \
+         Tasks keep running while you do other work; read again later for more output. \
+         Instead of calling this in a loop, wait: `wait: true` returns once the task has finished \
+         (use it only when you are blocked on the task), and `until` returns as soon as the new output \
+         matches a regular expression (e.g. a dev server's `Listening on`), or when the task finishes. \
+         Either waits at most `timeout_ms` (default 30000, max 600000); a wait that runs out returns \
+         the output so far with `[status: running]` and leaves the task running.",
+    );
+    if let Some(properties) = tool.input_schema["properties"].as_object_mut() {
+        properties.insert(
+            "wait".into(),
+            json!({"type": "boolean", "description": "Wait until the task finishes (at most timeout_ms) before reading."}),
+        );
+        properties.insert(
+            "timeout_ms".into(),
+            json!({"type": "number", "description": "Longest wait in milliseconds with wait or until (default 30000, max 600000)."}),
+        );
+        properties.insert(
+            "until".into(),
+            json!({"type": "string", "description": "Regular expression (Rust regex syntax): wait until output produced since the previous read matches it, or the task finishes. Implies wait."}),
+        );
+    }
+    tool
 }
 
 fn task_tool(name: &'static str, description: &str) -> ToolDefinition {

@@ -10,14 +10,19 @@ mod render;
 mod structured;
 mod tool;
 
-pub use args::{BashArgs, parse_bash_args, parse_task_id};
+pub use args::{
+    BashArgs, DEFAULT_WAIT_MS, MAX_WAIT_MS, ReadArgs, parse_bash_args, parse_read_args,
+    parse_task_id,
+};
 pub use definitions::{DefinitionFacts, PROMPT_SECTION, ToolDefinition, tool_definitions};
 pub use managed_env::{managed_env, resolve_dsh_home};
 pub use render::{
-    render_kill, render_notice, render_read, render_result, render_started, status_line,
+    render_kill, render_moved, render_notice, render_read, render_result, render_started,
+    status_line,
 };
 pub use structured::{
-    bash_structured, kill_structured, output_schema, read_structured, started_structured,
+    bash_structured, kill_structured, moved_structured, output_schema, read_structured,
+    started_structured,
 };
 pub use tool::{ExecutorRef, ToolBash, ToolBashConfig, ToolCall, ToolResult};
 

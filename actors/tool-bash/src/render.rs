@@ -43,10 +43,11 @@ pub fn render_result(result: &BashRunResult) -> String {
     body + &markers.join("\n")
 }
 
-/// `[status: running]`, `[status: completed, exit code: N]`, `[status: killed by SIGTERM]`, `[status: killed]`,
+/// `[status: queued]`, `[status: running]`, `[status: completed, exit code: N]`, `[status: killed by SIGTERM]`, `[status: killed]`,
 /// `[status: killed: out of memory]`.
 pub fn status_line(status: &TaskStatus) -> String {
     match status {
+        TaskStatus::Queued => "[status: queued]".to_owned(),
         TaskStatus::Running => "[status: running]".to_owned(),
         TaskStatus::Completed { exit_code } => {
             format!("[status: completed, exit code: {exit_code}]")
@@ -61,8 +62,24 @@ pub fn status_line(status: &TaskStatus) -> String {
 
 /// A `bash_output` reply: the delta or `(no new output)`, the loss notice, then the status line.
 pub fn render_read(output: &TaskOutput, status: &TaskStatus) -> String {
+    with_loss_notice(output, "(no new output)") + &status_line(status)
+}
+
+/// The reply of a foreground call that reached its timeout under `on_timeout: background`: the
+/// output so far (or `(no output)`), the loss notice, then
+/// `[still running after <N>ms; moved to background task <id>; read it with bash_output]`.
+pub fn render_moved(output: &TaskOutput, timeout_ms: u64, task_id: &str) -> String {
+    with_loss_notice(output, "(no output)")
+        + &format!(
+            "[still running after {timeout_ms}ms; moved to background task {task_id}; read it with \
+             bash_output]"
+        )
+}
+
+/// The delta (or `empty` when there is none), the loss notice, and a final newline.
+fn with_loss_notice(output: &TaskOutput, empty: &str) -> String {
     let mut text = if output.delta.is_empty() {
-        "(no new output)".to_owned()
+        empty.to_owned()
     } else {
         output.delta.clone()
     };
@@ -87,7 +104,7 @@ pub fn render_read(output: &TaskOutput, status: &TaskStatus) -> String {
     if !text.ends_with('\n') {
         text.push('\n');
     }
-    text + &status_line(status)
+    text
 }
 
 /// The completion notice injected into the owner's session.

@@ -35,6 +35,11 @@ pub fn bash_structured(
     })
 }
 
+/// A foreground `bash` call that reached its timeout and became background task `task_id`.
+pub fn moved_structured(task_id: &str, timeout_ms: u64) -> Value {
+    json!({"background": true, "task_id": task_id, "timed_out": true, "timeout_ms": timeout_ms})
+}
+
 /// A `bash` call that started a background task.
 pub fn started_structured(task_id: &str) -> Value {
     json!({"background": true, "task_id": task_id})
@@ -42,6 +47,7 @@ pub fn started_structured(task_id: &str) -> Value {
 
 fn status_fields(status: &TaskStatus) -> (&'static str, Option<i32>, Option<&str>) {
     match status {
+        TaskStatus::Queued => ("queued", None, None),
         TaskStatus::Running => ("running", None, None),
         TaskStatus::Completed { exit_code } => ("completed", Some(*exit_code), None),
         TaskStatus::Killed { signal } => ("killed", None, signal.as_deref()),
@@ -106,7 +112,7 @@ pub fn output_schema(tool: &str) -> Option<Value> {
                 "output": {"type": "string", "description": "Output produced since the previous read."},
                 "output_dropped": {"type": "boolean", "description": "Some output was dropped from memory."},
                 "spill_paths": {"type": "array", "items": {"type": "string"}},
-                "status": {"type": "string", "enum": ["running", "completed", "killed"]},
+                "status": {"type": "string", "enum": ["queued", "running", "completed", "killed"]},
                 "exit_code": nullable_int,
                 "signal": nullable_str,
             },

@@ -12,14 +12,19 @@ use dsh_bash::{
 };
 use dsh_tasks::{
     AgentRef, KillTask, ReadTask, Register, Subscribe, TaskDone, TaskKillOutcome, TaskRegistry,
+    WaitOutcome, WaitTask,
 };
 use serde_json::Value;
 
-use crate::args::{parse_bash_args, parse_task_id};
+use crate::args::{parse_bash_args, parse_read_args, parse_task_id};
 use crate::definitions::{DefinitionFacts, ToolDefinition, tool_definitions};
 use crate::managed_env::managed_env;
-use crate::render::{render_kill, render_notice, render_read, render_result, render_started};
-use crate::structured::{bash_structured, kill_structured, read_structured, started_structured};
+use crate::render::{
+    render_kill, render_moved, render_notice, render_read, render_result, render_started,
+};
+use crate::structured::{
+    bash_structured, kill_structured, moved_structured, read_structured, started_structured,
+};
 
 /// One model tool call.
 #[derive(Message, Clone, Debug)]
@@ -273,6 +278,7 @@ async fn bash(
             call.cancel.clone()
         },
         peek: peek.clone(),
+        session: session.map(str::to_owned),
         ..BashExecRequest::default()
     };
     let spec = (executor.resolve)(request).map_err(|err| err.to_string())?;
@@ -288,7 +294,18 @@ async fn bash(
         return Ok(ToolResult::ok(render_started(&id)).with_structured(started_structured(&id)));
     }
     let began = std::time::Instant::now();
-    let result = flatten(executor.run.send(Run(spec)).await, EXECUTOR)?;
+    let mut result = flatten(executor.run.send(Run(spec)).await, EXECUTOR)?;
+    if let Some(moved) = result.moved_to_background.take() {
+        let register = Register {
+            kind: "bash".into(),
+            label: args.command,
+            owner: call.caller,
+            producer: Box::new(moved.handle),
+        };
+        let id = flatten(registry.send(register).await, REGISTRY)?;
+        let text = render_moved(&moved.output, result.timeout_ms, &id);
+        return Ok(ToolResult::ok(text).with_structured(moved_structured(&id, result.timeout_ms)));
+    }
     let duration_ms = began.elapsed().as_millis() as u64;
     let totals = peek.as_ref().and_then(OutputPeek::snapshot);
     let structured = bash_structured(&result, duration_ms, totals.as_ref());
@@ -299,8 +316,27 @@ async fn bash(
 }
 
 async fn bash_output(registry: &Addr<TaskRegistry>, call: ToolCall) -> Result<ToolResult, String> {
-    let id = parse_task_id(&call.arguments)?;
+    let args = parse_read_args(&call.arguments)?;
+    let id = args.task_id;
     let caller = call.caller.map(|c| c.session_id);
+    if let Some(wait_ms) = args.wait_ms {
+        let cancel = call.cancel.clone();
+        let until = args.until.map(|until| {
+            Box::new(move |text: &str| until.is_match(text)) as dsh_tasks::OutputCondition
+        });
+        let wait = WaitTask {
+            id: id.clone(),
+            caller: caller.clone(),
+            timeout: std::time::Duration::from_millis(wait_ms),
+            until,
+            cancel: Box::pin(async move { dsh_bash::wait_abort(cancel.as_ref()).await }),
+        };
+        let outcome = flatten(registry.send(wait).await, REGISTRY)?;
+        tracing::debug!(task = %id, ?outcome, "bash_output wait ended");
+        if outcome == WaitOutcome::Aborted {
+            return Err("wait aborted".into());
+        }
+    }
     let reply = flatten(
         registry
             .send(ReadTask {

@@ -22,6 +22,7 @@ fn base() -> BashRunResult {
         stdout: CollectedOutput::default(),
         stderr: CollectedOutput::default(),
         oom_killed: false,
+        moved_to_background: None,
     }
 }
 

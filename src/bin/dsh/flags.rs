@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
 use dsh::actors::process::{ContainmentMode, TaskLimits};
-use dsh::{Runtime, RuntimeBuilder};
+use dsh::{OnTimeout, Runtime, RuntimeBuilder};
 
 /// `--containment`: how each command is kept together with all its descendants.
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -17,6 +17,15 @@ pub enum Containment {
     Subreaper,
     /// The process group only.
     Group,
+}
+
+/// `--on-timeout`: what a foreground call that reaches its timeout becomes.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnTimeoutFlag {
+    /// Killed (SIGTERM, then SIGKILL after the grace), as in the seeds.
+    Kill,
+    /// Left running as a background task of the caller, keeping everything it printed.
+    Background,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -39,9 +48,34 @@ pub struct RuntimeFlags {
     /// Workspace directory: default working directory and base of relative workdirs [default: current dir].
     #[arg(long, value_name = "DIR")]
     pub cwd: Option<PathBuf>,
-    /// Run at most N commands at once; further ones wait in order [default: no limit].
-    #[arg(long, value_name = "N")]
-    pub max_concurrent: Option<usize>,
+    /// Run at most N commands at once (N ≥ 1); further ones wait, admitted round-robin between
+    /// sessions and in order within one [default: no limit].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_concurrent: Option<u64>,
+    /// Run at most N background tasks of one session at once; more wait (see
+    /// --max-queued-per-session) or are refused [default: no limit].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_running_per_session: Option<u64>,
+    /// With --max-running-per-session: how many more background tasks of one session may wait to
+    /// start (`[status: queued]`); beyond that a start is an error.
+    #[arg(
+        long,
+        value_name = "M",
+        default_value_t = 0,
+        requires = "max_running_per_session"
+    )]
+    pub max_queued_per_session: u64,
+    /// What a foreground call that reaches its timeout becomes.
+    #[arg(long, value_enum, default_value = "kill")]
+    pub on_timeout: OnTimeoutFlag,
+    /// Finished background tasks kept; beyond it they are discarded (read ones first, then the
+    /// oldest) and reading one is an error.
+    #[arg(long, default_value_t = 1000, value_name = "N")]
+    pub max_finished_tasks: usize,
+    /// Output bytes finished background tasks keep in memory (e.g. 64MiB); beyond it they are
+    /// discarded likewise.
+    #[arg(long, default_value = "64MiB", value_name = "BYTES", value_parser = parse_bytes)]
+    pub retained_output_bytes: u64,
     /// Keep the spill directory (full outputs) after exit.
     #[arg(long)]
     pub keep_spill: bool,
@@ -99,6 +133,14 @@ impl RuntimeFlags {
             .max_spill_bytes(self.max_spill_bytes)
             .grace_ms(self.grace_ms)
             .keep_spill(self.keep_spill)
+            .on_timeout(match self.on_timeout {
+                OnTimeoutFlag::Kill => OnTimeout::Kill,
+                OnTimeoutFlag::Background => OnTimeout::Background,
+            })
+            .max_finished_tasks(self.max_finished_tasks)
+            .retained_output_bytes(
+                usize::try_from(self.retained_output_bytes).unwrap_or(usize::MAX),
+            )
             .containment(match self.containment {
                 Containment::Auto => None,
                 Containment::Cgroup => Some(ContainmentMode::Cgroup),
@@ -117,7 +159,10 @@ impl RuntimeFlags {
             builder = builder.cwd(cwd);
         }
         if let Some(n) = self.max_concurrent {
-            builder = builder.max_concurrent(n);
+            builder = builder.max_concurrent(n as usize);
+        }
+        if let Some(n) = self.max_running_per_session {
+            builder = builder.max_per_session(n as usize, self.max_queued_per_session as usize);
         }
         if let Some(home) = &self.dsh_home {
             builder = builder.dsh_home(home);

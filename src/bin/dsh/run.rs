@@ -9,10 +9,12 @@ use crate::flags::RuntimeFlags;
 use crate::signals::{self, Interrupts};
 
 pub async fn main(
-    flags: RuntimeFlags,
+    mut flags: RuntimeFlags,
     workdir: Option<String>,
     command: Vec<String>,
 ) -> Result<i32, String> {
+    // One call and then the end: nothing could read a task a timeout moved to the background.
+    flags.on_timeout = crate::flags::OnTimeoutFlag::Kill;
     let mut interrupts = Interrupts::install(flags.shutdown_grace());
     let runtime = flags.start()?;
     let mut arguments = json!({"command": command.join(" "), "description": "dsh run"});

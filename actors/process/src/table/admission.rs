@@ -1,9 +1,15 @@
 //! Admission and launch: the half of the table that turns a submitted spawn into a started child.
 //!
-//! A spawn is checked, then the policy admits, queues or refuses it. Admitted spawns wait in
-//! `ready_to_launch` for their scheduler turn; queued ones wait in `awaiting_admission` until a child
-//! settles or launches. The actor calls [`ProcessTable::next_launch`], starts the child, and hands the
-//! result to [`ProcessTable::launched`]; each call returns the [`Pacing`] of the launch chain.
+//! A spawn is checked, then the policy admits, queues or refuses it, seeing who asks (session,
+//! foreground or background) and the load in total and of that session ([`LoadBook`]). Admitted spawns
+//! wait in `ready_to_launch` for their scheduler turn; queued ones wait in `awaiting_admission` (a
+//! [`FairQueue`]: round-robin between sessions) until a child settles or launches, or until their caller
+//! gives up ([`ProcessTable::withdraw_abandoned`]). The actor calls [`ProcessTable::next_launch`],
+//! starts the child, and hands the result to [`ProcessTable::launched`]; each call returns the
+//! [`Pacing`] of the launch chain. Every decision is a tracing event with target `dsh::policy`.
+//!
+//! [`LoadBook`]: super::load_book::LoadBook
+//! [`FairQueue`]: super::fair_queue::FairQueue
 
 use std::path::PathBuf;
 
@@ -18,7 +24,9 @@ use crate::driver::Driver;
 use crate::errors::SpawnError;
 use crate::ids::ProcessId;
 use crate::messages::SpawnedProcess;
-use crate::policy::{Admission, Load};
+use crate::policy::{Admission, AdmissionRequest};
+
+use super::load_book::{Count, Session};
 use crate::spawn::{Started, check_workdir};
 use crate::spec::ProcessSpawnSpec;
 use crate::spill::{SpillDir, create_private_dir};
@@ -70,15 +78,39 @@ pub(crate) struct Launched {
 }
 
 impl ProcessTable {
-    fn load(&self, others_queued: usize) -> Load {
-        Load {
-            running: self.live + self.ready_to_launch.len(),
-            queued: others_queued,
-        }
+    /// Asks the policy about a spawn of `session`; `queued_self` when it is already waiting (it is
+    /// then not counted among the queued it sees). Logs the decision.
+    fn ask_policy(&mut self, session: &Session, background: bool, queued_self: bool) -> Admission {
+        self.admission_cost.decisions += 1;
+        let (total, session_load) = self.load.seen_by(session, background, queued_self);
+        let admission = self.config.policy.admit(&AdmissionRequest {
+            session: session.as_deref(),
+            background,
+            total,
+            session_load,
+        });
+        let reason = match &admission {
+            Admission::Refuse(reason) => reason.as_str(),
+            _ => "",
+        };
+        tracing::debug!(
+            target: "dsh::policy",
+            decision = admission.label(),
+            session = session.as_deref().unwrap_or("-"),
+            background,
+            running = total.running,
+            queued = total.queued,
+            session_running = session_load.running,
+            session_queued = session_load.queued,
+            reason,
+            "admission"
+        );
+        admission
     }
 
     /// A new spawn: checked, then admitted, queued or refused. Errors go to `reply`.
     pub(crate) fn submit(&mut self, spec: ProcessSpawnSpec, reply: SpawnReply) -> Pacing {
+        // Checks and the environment merge are the spawn's own work, not admission.
         let env = match self.validate(&spec) {
             Ok(env) => env,
             Err(err) => {
@@ -86,23 +118,74 @@ impl ProcessTable {
                 return Pacing::Idle;
             }
         };
-        match self
-            .config
-            .policy
-            .admit(self.load(self.awaiting_admission.len()))
-        {
-            Admission::Admit if self.awaiting_admission.is_empty() => {
-                self.prepare_launch(spec, env, reply)
-            }
-            Admission::Admit | Admission::Queue => {
-                self.awaiting_admission
-                    .push_back(AwaitingAdmission { spec, env, reply });
+        self.admission_cost.submitted += 1;
+        self.timed(|table| table.decide_new(spec, env, reply))
+    }
+
+    /// Runs `work` and counts its time as admission, less the launch preparation inside it (the
+    /// workdir check, the program lookup) and without counting nested calls twice.
+    fn timed(&mut self, work: impl FnOnce(&mut Self) -> Pacing) -> Pacing {
+        if self.timing {
+            return work(self);
+        }
+        self.timing = true;
+        let began = std::time::Instant::now();
+        let prepared_before = self.preparation_nanos;
+        let pacing = work(self);
+        let preparation = self.preparation_nanos - prepared_before;
+        let spent = u64::try_from(began.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.admission_cost.nanos += spent.saturating_sub(preparation);
+        self.timing = false;
+        pacing
+    }
+
+    fn decide_new(&mut self, spec: ProcessSpawnSpec, env: ChildEnv, reply: SpawnReply) -> Pacing {
+        let session = spec.session.clone();
+        let background = spec.background;
+        match self.ask_policy(&session, background, false) {
+            // Spawns that wait were asked at this same load after the last change and held back
+            // for reasons of their own (a session's limit): a spawn the policy admits goes now.
+            Admission::Admit => self.prepare_launch(spec, env, reply),
+            Admission::Queue => {
+                if let Some(notice) = &spec.queued {
+                    notice.fire();
+                }
+                self.load.add(&session, Count::Queued, background);
+                self.awaiting_admission.push(
+                    (session, background),
+                    AwaitingAdmission { spec, env, reply },
+                );
                 self.admit_waiting()
             }
             Admission::Refuse(reason) => {
                 let _ = reply.send(Err(SpawnError::Refused(reason)));
                 Pacing::Idle
             }
+        }
+    }
+
+    /// Forgets waiting spawns whose caller gave up (cancelled, or timed out while queued), so they
+    /// neither start nor count as queued.
+    pub(crate) fn withdraw_abandoned(&mut self) -> Pacing {
+        let gone = self
+            .awaiting_admission
+            .remove_where(|waiting| waiting.reply.is_closed());
+        for waiting in &gone {
+            self.load.remove(
+                &waiting.spec.session,
+                Count::Queued,
+                waiting.spec.background,
+            );
+            tracing::debug!(
+                target: "dsh::policy",
+                session = waiting.spec.session.as_deref().unwrap_or("-"),
+                "withdrawn from the queue"
+            );
+        }
+        if gone.is_empty() {
+            Pacing::Idle
+        } else {
+            self.admit_waiting()
         }
     }
 
@@ -118,34 +201,46 @@ impl ProcessTable {
         ChildEnv::new(&self.ambient, &spec.env, &spec.dsh_env)
     }
 
-    /// Admits waiting spawns, oldest first, while the policy agrees.
+    /// Admits waiting spawns while the policy agrees: the head of each session's lane in turn
+    /// (round-robin), until a full round of lanes admits nothing.
     pub(super) fn admit_waiting(&mut self) -> Pacing {
+        if self.awaiting_admission.lanes_waiting() == 0 {
+            return Pacing::Idle;
+        }
+        self.timed(Self::admit_round_robin)
+    }
+
+    fn admit_round_robin(&mut self) -> Pacing {
         let mut pacing = Pacing::Idle;
-        while !self.shutting_down {
-            let Some(front) = self.awaiting_admission.front() else {
+        let mut held_in_a_row = 0;
+        while !self.shutting_down && held_in_a_row < self.awaiting_admission.lanes_waiting() {
+            let Some((lane, head)) = self.awaiting_admission.head() else {
                 break;
             };
-            if front.reply.is_closed() {
+            let ((session, background), abandoned) = (lane.clone(), head.reply.is_closed());
+            let admission = if abandoned {
                 // Its caller gave up waiting: never start what nobody waits for.
-                self.awaiting_admission.pop_front();
+                None
+            } else {
+                Some(self.ask_policy(&session, background, true))
+            };
+            if admission == Some(Admission::Queue) {
+                self.awaiting_admission.skip_head();
+                held_in_a_row += 1;
                 continue;
             }
-            let admission = self
-                .config
-                .policy
-                .admit(self.load(self.awaiting_admission.len() - 1));
-            if admission == Admission::Queue {
-                break;
-            }
-            let Some(AwaitingAdmission { spec, env, reply }) = self.awaiting_admission.pop_front()
+            held_in_a_row = 0;
+            let Some(AwaitingAdmission { spec, env, reply }) = self.awaiting_admission.pop_head()
             else {
                 break;
             };
+            self.load.remove(&session, Count::Queued, background);
             match admission {
-                Admission::Refuse(reason) => {
+                None => {}
+                Some(Admission::Refuse(reason)) => {
                     let _ = reply.send(Err(SpawnError::Refused(reason)));
                 }
-                _ => pacing = pacing.or(self.prepare_launch(spec, env, reply)),
+                Some(_) => pacing = pacing.or(self.prepare_launch(spec, env, reply)),
             }
         }
         pacing
@@ -153,6 +248,18 @@ impl ProcessTable {
 
     /// Checks an admitted spawn (abort, spill directory, workdir, program) and makes it ready.
     fn prepare_launch(
+        &mut self,
+        spec: ProcessSpawnSpec,
+        env: ChildEnv,
+        reply: SpawnReply,
+    ) -> Pacing {
+        let began = std::time::Instant::now();
+        let pacing = self.prepare_launch_untimed(spec, env, reply);
+        self.preparation_nanos += u64::try_from(began.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        pacing
+    }
+
+    fn prepare_launch_untimed(
         &mut self,
         spec: ProcessSpawnSpec,
         env: ChildEnv,
@@ -171,6 +278,8 @@ impl ProcessTable {
                 return Pacing::Idle;
             }
         };
+        self.load
+            .add(&spec.session, Count::Running, spec.background);
         self.ready_to_launch.push_back(Launch {
             spec,
             env,
@@ -236,6 +345,8 @@ impl ProcessTable {
         } = launch;
         let driver = match started {
             Err(err) => {
+                self.load
+                    .remove(&spec.session, Count::Running, spec.background);
                 if matches!(err, SpawnError::Os { .. }) {
                     self.programs.forget_program(&spec.argv[0], &env);
                 }
@@ -297,6 +408,8 @@ impl ProcessTable {
         entry.insert(Slot {
             generation: id.generation,
             pid,
+            session: spec.session.clone(),
+            background: spec.background,
             output: output.clone(),
             state: SlotState::Live {
                 kill: kill.clone(),

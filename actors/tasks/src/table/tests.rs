@@ -138,7 +138,10 @@ fn eviction_drops_reported_records_first() {
     table.settle(&second, TaskStatus::Completed { exit_code: 0 });
     assert_eq!(
         table.get(&first, None).err(),
-        Some(TaskError::Unknown(first))
+        Some(TaskError::Discarded {
+            kind: "bash".into(),
+            id: first
+        })
     );
     assert!(table.get(&second, None).is_ok());
 }
@@ -168,4 +171,91 @@ fn shutdown_kills_live_tasks_sends_no_notice_and_refuses_new_ones() {
     );
     table.clear();
     assert!(table.list(None).is_empty());
+}
+
+/// Finished work holding `bytes` of output; counts discards.
+#[derive(Clone, Default)]
+struct Held {
+    bytes: usize,
+    discards: Arc<AtomicUsize>,
+}
+
+impl TaskProducer for Held {
+    fn read(&self) -> TaskOutput {
+        TaskOutput::default()
+    }
+
+    fn kill(&self) {}
+
+    fn finished(&self) -> BoxFuture<'static, TaskStatus> {
+        Box::pin(std::future::pending())
+    }
+
+    fn retained_bytes(&self) -> usize {
+        self.bytes
+    }
+
+    fn discard(&self) {
+        self.discards.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+fn finished(table: &mut TaskTable, held: &Held) -> String {
+    let id = table
+        .register("bash".into(), "x".into(), None, Box::new(held.clone()))
+        .map(|r| r.id)
+        .expect("registered");
+    table.settle(&id, TaskStatus::Completed { exit_code: 0 });
+    id
+}
+
+#[test]
+fn retention_discards_read_tasks_first_then_the_oldest_and_says_so() {
+    let mut table = TaskTable::with_retention(2, usize::MAX);
+    let held = Held::default();
+    let first = finished(&mut table, &held);
+    let second = finished(&mut table, &held);
+    // The owner saw the second one's end: it goes first although it is younger.
+    table.read(&second, None).expect("readable");
+    let third = finished(&mut table, &held);
+    assert_eq!(
+        held.discards.load(Ordering::SeqCst),
+        0,
+        "a drained task discards through its stand-in"
+    );
+    assert!(table.get(&first, None).is_ok());
+    assert_eq!(
+        table.read(&second, None).err().map(|e| e.to_string()),
+        Some(format!(
+            "bash task {second} finished and was discarded (retention limit)"
+        ))
+    );
+    let fourth = finished(&mut table, &held);
+    assert!(table.get(&first, None).is_err(), "then the oldest");
+    assert_eq!(held.discards.load(Ordering::SeqCst), 1);
+    assert!(table.get(&third, None).is_ok() && table.get(&fourth, None).is_ok());
+    // Ids never issued stay unknown.
+    assert_eq!(
+        table.read("bash-99", None).err(),
+        Some(TaskError::Unknown("bash-99".into()))
+    );
+}
+
+#[test]
+fn retention_bounds_the_output_bytes_of_finished_tasks() {
+    let mut table = TaskTable::with_retention(100, 250);
+    let big = Held {
+        bytes: 100,
+        ..Held::default()
+    };
+    let ids: Vec<String> = (0..3).map(|_| finished(&mut table, &big)).collect();
+    assert!(
+        table.get(&ids[0], None).is_err(),
+        "300 bytes > 250: the oldest goes"
+    );
+    assert_eq!(big.discards.load(Ordering::SeqCst), 1);
+    // A read drains a task: its bytes no longer count, so a fourth fits beside the other two.
+    table.read(&ids[1], None).expect("readable");
+    finished(&mut table, &big);
+    assert!(table.get(&ids[1], None).is_ok() && table.get(&ids[2], None).is_ok());
 }

@@ -23,10 +23,16 @@ mod runtime;
 
 pub use runtime::{Runtime, RuntimeBuilder, RuntimeError};
 
-pub use dsh_bash::{AbortSignal, BashConfig, ProcessPolicy};
+pub use dsh_bash::sandbox::{
+    BackendChoice, LocalSandboxConfig, LocalSandboxProvider, NetworkPolicy,
+};
+pub use dsh_bash::{AbortSignal, BashConfig, ProcessPolicy, SandboxFacts, SandboxMode};
 pub use dsh_process::{ContainmentMode, ManagerStats, MaxConcurrent, TaskLimits, lock_unpoisoned};
 pub use dsh_tasks::{AgentRef, Inject, TaskSnapshot};
-pub use dsh_tool_bash::{PROMPT_SECTION, ToolCall, ToolDefinition, ToolResult};
+pub use dsh_tool_bash::{
+    ApprovalOutcome, ApprovalRequest, NoApprovalChannel, PROMPT_SECTION, ToolCall, ToolDefinition,
+    ToolResult,
+};
 
 /// The actor crates, for hosts that talk to the actors by message.
 pub mod actors {

@@ -25,6 +25,8 @@ struct Inner {
     /// `None` when the spawn failed.
     process: Option<SpawnedProcess>,
     abort: Option<AbortSignal>,
+    /// This task's own confinement facts (never "the latest wrap"), classified at settlement.
+    sandbox: Option<crate::sandbox::WrapFacts>,
     state: Mutex<HandleState>,
 }
 
@@ -37,6 +39,8 @@ struct HandleState {
     kill_requested: bool,
     /// Decided once, the first time the settled outcome is observed.
     final_status: Option<TaskStatus>,
+    /// Stamped together with `final_status` for a confined task.
+    sandbox_facts: Option<dsh_tasks::SandboxFacts>,
 }
 
 impl std::fmt::Debug for BashProcess {
@@ -49,22 +53,37 @@ impl std::fmt::Debug for BashProcess {
 }
 
 impl BashProcess {
+    /// A running command; a confined one carries its own `sandbox` facts, classified against its
+    /// stderr when it settles.
     pub(crate) fn running(
         manager: Addr<ProcessManager>,
         process: SpawnedProcess,
         abort: Option<AbortSignal>,
+        sandbox: Option<crate::sandbox::WrapFacts>,
     ) -> Self {
-        Self::with(manager, Some(process), abort, HandleState::default())
+        Self::with(
+            manager,
+            Some(process),
+            abort,
+            HandleState::default(),
+            sandbox,
+        )
     }
 
-    /// A handle for a command that never started: status `killed`, one read shows `note`.
-    pub(crate) fn failed(manager: Addr<ProcessManager>, note: String) -> Self {
+    /// A handle for a command that never started: status `killed`, one read shows `note`. A
+    /// confined one has its facts stamped at once, never a denial.
+    pub(crate) fn failed(
+        manager: Addr<ProcessManager>,
+        note: String,
+        sandbox: Option<crate::sandbox::WrapFacts>,
+    ) -> Self {
         let state = HandleState {
             failure_note: Some(note),
             final_status: Some(TaskStatus::Killed { signal: None }),
+            sandbox_facts: sandbox.as_ref().map(|facts| facts.classify(None, "")),
             ..HandleState::default()
         };
-        Self::with(manager, None, None, state)
+        Self::with(manager, None, None, state, sandbox)
     }
 
     fn with(
@@ -72,15 +91,25 @@ impl BashProcess {
         process: Option<SpawnedProcess>,
         abort: Option<AbortSignal>,
         state: HandleState,
+        sandbox: Option<crate::sandbox::WrapFacts>,
     ) -> Self {
         Self {
             inner: Arc::new(Inner {
                 manager,
                 process,
                 abort,
+                sandbox,
                 state: Mutex::new(state),
             }),
         }
+    }
+
+    /// The sandbox facts, once a confined command has settled (`None` while it runs, and always
+    /// for an unconfined one).
+    pub fn sandbox(&self) -> Option<dsh_tasks::SandboxFacts> {
+        let mut state = self.state();
+        self.status_locked(&mut state);
+        state.sandbox_facts.clone()
     }
 
     fn state(&self) -> MutexGuard<'_, HandleState> {
@@ -122,6 +151,10 @@ impl BashProcess {
                 };
                 let status = end.stays_killed(state.kill_requested || aborted);
                 state.final_status = Some(status.clone());
+                if let Some(facts) = &self.inner.sandbox {
+                    state.sandbox_facts =
+                        Some(facts.classify(outcome.exit_code, &outcome.stderr.text));
+                }
                 status
             }
             None if state.kill_requested => TaskStatus::Killed { signal: None },
@@ -163,6 +196,8 @@ impl BashProcess {
     /// Everything printed since the previous read: stdout, then a `[stderr]` section.
     pub fn read_output(&self) -> TaskOutput {
         let mut state = self.state();
+        // Settles the status (and stamps the sandbox facts) if the process has ended.
+        self.status_locked(&mut state);
         let (stdout, stderr) = match &self.inner.process {
             Some(process) => (
                 process.output.read(StreamKind::Stdout, state.stdout_offset),
@@ -185,6 +220,7 @@ impl BashProcess {
             delta: merge_streams(stdout.text, &stderr_text),
             lossy: stdout.lossy || stderr.lossy,
             spill_paths,
+            sandbox: state.sandbox_facts.clone(),
         }
     }
 }

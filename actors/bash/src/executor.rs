@@ -19,6 +19,7 @@ use crate::config::BashConfig;
 use crate::errors::ExecError;
 use crate::messages::{BashRunResult, Run, Start};
 use crate::request::BashExecSpec;
+use crate::sandbox::WrapFacts;
 
 /// Set for every command so pagers and colour codes do not garble what the model reads (Codex's set);
 /// a caller's own entry wins.
@@ -48,10 +49,34 @@ impl LocalBashExecutor {
     }
 }
 
+/// How a command is started: its argv (`bash -c <command>`, or a sandbox runner's wrap of it) and
+/// the Landlock ruleset the child restricts itself with, if any.
+#[derive(Clone, Debug)]
+pub(crate) struct Launch {
+    pub argv: Vec<String>,
+    pub landlock: Option<dsh_contain::landlock::Ruleset>,
+}
+
+impl Launch {
+    /// `bash -c <command>`, unconfined.
+    pub(crate) fn plain(command: &str) -> Self {
+        Self {
+            argv: bash_argv(command),
+            landlock: None,
+        }
+    }
+}
+
+/// `["bash", "-c", command]`.
+pub(crate) fn bash_argv(command: &str) -> Vec<String> {
+    vec!["bash".into(), "-c".into(), command.to_owned()]
+}
+
 /// The process spawn for a bash spec: stdout cap as given, everything else from the config.
 fn process_spec(
     config: &BashConfig,
     spec: &BashExecSpec,
+    launch: Launch,
     stdout_max_bytes: usize,
     abort: Option<AbortSignal>,
 ) -> ProcessSpawnSpec {
@@ -61,7 +86,7 @@ fn process_spec(
         .collect();
     env.extend(spec.env.clone().unwrap_or_default());
     ProcessSpawnSpec {
-        argv: vec!["bash".into(), "-c".into(), spec.command.clone()],
+        argv: launch.argv,
         cwd: spec.workdir.clone(),
         env,
         dsh_env: spec.dsh_env.clone().unwrap_or_default(),
@@ -72,6 +97,7 @@ fn process_spec(
         grace: Duration::from_millis(config.grace_ms),
         spill_dir: None,
         abort,
+        landlock: launch.landlock,
     }
 }
 
@@ -84,15 +110,22 @@ enum Cause {
 
 /// A foreground run: spawn, then wait under one fused deadline; the first of our timer and the
 /// caller's abort wins and kills the group.
-async fn run(
+pub(crate) async fn run(
     config: BashConfig,
     manager: Addr<ProcessManager>,
     spec: BashExecSpec,
+    launch: Launch,
 ) -> Result<BashRunResult, ExecError> {
     // The manager only sees the fused signal, so the caller's own must be checked here.
     ensure_not_aborted(spec.abort.as_ref())?;
     let fused = AbortSignal::new();
-    let process = process_spec(&config, &spec, spec.stdout_max_bytes, Some(fused.clone()));
+    let process = process_spec(
+        &config,
+        &spec,
+        launch,
+        spec.stdout_max_bytes,
+        Some(fused.clone()),
+    );
     let spawned = manager
         .send(Spawn(process))
         .await
@@ -130,6 +163,7 @@ async fn run(
         stdout: outcome.stdout,
         stderr: outcome.stderr,
         oom_killed: outcome.oom_killed,
+        sandbox: None,
     })
 }
 
@@ -137,15 +171,18 @@ async fn run(
 /// EMFILE, a missing program, …), as in the foreground. The one exception is the seeds' asynchronous
 /// case, an unusable working directory: it gives a handle that settles `killed` and reports
 /// `spawn failed: …` in one read.
-async fn start(
+pub(crate) async fn start(
     config: BashConfig,
     manager: Addr<ProcessManager>,
     spec: BashExecSpec,
+    launch: Launch,
+    sandbox: Option<WrapFacts>,
 ) -> Result<BashProcess, ExecError> {
     ensure_not_aborted(spec.abort.as_ref())?;
     let process = process_spec(
         &config,
         &spec,
+        launch,
         config.max_output_bytes as usize,
         spec.abort.clone(),
     );
@@ -154,10 +191,14 @@ async fn start(
         .await
         .map_err(|_| ExecError::ManagerGone)?
     {
-        Ok(spawned) => Ok(BashProcess::running(manager, spawned, spec.abort)),
+        Ok(spawned) => Ok(BashProcess::running(manager, spawned, spec.abort, sandbox)),
         Err(err @ SpawnError::Workdir { .. }) => {
             tracing::debug!(%err, "background spawn failed");
-            Ok(BashProcess::failed(manager, format!("spawn failed: {err}")))
+            Ok(BashProcess::failed(
+                manager,
+                format!("spawn failed: {err}"),
+                sandbox,
+            ))
         }
         Err(err) => Err(err.into()),
     }
@@ -175,7 +216,8 @@ impl Handler<Run> for LocalBashExecutor {
     type Result = ResponseFuture<Result<BashRunResult, ExecError>>;
 
     fn handle(&mut self, Run(spec): Run, _: &mut Self::Context) -> Self::Result {
-        Box::pin(run(self.config.clone(), self.manager.clone(), spec))
+        let launch = Launch::plain(&spec.command);
+        Box::pin(run(self.config.clone(), self.manager.clone(), spec, launch))
     }
 }
 
@@ -183,6 +225,13 @@ impl Handler<Start> for LocalBashExecutor {
     type Result = ResponseFuture<Result<BashProcess, ExecError>>;
 
     fn handle(&mut self, Start(spec): Start, _: &mut Self::Context) -> Self::Result {
-        Box::pin(start(self.config.clone(), self.manager.clone(), spec))
+        let launch = Launch::plain(&spec.command);
+        Box::pin(start(
+            self.config.clone(),
+            self.manager.clone(),
+            spec,
+            launch,
+            None,
+        ))
     }
 }

@@ -12,6 +12,7 @@ mod executor;
 mod messages;
 mod peek;
 mod request;
+pub mod sandbox;
 
 pub use background::{BashProcess, merge_streams};
 pub use config::BashConfig;
@@ -20,9 +21,13 @@ pub use executor::{LocalBashExecutor, TERMINAL_ENV};
 pub use messages::{BashRunResult, Resolver, Run, Start};
 pub use peek::{OutputPeek, PeekSnapshot};
 pub use request::{BashExecRequest, BashExecSpec};
+pub use sandbox::{
+    Enforcement, SandboxBashExecutor, SandboxFacts, SandboxMode, SandboxPolicy,
+    SandboxPolicyResolver, SandboxProvider, sandbox_unavailable_text,
+};
 
 pub use dsh_process::{
     AbortSignal, CollectedOutput, DSH_ENV_PREFIX, ManagerConfig, ProcessManager, ProcessPolicy,
-    SpawnError,
+    SpawnError, wait_abort,
 };
 pub use dsh_tasks::{TaskOutput, TaskStatus};

@@ -45,4 +45,6 @@ pub struct BashRunResult {
     pub stderr: CollectedOutput,
     /// The kernel killed the command (or part of it) for memory: a per-task memory limit was hit.
     pub oom_killed: bool,
+    /// The sandbox facts; `None` from an executor that does not sandbox.
+    pub sandbox: Option<dsh_tasks::SandboxFacts>,
 }

@@ -35,6 +35,9 @@ pub struct BashExecRequest {
     pub abort: Option<AbortSignal>,
     /// Filled with the foreground run's output once it is spawned, for progress reports.
     pub peek: Option<OutputPeek>,
+    /// The sandbox policy for this call (mode and workspace root); `None` takes a sandboxing
+    /// executor's standing default. Ignored by the local executor.
+    pub sandbox_policy: Option<crate::SandboxPolicy>,
 }
 
 impl BashExecRequest {
@@ -68,6 +71,8 @@ pub struct BashExecSpec {
     pub abort: Option<AbortSignal>,
     /// As [`BashExecRequest::peek`].
     pub peek: Option<OutputPeek>,
+    /// As [`BashExecRequest::sandbox_policy`]; a sandboxing executor's resolver always fills it.
+    pub sandbox_policy: Option<crate::SandboxPolicy>,
 }
 
 fn positive(value: f64) -> bool {
@@ -118,6 +123,7 @@ impl BashConfig {
             dsh_env: request.dsh_env,
             abort: request.abort,
             peek: request.peek,
+            sandbox_policy: request.sandbox_policy,
         })
     }
 }

@@ -119,6 +119,7 @@ fn stub_resolver() -> Resolver {
             dsh_env: r.dsh_env,
             abort: r.abort,
             peek: r.peek,
+            sandbox_policy: r.sandbox_policy,
         })
     })
 }
@@ -137,6 +138,7 @@ impl Handler<Run> for StubExecutor {
             },
             stderr: CollectedOutput::default(),
             oom_killed: false,
+            sandbox: None,
         })
     }
 }

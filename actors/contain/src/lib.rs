@@ -41,6 +41,7 @@ pub mod cgroup;
 pub mod error;
 pub mod events;
 pub mod host;
+pub mod landlock;
 pub mod mountinfo;
 pub mod pool;
 pub mod spawn;

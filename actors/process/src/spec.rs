@@ -32,6 +32,9 @@ pub struct ProcessSpawnSpec {
     pub spill_dir: Option<PathBuf>,
     /// Firing this starts the group kill. Already fired at spawn time: the spawn fails.
     pub abort: Option<AbortSignal>,
+    /// A Landlock ruleset the child restricts itself with right before exec (the sandbox
+    /// executor's confinement); `None` runs it unconfined. A refused restriction fails the spawn.
+    pub landlock: Option<dsh_contain::landlock::Ruleset>,
 }
 
 impl ProcessSpawnSpec {
@@ -55,6 +58,7 @@ impl ProcessSpawnSpec {
             grace,
             spill_dir: None,
             abort: None,
+            landlock: None,
         }
     }
 }

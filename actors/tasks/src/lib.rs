@@ -17,6 +17,7 @@ mod errors;
 mod messages;
 mod producer;
 mod registry;
+mod sandbox_facts;
 mod snapshot;
 mod table;
 
@@ -28,4 +29,5 @@ pub use messages::{
 };
 pub use producer::{TaskOutput, TaskProducer, TaskStatus};
 pub use registry::{RegistryConfig, TaskRegistry};
+pub use sandbox_facts::{Enforcement, SandboxFacts, SandboxMode};
 pub use snapshot::TaskSnapshot;

@@ -3,6 +3,7 @@
 //! Pure schema, validation and text shaping over the executor seam and the task registry: every
 //! process concern lives behind them, so a sandboxed or remote executor changes nothing the model sees.
 
+mod approval;
 mod args;
 mod definitions;
 mod managed_env;
@@ -10,16 +11,24 @@ mod render;
 mod structured;
 mod tool;
 
-pub use args::{BashArgs, parse_bash_args, parse_task_id};
+pub use approval::{ApprovalOutcome, ApprovalRequest, NoApprovalChannel, approval_reason};
+pub use args::{
+    BashArgs, ESCALATION_MODES, Escalation, parse_bash_args, parse_bash_args_with, parse_task_id,
+};
 pub use definitions::{DefinitionFacts, PROMPT_SECTION, ToolDefinition, tool_definitions};
 pub use managed_env::{managed_env, resolve_dsh_home};
 pub use render::{
-    render_kill, render_notice, render_read, render_result, render_started, status_line,
+    ESCALATION_HINT, denial_marker, render_kill, render_notice, render_read, render_read_with,
+    render_result, render_result_with, render_started, runner_failure_marker, sandbox_markers,
+    status_line,
 };
 pub use structured::{
-    bash_structured, kill_structured, output_schema, read_structured, started_structured,
+    bash_structured, kill_structured, output_schema, read_structured, sandbox_structured,
+    started_structured,
 };
-pub use tool::{ExecutorRef, ToolBash, ToolBashConfig, ToolCall, ToolResult};
+pub use tool::{
+    ExecutorRef, SetSessionSandboxMode, ToolBash, ToolBashConfig, ToolCall, ToolResult,
+};
 
 pub use dsh_bash::{OutputPeek, PeekSnapshot};
 pub use dsh_tasks::{AgentRef, Inject};

@@ -8,17 +8,21 @@ use std::path::{Path, PathBuf};
 
 use actix::prelude::*;
 use dsh_bash::{
-    AbortSignal, BashConfig, BashExecRequest, LocalBashExecutor, OutputPeek, Resolver, Run, Start,
+    AbortSignal, BashConfig, BashExecRequest, LocalBashExecutor, OutputPeek, Resolver, Run,
+    SandboxMode, SandboxPolicy, SandboxPolicyResolver, Start,
 };
 use dsh_tasks::{
     AgentRef, KillTask, ReadTask, Register, Subscribe, TaskDone, TaskKillOutcome, TaskRegistry,
 };
 use serde_json::Value;
 
-use crate::args::{parse_bash_args, parse_task_id};
+use crate::approval::{ApprovalOutcome, ApprovalRequest, approval_reason};
+use crate::args::{Escalation, parse_bash_args_with, parse_task_id};
 use crate::definitions::{DefinitionFacts, ToolDefinition, tool_definitions};
 use crate::managed_env::managed_env;
-use crate::render::{render_kill, render_notice, render_read, render_result, render_started};
+use crate::render::{
+    render_kill, render_notice, render_read_with, render_result_with, render_started,
+};
 use crate::structured::{bash_structured, kill_structured, read_structured, started_structured};
 
 /// One model tool call.
@@ -35,6 +39,10 @@ pub struct ToolCall {
     pub cancel: Option<AbortSignal>,
     /// Filled with a foreground `bash` call's output once it runs, so a front end can report progress.
     pub peek: Option<OutputPeek>,
+    /// The front end's id for the call (quoted in approval requests).
+    pub id: Option<String>,
+    /// Where an escalation's approval is asked: the calling agent's (or its front end's) mailbox.
+    pub approver: Option<Recipient<ApprovalRequest>>,
 }
 
 impl ToolCall {
@@ -46,7 +54,21 @@ impl ToolCall {
             caller: None,
             cancel: None,
             peek: None,
+            id: None,
+            approver: None,
         }
+    }
+
+    /// Names the call, for approval requests.
+    pub fn with_id(mut self, id: impl Into<String>) -> Self {
+        self.id = Some(id.into());
+        self
+    }
+
+    /// Routes the call's escalation approvals to `approver`.
+    pub fn with_approver(mut self, approver: Recipient<ApprovalRequest>) -> Self {
+        self.approver = Some(approver);
+        self
     }
 
     /// Makes the call an agent's: its background tasks belong to that agent and notify it.
@@ -117,6 +139,9 @@ pub struct ExecutorRef {
     pub run: Recipient<Run>,
     /// Where background starts go.
     pub start: Recipient<Start>,
+    /// Whether the executor confines commands (a sandbox executor): the tool then advertises the
+    /// escalation parameters and needs a sandbox policy resolver.
+    pub confines: bool,
 }
 
 impl ExecutorRef {
@@ -129,7 +154,14 @@ impl ExecutorRef {
             resolve,
             run: addr.clone().recipient(),
             start: addr.recipient(),
+            confines: false,
         }
+    }
+
+    /// An executor that confines commands (see [`ExecutorRef::confines`]).
+    pub fn confining(mut self) -> Self {
+        self.confines = true;
+        self
     }
 
     /// The local executor, resolving with the same config it was started with.
@@ -151,6 +183,9 @@ pub struct ToolBashConfig {
     pub timeout_ms: u64,
     /// The executor's maximum timeout, quoted in the schema.
     pub max_timeout_ms: u64,
+    /// An approval service is composed: escalations are asked of the call's approver. Without it
+    /// every escalation fails closed (`… but no approval service is composed`).
+    pub approvals: bool,
 }
 
 /// The tool actor.
@@ -158,29 +193,67 @@ pub struct ToolBash {
     config: ToolBashConfig,
     executor: ExecutorRef,
     registry: Addr<TaskRegistry>,
+    /// The standing sandbox policy, present exactly when the executor confines.
+    policy: Option<SandboxPolicyResolver>,
 }
 
 impl ToolBash {
-    /// The tool actor over an executor and the task registry its background tasks go to.
+    /// The tool actor over an executor and the task registry its background tasks go to. A
+    /// confining executor needs `policy` (the seeds' load-time error otherwise); a policy without
+    /// one is ignored.
     pub fn new(
         config: ToolBashConfig,
         executor: ExecutorRef,
         registry: Addr<TaskRegistry>,
-    ) -> Self {
-        Self {
+        policy: Option<SandboxPolicyResolver>,
+    ) -> Result<Self, String> {
+        if executor.confines && policy.is_none() {
+            return Err(
+                "tool-bash: the mounted bash executor confines but ctx.sandboxPolicy is missing"
+                    .into(),
+            );
+        }
+        let policy = policy.filter(|_| executor.confines);
+        Ok(Self {
             config,
             executor,
             registry,
-        }
+            policy,
+        })
     }
 
-    /// The definitions to show a model.
-    pub fn definitions(config: &ToolBashConfig) -> Vec<ToolDefinition> {
+    /// The definitions to show a model; `sandbox` when the executor confines.
+    pub fn definitions(config: &ToolBashConfig, sandbox: bool) -> Vec<ToolDefinition> {
         tool_definitions(DefinitionFacts {
             timeout_ms: config.timeout_ms,
             max_timeout_ms: config.max_timeout_ms,
             background: config.background,
+            sandbox,
         })
+    }
+}
+
+/// Sets (`Some`) or clears (`None`) a session's standing sandbox mode (the seeds' `sandbox/mode`
+/// session event). Never shown to the model. Fails when the executor does not confine.
+#[derive(Message, Clone, Debug)]
+#[rtype(result = "Result<(), String>")]
+pub struct SetSessionSandboxMode {
+    /// The agent session.
+    pub session: String,
+    /// Its new standing mode.
+    pub mode: Option<SandboxMode>,
+}
+
+impl Handler<SetSessionSandboxMode> for ToolBash {
+    type Result = Result<(), String>;
+
+    fn handle(&mut self, msg: SetSessionSandboxMode, _: &mut Self::Context) -> Self::Result {
+        let policy = self
+            .policy
+            .as_mut()
+            .ok_or("the bash executor does not sandbox; there is no mode to set")?;
+        policy.set_session_mode(&msg.session, msg.mode);
+        Ok(())
     }
 }
 
@@ -200,17 +273,24 @@ impl Handler<ToolCall> for ToolBash {
         let config = self.config.clone();
         let executor = self.executor.clone();
         let registry = self.registry.clone();
+        // Step 5: the standing policy, resolved at dispatch.
+        let session = call.caller.as_ref().map(|c| c.session_id.as_str());
+        let standing = self
+            .policy
+            .as_ref()
+            .map(|policy| policy.resolve(session, None));
+        let sandboxed = standing.is_some();
         Box::pin(async move {
             if call.cancel.as_ref().is_some_and(AbortSignal::is_aborted) {
                 return ToolResult::error("tool call aborted before dispatch");
             }
             let outcome = match call.name.as_str() {
-                "bash" => bash(&config, &executor, &registry, call).await,
-                "bash_output" if config.background => bash_output(&registry, call).await,
+                "bash" => bash(&config, &executor, &registry, standing, call).await,
+                "bash_output" if config.background => bash_output(&registry, sandboxed, call).await,
                 "bash_kill" if config.background => bash_kill(&registry, call).await,
                 other => Err(format!(
                     "unknown tool \"{other}\"; available tools: {}",
-                    ToolBash::definitions(&config)
+                    ToolBash::definitions(&config, sandboxed)
                         .iter()
                         .map(|d| d.name)
                         .collect::<Vec<_>>()
@@ -245,13 +325,94 @@ fn resolve_workdir(workdir: Option<String>, workspace: Option<&Path>) -> Option<
     }
 }
 
+/// Step 6: an escalation is checked, then asked of the call's approver; only a grant returns the
+/// wider policy. Every other path is an error and nothing runs.
+async fn escalate(
+    config: &ToolBashConfig,
+    standing: Option<&SandboxPolicy>,
+    escalation: &Escalation,
+    call: &ToolCall,
+) -> Result<SandboxPolicy, String> {
+    let Some(standing) = standing else {
+        return Err(
+            "sandbox_permissions is not available in this composition (no sandboxing executor to escalate)"
+                .into(),
+        );
+    };
+    let requested = escalation.mode.as_str();
+    let Some(mode) = SandboxMode::parse(requested).filter(|m| standing.mode.wider().contains(m))
+    else {
+        return Err(format!(
+            "sandbox escalation to \"{requested}\" is not strictly wider than this call's current \"{}\" mode",
+            standing.mode
+        ));
+    };
+    if !config.approvals {
+        return Err(format!(
+            "sandbox escalation to \"{mode}\" requires approval, but no approval service is composed"
+        ));
+    }
+    if call.caller.is_none() && call.approver.is_none() {
+        return Err(format!(
+            "sandbox escalation to \"{mode}\" requires approval, but the call has no agent to route it through"
+        ));
+    }
+    let unavailable = || {
+        format!(
+            "sandbox escalation to \"{mode}\" requires approval, but no approval channel is available"
+        )
+    };
+    let Some(approver) = &call.approver else {
+        return Err(unavailable());
+    };
+    let request = ApprovalRequest {
+        tool: "bash",
+        call_id: call.id.clone(),
+        session: call.caller.as_ref().map(|c| c.session_id.clone()),
+        mode,
+        reason: approval_reason(mode, &escalation.justification),
+    };
+    let cancelled = || format!("approval for escalating to \"{mode}\" was cancelled");
+    let outcome = tokio::select! {
+        answer = approver.send(request) => answer.unwrap_or(ApprovalOutcome::Unavailable),
+        () = dsh_bash::wait_abort(call.cancel.as_ref()) => return Err(cancelled()),
+    };
+    match outcome {
+        ApprovalOutcome::AllowedOnce => Ok(SandboxPolicy {
+            mode,
+            workspace_root: standing.workspace_root.clone(),
+        }),
+        ApprovalOutcome::Rejected => Err(format!(
+            "the user rejected escalating this command to \"{mode}\""
+        )),
+        ApprovalOutcome::Cancelled => Err(cancelled()),
+        ApprovalOutcome::Unavailable => Err(unavailable()),
+        ApprovalOutcome::Other(value) => Err(format!(
+            "unreachable variant in EscalationOutcome: \"{value}\""
+        )),
+    }
+}
+
 async fn bash(
     config: &ToolBashConfig,
     executor: &ExecutorRef,
     registry: &Addr<TaskRegistry>,
+    standing: Option<SandboxPolicy>,
     call: ToolCall,
 ) -> Result<ToolResult, String> {
-    let args = parse_bash_args(&call.arguments)?;
+    let args = parse_bash_args_with(&call.arguments, standing.is_some())?;
+    let escalation_offered = standing.is_some();
+    let policy = match &args.escalation {
+        Some(escalation) => {
+            let granted = escalate(config, standing.as_ref(), escalation, &call).await?;
+            if call.cancel.as_ref().is_some_and(AbortSignal::is_aborted) {
+                // Cancelled after the grant: nothing is published.
+                return Err("tool call aborted".into());
+            }
+            Some(granted)
+        }
+        None => standing,
+    };
     if args.run_in_background && !config.background {
         return Err(
             "run_in_background is disabled for this deployment (enableRunInBackground: false)"
@@ -273,6 +434,7 @@ async fn bash(
             call.cancel.clone()
         },
         peek: peek.clone(),
+        sandbox_policy: policy,
         ..BashExecRequest::default()
     };
     let spec = (executor.resolve)(request).map_err(|err| err.to_string())?;
@@ -295,10 +457,14 @@ async fn bash(
     if result.aborted {
         return Ok(ToolResult::error("command aborted").with_structured(structured));
     }
-    Ok(ToolResult::ok(render_result(&result)).with_structured(structured))
+    Ok(ToolResult::ok(render_result_with(&result, escalation_offered)).with_structured(structured))
 }
 
-async fn bash_output(registry: &Addr<TaskRegistry>, call: ToolCall) -> Result<ToolResult, String> {
+async fn bash_output(
+    registry: &Addr<TaskRegistry>,
+    escalation_offered: bool,
+    call: ToolCall,
+) -> Result<ToolResult, String> {
     let id = parse_task_id(&call.arguments)?;
     let caller = call.caller.map(|c| c.session_id);
     let reply = flatten(
@@ -311,10 +477,12 @@ async fn bash_output(registry: &Addr<TaskRegistry>, call: ToolCall) -> Result<To
         REGISTRY,
     )?;
     let structured = read_structured(&id, &reply.output, &reply.snapshot.status);
-    Ok(
-        ToolResult::ok(render_read(&reply.output, &reply.snapshot.status))
-            .with_structured(structured),
-    )
+    Ok(ToolResult::ok(render_read_with(
+        &reply.output,
+        &reply.snapshot.status,
+        escalation_offered,
+    ))
+    .with_structured(structured))
 }
 
 async fn bash_kill(registry: &Addr<TaskRegistry>, call: ToolCall) -> Result<ToolResult, String> {

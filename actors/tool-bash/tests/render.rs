@@ -22,6 +22,7 @@ fn base() -> BashRunResult {
         stdout: CollectedOutput::default(),
         stderr: CollectedOutput::default(),
         oom_killed: false,
+        sandbox: None,
     }
 }
 
@@ -37,6 +38,7 @@ fn read(delta: &str, lossy: bool, paths: &[&str]) -> TaskOutput {
         delta: delta.into(),
         lossy,
         spill_paths: paths.iter().map(PathBuf::from).collect(),
+        sandbox: None,
     }
 }
 
@@ -251,7 +253,8 @@ fn argument_parsing_ignores_extra_keys() {
             command: "ls".into(),
             timeout_ms: Some(5.0),
             workdir: None,
-            run_in_background: false
+            run_in_background: false,
+            escalation: None,
         }
     );
     assert_eq!(

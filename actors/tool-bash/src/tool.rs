@@ -373,7 +373,9 @@ async fn escalate(
         reason: approval_reason(mode, &escalation.justification),
     };
     let cancelled = || format!("approval for escalating to \"{mode}\" was cancelled");
+    // An answer that has arrived is honoured first; a cancel after a grant is caught below.
     let outcome = tokio::select! {
+        biased;
         answer = approver.send(request) => answer.unwrap_or(ApprovalOutcome::Unavailable),
         () = dsh_bash::wait_abort(call.cancel.as_ref()) => return Err(cancelled()),
     };

@@ -13,6 +13,7 @@
 mod doctor;
 mod flags;
 mod jsonl;
+mod jsonl_approvals;
 mod jsonl_line;
 mod jsonrpc_errors;
 mod log_gate;

@@ -366,3 +366,87 @@ fn dsh_contain_abi() -> u32 {
         _ => 0,
     }
 }
+
+/// A sandbox executor over a provider built from `config` (no verdict check).
+fn runner_setup(
+    config: LocalSandboxConfig,
+) -> (
+    Addr<ProcessManager>,
+    Addr<SandboxBashExecutor>,
+    Resolver,
+    tempfile::TempDir,
+) {
+    let spill = tempfile::tempdir().unwrap();
+    let manager = ProcessManager::new(ManagerConfig {
+        spill_dir: Some(spill.path().into()),
+        ..Default::default()
+    })
+    .start();
+    let config_bash = BashConfig {
+        grace_ms: 200,
+        ..BashConfig::default()
+    };
+    let policy = SandboxPolicy {
+        mode: SandboxMode::ReadOnly,
+        workspace_root: canonical(&std::env::current_dir().unwrap()),
+    };
+    let provider = LocalSandboxProvider::new(config).unwrap();
+    let resolver = SandboxBashExecutor::resolver(&config_bash, policy.clone());
+    let executor =
+        SandboxBashExecutor::new(config_bash, manager.clone(), Arc::new(provider), policy)
+            .unwrap()
+            .start();
+    (manager, executor, resolver, spill)
+}
+
+#[actix_rt::test]
+async fn a_runner_command_is_used_as_given_and_its_failures_fail_closed() {
+    // A missing runner: the outer shell's `exec` fails, which is a runner failure, not a denial.
+    let (manager, executor, resolver, _spill) = runner_setup(LocalSandboxConfig {
+        runner_command: vec!["/opt/dsh-test/missing-runner".into()],
+        runner_failure_signatures: vec!["missing-runner: ".into()],
+        ..LocalSandboxConfig::default()
+    });
+    let spec = resolver(BashExecRequest::new("echo never")).unwrap();
+    let err = executor.send(Run(spec)).await.unwrap().unwrap_err();
+    assert_eq!(err.code(), Some("SANDBOX_UNAVAILABLE"));
+    let text = err.to_string();
+    assert!(
+        text.contains(" Runner failure: ") && text.contains("/opt/dsh-test/missing-runner"),
+        "{text}"
+    );
+    let spec = resolver(BashExecRequest::new("echo never")).unwrap();
+    let handle = executor.send(Start(spec)).await.unwrap().unwrap();
+    tokio::time::timeout(SOON, handle.done()).await.unwrap();
+    let facts = handle.sandbox().unwrap();
+    assert!(facts.runner_failed && !facts.denied, "{facts:?}");
+    manager.send(Shutdown).await.unwrap();
+
+    // bubblewrap named as the operator's runner: the seeds' profile follows it.
+    let Some(bwrap) = dsh_bash::sandbox::local::find_on_path("bwrap") else {
+        eprintln!("skipped the working-runner half: bwrap is not on PATH");
+        return;
+    };
+    let (manager, executor, resolver, _spill) = runner_setup(LocalSandboxConfig {
+        runner_command: vec![bwrap.display().to_string()],
+        runner_failure_signatures: vec!["bwrap: ".into()],
+        ..LocalSandboxConfig::default()
+    });
+    let target = outside_tmp();
+    let spec = resolver(BashExecRequest::new(format!(
+        "echo hi > {}/denied.txt",
+        target.path().display()
+    )))
+    .unwrap();
+    let result = executor.send(Run(spec)).await.unwrap().unwrap();
+    let facts = result.sandbox.unwrap();
+    if !facts.denied {
+        eprintln!(
+            "bwrap as a runner did not confine here: {:?}",
+            result.stderr.text
+        );
+    }
+    assert!(facts.denied, "{:?}", result.stderr.text);
+    assert!(!target.path().join("denied.txt").exists());
+    manager.send(Shutdown).await.unwrap();
+}

@@ -18,6 +18,7 @@ mod jsonl_line;
 mod jsonrpc_errors;
 mod log_gate;
 mod mcp;
+mod mcp_approvals;
 mod mcp_stdio;
 mod mcp_tools;
 mod nofile;

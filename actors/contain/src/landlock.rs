@@ -259,3 +259,18 @@ fn add_path_rule(ruleset: &OwnedFd, path: &Path, access: u64, handled: u64) -> i
     }
     Ok(())
 }
+
+/// Restricts the calling thread (and its future children) with `ruleset`: `PR_SET_NO_NEW_PRIVS`,
+/// then `landlock_restrict_self`. For a launcher process that confines itself before exec; call it
+/// while the process has one thread (other threads keep their old domain).
+pub fn restrict_current_thread(ruleset: &Ruleset) -> io::Result<()> {
+    // SAFETY: prctl with PR_SET_NO_NEW_PRIVS takes plain integer arguments.
+    if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a ruleset descriptor we own and flags 0; only this thread's credentials change.
+    if unsafe { libc::syscall(libc::SYS_landlock_restrict_self, ruleset.raw_fd(), 0u32) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}

@@ -198,8 +198,8 @@ impl LocalSandboxProvider {
     }
 }
 
-/// The Landlock grants for a policy.
-fn landlock_spec(config: &LocalSandboxConfig, policy: &SandboxPolicy) -> RulesetSpec {
+/// The Landlock grants for a policy (also what a launcher applies to itself).
+pub fn landlock_spec(config: &LocalSandboxConfig, policy: &SandboxPolicy) -> RulesetSpec {
     let mut writable = vec![PathBuf::from("/dev/null")];
     if policy.mode == SandboxMode::WorkspaceWrite {
         writable.push(PathBuf::from("/tmp"));

@@ -306,9 +306,25 @@ fn jsonl_end_of_input_cancels_a_waiting_approval() {
     assert!(!ws.path().join("eof").exists());
 }
 
+/// The provider the binary would build with `config`, if it has a backend here.
+fn provider(config: dsh::LocalSandboxConfig) -> Option<dsh::LocalSandboxProvider> {
+    let provider = dsh::LocalSandboxProvider::new(config).unwrap();
+    match provider.verdict() {
+        Ok(_) => Some(provider),
+        Err(reason) => {
+            eprintln!("skipped: no backend for this configuration here: {reason}");
+            None
+        }
+    }
+}
+
 #[test]
 fn network_deny_blocks_a_listener_on_loopback() {
-    if !landlock_usable() {
+    let deny = dsh::LocalSandboxConfig {
+        network: dsh::NetworkPolicy::Deny,
+        ..Default::default()
+    };
+    if provider(deny).is_none() {
         return;
     }
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -338,7 +354,11 @@ fn network_deny_blocks_a_listener_on_loopback() {
 
 #[test]
 fn signal_scope_protects_the_server_from_its_commands() {
-    if !landlock_usable() {
+    let Some(provider) = provider(dsh::LocalSandboxConfig::default()) else {
+        return;
+    };
+    if !provider.signals_scoped() {
+        eprintln!("skipped: signal scoping needs Landlock ABI 6");
         return;
     }
     let mut server = Server::start(&["--sandbox", "workspace-write"]).unwrap();
@@ -391,4 +411,88 @@ fn a_confined_background_task_shows_the_denial_marker_once_settled() {
     );
     assert!(!ws.path().join("bg-made").exists());
     server.finish();
+}
+
+#[test]
+fn network_deny_without_confinement_is_a_startup_error() {
+    let out = dsh(&[
+        "run",
+        "--sandbox",
+        "danger-full-access",
+        "--network",
+        "deny",
+        "--",
+        "true",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("--network deny needs a confined --sandbox mode"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn danger_full_access_runs_unconfined_with_its_facts() {
+    let elsewhere = outside_tmp();
+    let target = elsewhere.path().join("free");
+    let out = dsh(&[
+        "run",
+        "--sandbox",
+        "danger-full-access",
+        "--",
+        &format!("touch {}", path_str(&target)),
+    ]);
+    assert_eq!(
+        (text(&out).as_str(), out.status.code()),
+        ("(no output)", Some(0))
+    );
+    assert!(target.exists());
+}
+
+#[test]
+fn runner_settings_are_checked_at_startup_and_a_runner_confines() {
+    let out = dsh(&[
+        "run",
+        "--sandbox-runner-failure-signature",
+        "x: ",
+        "--",
+        "true",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("sandbox-local: runnerFailureSignatures requires runnerCommand")
+    );
+    let out = dsh(&["run", "--sandbox-runner", "/opt/runner", "--", "true"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains(
+        "sandbox-local: runnerCommand requires at least one runnerFailureSignatures entry"
+    ));
+    let Some(bwrap) = dsh::actors::bash::sandbox::local::find_on_path("bwrap") else {
+        eprintln!("skipped the working-runner half: bwrap is not on PATH");
+        return;
+    };
+    if provider(dsh::LocalSandboxConfig {
+        backend: dsh::BackendChoice::Bwrap,
+        ..Default::default()
+    })
+    .is_none()
+    {
+        return;
+    }
+    let elsewhere = outside_tmp();
+    let out = dsh(&[
+        "run",
+        "--sandbox",
+        "read-only",
+        "--sandbox-runner",
+        path_str(&bwrap),
+        "--sandbox-runner-failure-signature",
+        "bwrap: ",
+        "--",
+        &format!("touch {}/nope", path_str(elsewhere.path())),
+    ]);
+    assert!(text(&out).contains(DENIED_RO), "{}", text(&out));
+    assert!(!elsewhere.path().join("nope").exists());
 }

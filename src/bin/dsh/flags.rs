@@ -80,6 +80,13 @@ pub struct RuntimeFlags {
     /// refuses it, so a command cannot kill dsh or its agent).
     #[arg(long)]
     pub no_signal_scope: bool,
+    /// An operator's bwrap-shaped sandbox runner, one argv word per use (`--sandbox-runner
+    /// /opt/bin/bwrap`); skips backend selection. The seeds' profile and the command follow it.
+    #[arg(long, value_name = "WORD")]
+    pub sandbox_runner: Vec<String>,
+    /// Text the runner prints when it itself fails (required with --sandbox-runner; repeatable).
+    #[arg(long, value_name = "TEXT")]
+    pub sandbox_runner_failure_signature: Vec<String>,
     /// Default foreground timeout in milliseconds.
     #[arg(long, default_value_t = 120_000, value_name = "MS")]
     pub timeout_ms: u64,
@@ -198,6 +205,8 @@ impl RuntimeFlags {
                 Network::Deny => NetworkPolicy::Deny,
             },
             scope_signals: !self.no_signal_scope,
+            runner_command: self.sandbox_runner.clone(),
+            runner_failure_signatures: self.sandbox_runner_failure_signature.clone(),
             ..LocalSandboxConfig::default()
         }
     }

@@ -267,12 +267,15 @@ fn jsonl_escalation_granted_rejected_and_cancelled() {
     );
     // Cancelled by a cancel of the call while it waits.
     call_in_session(&mut server, "k", escalation("touch killed"));
-    question(&mut server, "k");
+    let withdrawn = question(&mut server, "k");
     server.send(&json!({"cancel": "k"}));
     assert_eq!(
         server.text("k"),
         "Error: approval for escalating to \"workspace-write\" was cancelled"
     );
+    // The question went with the call: a late answer is an error line, and nothing runs.
+    server.send(&json!({"id": "late", "approve": withdrawn, "outcome": "allowed-once"}));
+    assert!(server.reply("late")["error"].as_str().is_some());
     // An answer to nothing is an error line.
     server.send(&json!({"id": "stray", "approve": 999, "outcome": "allowed-once"}));
     assert!(

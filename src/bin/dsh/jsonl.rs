@@ -88,6 +88,7 @@ impl Server {
             Line::Blank => {}
             Line::Malformed { id, error } => self.reply_error(id.as_deref(), &error),
             Line::Cancel { id, target } => {
+                self.approvals.withdraw(target.get());
                 let signal = self.lock_running().get(target.get()).cloned();
                 if let Some(signal) = &signal {
                     signal.abort("cancelled by the client");

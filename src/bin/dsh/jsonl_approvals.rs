@@ -24,7 +24,8 @@ pub struct Pending {
 #[derive(Default)]
 struct PendingState {
     next: u64,
-    open: HashMap<u64, oneshot::Sender<ApprovalOutcome>>,
+    /// Open questions: the asking call's id (raw JSON text) and where the answer goes.
+    open: HashMap<u64, (Option<String>, oneshot::Sender<ApprovalOutcome>)>,
     closed: bool,
 }
 
@@ -33,7 +34,7 @@ impl Pending {
     pub fn answer(&self, n: u64, outcome: &str) -> bool {
         let sender = lock_unpoisoned(&self.inner).open.remove(&n);
         match sender {
-            Some(sender) => {
+            Some((_, sender)) => {
                 let _ = sender.send(ApprovalOutcome::parse(outcome));
                 true
             }
@@ -41,11 +42,28 @@ impl Pending {
         }
     }
 
+    /// The call `id` (raw JSON text) was cancelled: its open question is withdrawn (the call itself
+    /// has already stopped waiting), so a late answer to it is an error line.
+    pub fn withdraw(&self, id: &str) {
+        let mut state = lock_unpoisoned(&self.inner);
+        let withdrawn: Vec<u64> = state
+            .open
+            .iter()
+            .filter(|(_, (call, _))| call.as_deref() == Some(id))
+            .map(|(n, _)| *n)
+            .collect();
+        for n in withdrawn {
+            if let Some((_, sender)) = state.open.remove(&n) {
+                let _ = sender.send(ApprovalOutcome::Cancelled);
+            }
+        }
+    }
+
     /// End of input: every open and every later question is `cancelled`.
     pub fn close(&self) {
         let mut state = lock_unpoisoned(&self.inner);
         state.closed = true;
-        for (_, sender) in state.open.drain() {
+        for (_, (_, sender)) in state.open.drain() {
             let _ = sender.send(ApprovalOutcome::Cancelled);
         }
     }
@@ -73,7 +91,7 @@ impl Handler<ApprovalRequest> for JsonlApprover {
             }
             state.next += 1;
             let n = state.next;
-            state.open.insert(n, tx);
+            state.open.insert(n, (request.call_id.clone(), tx));
             n
         };
         // The id is the call's id as the client wrote it (raw JSON text), or null.

@@ -499,3 +499,40 @@ fn runner_settings_are_checked_at_startup_and_a_runner_confines() {
     assert!(text(&out).contains(DENIED_RO), "{}", text(&out));
     assert!(!elsewhere.path().join("nope").exists());
 }
+
+/// Under each containment mode, a confined command's grandchild that left the group and the session
+/// still dies when the task is killed (here by its timeout).
+#[test]
+fn a_confined_commands_escaped_grandchild_dies_under_cgroup_and_subreaper_containment() {
+    if !landlock_usable() {
+        return;
+    }
+    for mode in ["cgroup", "subreaper"] {
+        let Some(mut server) = Server::start_or_skip(&[
+            "--sandbox",
+            "read-only",
+            "--containment",
+            mode,
+            "--grace-ms",
+            "200",
+        ]) else {
+            continue;
+        };
+        server.call(
+            "escape",
+            "bash",
+            bash(
+                "setsid sleep 300 </dev/null >/dev/null 2>&1 & echo $!; sleep 300",
+                json!({"timeoutMs": 1000}),
+            ),
+        );
+        let said = server.text("escape");
+        assert!(said.contains("[timed out after 1000ms]"), "{mode}: {said}");
+        let pid: i32 = said.lines().next().unwrap().trim().parse().unwrap();
+        assert!(
+            wait_until(SOON, || !dsh::actors::process::signal::pid_is_live(pid)),
+            "{mode}: the escaped grandchild {pid} of a confined command survived"
+        );
+        server.finish();
+    }
+}

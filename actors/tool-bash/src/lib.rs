@@ -6,6 +6,7 @@
 mod approval;
 mod args;
 mod definitions;
+mod escalation;
 mod managed_env;
 mod render;
 mod structured;

@@ -16,9 +16,10 @@ use dsh_tasks::{
 };
 use serde_json::Value;
 
-use crate::approval::{ApprovalOutcome, ApprovalRequest, approval_reason};
-use crate::args::{Escalation, parse_bash_args_with, parse_task_id};
+use crate::approval::ApprovalRequest;
+use crate::args::{parse_bash_args_with, parse_task_id};
 use crate::definitions::{DefinitionFacts, ToolDefinition, tool_definitions};
+use crate::escalation::escalate;
 use crate::managed_env::managed_env;
 use crate::render::{
     render_kill, render_notice, render_read_with, render_result_with, render_started,
@@ -322,76 +323,6 @@ fn resolve_workdir(workdir: Option<String>, workspace: Option<&Path>) -> Option<
     match (workdir.map(PathBuf::from), workspace) {
         (Some(dir), Some(root)) if dir.is_relative() => Some(root.join(dir)),
         (dir, _) => dir,
-    }
-}
-
-/// Step 6: an escalation is checked, then asked of the call's approver; only a grant returns the
-/// wider policy. Every other path is an error and nothing runs.
-async fn escalate(
-    config: &ToolBashConfig,
-    standing: Option<&SandboxPolicy>,
-    escalation: &Escalation,
-    call: &ToolCall,
-) -> Result<SandboxPolicy, String> {
-    let Some(standing) = standing else {
-        return Err(
-            "sandbox_permissions is not available in this composition (no sandboxing executor to escalate)"
-                .into(),
-        );
-    };
-    let requested = escalation.mode.as_str();
-    let Some(mode) = SandboxMode::parse(requested).filter(|m| standing.mode.wider().contains(m))
-    else {
-        return Err(format!(
-            "sandbox escalation to \"{requested}\" is not strictly wider than this call's current \"{}\" mode",
-            standing.mode
-        ));
-    };
-    if !config.approvals {
-        return Err(format!(
-            "sandbox escalation to \"{mode}\" requires approval, but no approval service is composed"
-        ));
-    }
-    if call.caller.is_none() && call.approver.is_none() {
-        return Err(format!(
-            "sandbox escalation to \"{mode}\" requires approval, but the call has no agent to route it through"
-        ));
-    }
-    let unavailable = || {
-        format!(
-            "sandbox escalation to \"{mode}\" requires approval, but no approval channel is available"
-        )
-    };
-    let Some(approver) = &call.approver else {
-        return Err(unavailable());
-    };
-    let request = ApprovalRequest {
-        tool: "bash",
-        call_id: call.id.clone(),
-        session: call.caller.as_ref().map(|c| c.session_id.clone()),
-        mode,
-        reason: approval_reason(mode, &escalation.justification),
-    };
-    let cancelled = || format!("approval for escalating to \"{mode}\" was cancelled");
-    // An answer that has arrived is honoured first; a cancel after a grant is caught below.
-    let outcome = tokio::select! {
-        biased;
-        answer = approver.send(request) => answer.unwrap_or(ApprovalOutcome::Unavailable),
-        () = dsh_bash::wait_abort(call.cancel.as_ref()) => return Err(cancelled()),
-    };
-    match outcome {
-        ApprovalOutcome::AllowedOnce => Ok(SandboxPolicy {
-            mode,
-            workspace_root: standing.workspace_root.clone(),
-        }),
-        ApprovalOutcome::Rejected => Err(format!(
-            "the user rejected escalating this command to \"{mode}\""
-        )),
-        ApprovalOutcome::Cancelled => Err(cancelled()),
-        ApprovalOutcome::Unavailable => Err(unavailable()),
-        ApprovalOutcome::Other(value) => Err(format!(
-            "unreachable variant in EscalationOutcome: \"{value}\""
-        )),
     }
 }
 

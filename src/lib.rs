@@ -23,8 +23,12 @@ mod runtime;
 
 pub use runtime::{Runtime, RuntimeBuilder, RuntimeError};
 
+pub use dsh_bash::sandbox::{
+    BackendChoice, LocalSandboxConfig, LocalSandboxProvider, NetworkPolicy,
+};
 pub use dsh_bash::{
     AbortSignal, BashConfig, BashExecRequest, OnTimeout, ProcessPolicy, Restart, RestartPolicy,
+    SandboxFacts, SandboxMode,
 };
 pub use dsh_process::{
     Admission, AdmissionRequest, ContainmentMode, Load, ManagerStats, MaxConcurrent, MaxPerSession,
@@ -33,7 +37,10 @@ pub use dsh_process::{
 pub use dsh_tasks::{
     AgentRef, FinishedTask, Inject, RetentionLimits, RetentionLoad, RetentionPolicy, TaskSnapshot,
 };
-pub use dsh_tool_bash::{PROMPT_SECTION, ToolCall, ToolDefinition, ToolResult};
+pub use dsh_tool_bash::{
+    ApprovalOutcome, ApprovalRequest, NoApprovalChannel, PROMPT_SECTION, ToolCall, ToolDefinition,
+    ToolResult,
+};
 
 /// The actor crates, for hosts that talk to the actors by message.
 pub mod actors {

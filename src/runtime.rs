@@ -5,9 +5,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use actix::prelude::*;
+use dsh_bash::sandbox::{LocalSandboxConfig, LocalSandboxProvider};
 use dsh_bash::{
     BashConfig, BashExecRequest, ExecError, LocalBashExecutor, OnTimeout, ProcessPolicy, Resolver,
-    RestartPolicy, Start, Supervised,
+    RestartPolicy, SandboxBashExecutor, SandboxMode, SandboxPolicy, SandboxPolicyResolver,
+    SandboxProvider, Start, Supervised, sandbox_unavailable_text,
 };
 use dsh_process::{
     AdmissionCost, ContainmentConfig, ContainmentError, ContainmentMode, GetAdmissionCost,
@@ -19,7 +21,8 @@ use dsh_tasks::{
     TaskSnapshot,
 };
 use dsh_tool_bash::{
-    ExecutorRef, ToolBash, ToolBashConfig, ToolCall, ToolDefinition, ToolResult, resolve_dsh_home,
+    ExecutorRef, SetSessionSandboxMode, ToolBash, ToolBashConfig, ToolCall, ToolDefinition,
+    ToolResult, resolve_dsh_home,
 };
 use tokio::sync::oneshot;
 
@@ -38,6 +41,18 @@ pub enum RuntimeError {
     /// The requested containment mode or a per-task limit is impossible on this host.
     #[error(transparent)]
     Containment(#[from] ContainmentError),
+    /// A confined sandbox mode was asked for and no backend can give it here (the seeds'
+    /// fail-closed text), or the sandbox settings are invalid.
+    #[error("{0}")]
+    Sandbox(String),
+}
+
+/// Where confinement comes from.
+enum SandboxSource {
+    /// The host's backends, chosen by probing with this config.
+    Local(LocalSandboxConfig),
+    /// A provider the host built (already probed, or a custom one).
+    Provider(Arc<dyn SandboxProvider>),
 }
 
 /// Every setting of a runtime. Defaults are the seeds' (timeout 120 s, max 600 s, 64 000 bytes per
@@ -56,6 +71,7 @@ pub struct RuntimeBuilder {
     retention_policies: Vec<Box<dyn RetentionPolicy>>,
     registry: RegistryConfig,
     containment: ContainmentConfig,
+    sandbox: Option<(SandboxMode, SandboxSource)>,
 }
 
 impl Default for RuntimeBuilder {
@@ -72,6 +88,7 @@ impl Default for RuntimeBuilder {
             retention_policies: Vec::new(),
             registry: RegistryConfig::default(),
             containment: ContainmentConfig::default(),
+            sandbox: None,
         }
     }
 }
@@ -214,6 +231,25 @@ impl RuntimeBuilder {
         self
     }
 
+    /// Confines every command to `mode` by default with the host's sandbox backends (Landlock in the
+    /// spawn, else bubblewrap; see `dsh_bash::sandbox::local`) configured by `config`. A confined
+    /// mode the host cannot give makes `start` fail with the seeds' fail-closed text. Libraries run
+    /// unconfined unless they ask; the `dsh` binary asks (`--sandbox`).
+    pub fn sandbox(mut self, mode: SandboxMode, config: LocalSandboxConfig) -> Self {
+        self.sandbox = Some((mode, SandboxSource::Local(config)));
+        self
+    }
+    /// As [`RuntimeBuilder::sandbox`], with a provider the host built (a probed
+    /// [`LocalSandboxProvider`] or its own backend).
+    pub fn sandbox_provider(
+        mut self,
+        mode: SandboxMode,
+        provider: Arc<dyn SandboxProvider>,
+    ) -> Self {
+        self.sandbox = Some((mode, SandboxSource::Provider(provider)));
+        self
+    }
+
     /// Starts the actors on the current actix arbiter (inside `actix::System` or `actix_rt::test`).
     pub fn start_in_current_system(self) -> Result<Runtime, RuntimeError> {
         self.build(false)
@@ -270,17 +306,59 @@ impl RuntimeBuilder {
             background: self.background,
             timeout_ms: self.bash.timeout_ms,
             max_timeout_ms: self.bash.max_timeout_ms,
+            approvals: true,
         };
-        let definitions = ToolBash::definitions(&tool_config);
-        let resolver = self.bash.resolver();
-        let executor = LocalBashExecutor::new(self.bash, manager.clone())?.start();
-        let start = executor.clone().recipient();
-        let tool = ToolBash::new(
-            tool_config,
-            ExecutorRef::new(resolver.clone(), executor),
-            registry.clone(),
-        )
-        .start();
+        let sandbox_mode = self.sandbox.as_ref().map(|(mode, _)| *mode);
+        let definitions = ToolBash::definitions(&tool_config, sandbox_mode.is_some());
+        // The executor's resolver and its background starts also serve supervised tasks.
+        let (executor, policy, resolver, start) = match self.sandbox {
+            None => {
+                let resolver = self.bash.resolver();
+                let executor = LocalBashExecutor::new(self.bash, manager.clone())?.start();
+                let start: Recipient<Start> = executor.clone().recipient();
+                (
+                    ExecutorRef::new(resolver.clone(), executor),
+                    None,
+                    resolver,
+                    start,
+                )
+            }
+            Some((mode, source)) => {
+                let provider: Arc<dyn SandboxProvider> = match source {
+                    SandboxSource::Provider(provider) => provider,
+                    SandboxSource::Local(config) => {
+                        let provider =
+                            LocalSandboxProvider::new(config).map_err(RuntimeError::Sandbox)?;
+                        if mode.confines() && provider.verdict().is_err() {
+                            return Err(RuntimeError::Sandbox(sandbox_unavailable_text(
+                                mode, None,
+                            )));
+                        }
+                        Arc::new(provider)
+                    }
+                };
+                let policies =
+                    SandboxPolicyResolver::new(mode, self.bash.cwd.as_deref().unwrap_or(&cwd));
+                let default_policy = SandboxPolicy {
+                    mode,
+                    workspace_root: policies.workspace_root().to_path_buf(),
+                };
+                let resolve = SandboxBashExecutor::resolver(&self.bash, default_policy.clone());
+                let executor =
+                    SandboxBashExecutor::new(self.bash, manager.clone(), provider, default_policy)?
+                        .start();
+                let start: Recipient<Start> = executor.clone().recipient();
+                (
+                    ExecutorRef::new(resolve.clone(), executor).confining(),
+                    Some(policies),
+                    resolve,
+                    start,
+                )
+            }
+        };
+        let tool = ToolBash::new(tool_config, executor, registry.clone(), policy)
+            .map_err(RuntimeError::Sandbox)?
+            .start();
         let sequencer = ShutdownSequencer {
             manager: manager.clone(),
             registry: registry.clone(),
@@ -298,6 +376,7 @@ impl RuntimeBuilder {
                 containment,
                 resolver,
                 start,
+                sandbox_mode,
             }),
         })
     }
@@ -319,6 +398,7 @@ struct Inner {
     /// The executor's resolver and its background starts, for supervised tasks.
     resolver: Resolver,
     start: Recipient<Start>,
+    sandbox_mode: Option<SandboxMode>,
 }
 
 impl Drop for Inner {
@@ -404,6 +484,29 @@ impl Runtime {
     /// The containment mode in force.
     pub fn containment_mode(&self) -> ContainmentMode {
         self.inner.containment
+    }
+
+    /// The default sandbox mode, when commands run under the sandbox executor.
+    pub fn sandbox_mode(&self) -> Option<SandboxMode> {
+        self.inner.sandbox_mode
+    }
+
+    /// Sets (`Some`) or clears (`None`) a session's standing sandbox mode: its ordinary calls run
+    /// under it and escalations widen from it. Never shown to the model. Fails when the runtime does
+    /// not sandbox.
+    pub async fn set_session_sandbox_mode(
+        &self,
+        session_id: &str,
+        mode: Option<SandboxMode>,
+    ) -> Result<(), String> {
+        self.inner
+            .tool
+            .send(SetSessionSandboxMode {
+                session: session_id.into(),
+                mode,
+            })
+            .await
+            .map_err(|_| "the dsh runtime is shut down".to_owned())?
     }
 
     /// Process counters (live, queued, peak, stragglers).

@@ -24,6 +24,8 @@ fn doctor_reports_every_fact_and_exits_0() {
         "containment auto:",
         "landlock:",
         "bubblewrap:",
+        "sandbox:",
+        "sandbox default:",
     ] {
         assert!(
             text.lines().any(|line| line.starts_with(fact)),

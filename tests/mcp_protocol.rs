@@ -495,3 +495,76 @@ fn the_client_closing_our_stdout_kills_everything_and_exits_0() {
     wait_exit(&mut child);
     assert!(!pid_is_live(pid), "the background task was killed");
 }
+
+/// A sandbox escalation through `elicitation/create`: accept runs the command once under the wider
+/// mode, decline is the user's rejection, cancel is a cancel; a client without the capability gets
+/// the seeds' "no approval channel" text.
+#[test]
+fn sandbox_escalations_are_approved_through_elicitation() {
+    if dsh::LocalSandboxProvider::new(dsh::LocalSandboxConfig::default())
+        .unwrap()
+        .verdict()
+        .is_err()
+    {
+        eprintln!("skipped: no sandbox backend is usable here");
+        return;
+    }
+    let ws = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let cwd = ws.path().to_str().unwrap().to_owned();
+    let escalate = |file: &str| {
+        json!({"command": format!("touch {file}"), "description": "test",
+               "sandbox_permissions": "workspace-write", "justification": "it writes a file"})
+    };
+    let mut client = Client::session(
+        "2025-06-18",
+        json!({"elicitation": {}}),
+        &["--sandbox", "read-only", "--cwd", &cwd],
+    );
+    for (id, file, action, expected) in [
+        (1, "accepted", "accept", "(no output)"),
+        (
+            2,
+            "declined",
+            "decline",
+            "Error: the user rejected escalating this command to \"workspace-write\"",
+        ),
+        (
+            3,
+            "cancelled",
+            "cancel",
+            "Error: approval for escalating to \"workspace-write\" was cancelled",
+        ),
+    ] {
+        client.send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "bash", "arguments": escalate(file)}}));
+        let ask = client.wait_for(|m| m["method"] == "elicitation/create");
+        assert!(
+            ask["params"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("escalate sandbox to workspace-write: it writes a file"),
+            "{ask}"
+        );
+        let mut answer = json!({"action": action});
+        if action == "accept" {
+            answer["content"] = json!({"approve": true});
+        }
+        client.send(json!({"jsonrpc": "2.0", "id": ask["id"], "result": answer}));
+        let reply = client.response(id);
+        assert_eq!(reply["result"]["content"][0]["text"], expected, "{reply}");
+        assert_eq!(ws.path().join(file).exists(), action == "accept");
+    }
+    client.finish();
+
+    let mut plain = Client::session(
+        "2025-06-18",
+        json!({}),
+        &["--sandbox", "read-only", "--cwd", &cwd],
+    );
+    let reply = plain.call(9, "bash", escalate("never"));
+    assert_eq!(
+        reply["result"]["content"][0]["text"],
+        "Error: sandbox escalation to \"workspace-write\" requires approval, but no approval channel is available"
+    );
+    plain.finish();
+}

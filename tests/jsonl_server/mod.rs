@@ -150,6 +150,24 @@ impl Server {
         self.send(&json!({"id": id, "session": session, "tool": tool, "arguments": arguments}));
     }
 
+    /// The first line (already read or new) for which `wanted` holds; other lines are kept.
+    pub fn line_where(&mut self, wanted: impl Fn(&Value) -> bool) -> Value {
+        if let Some(i) = self.early.iter().position(&wanted) {
+            return self.early.remove(i);
+        }
+        let deadline = Instant::now() + SOON;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let Some(line) = self.lines.recv_timeout(left).expect("a line") else {
+                continue;
+            };
+            if wanted(&line) {
+                return line;
+            }
+            self.early.push(line);
+        }
+    }
+
     /// The text of the reply to `id`.
     pub fn text(&mut self, id: &str) -> String {
         self.reply(id)["text"]

@@ -35,6 +35,8 @@ struct Inner {
     /// Set once the process has started; never, when the spawn failed.
     process: OnceLock<SpawnedProcess>,
     abort: Option<AbortSignal>,
+    /// This task's own confinement facts (never "the latest wrap"), classified at settlement.
+    sandbox: Option<crate::sandbox::WrapFacts>,
     state: Mutex<HandleState>,
     /// `true` once the spawn is decided (started or failed); a queued handle starts `false`.
     decided: watch::Receiver<bool>,
@@ -51,6 +53,8 @@ struct HandleState {
     queued: bool,
     /// Decided once, the first time the settled outcome is observed.
     final_status: Option<TaskStatus>,
+    /// Stamped together with `final_status` for a confined task.
+    sandbox_facts: Option<dsh_tasks::SandboxFacts>,
 }
 
 impl std::fmt::Debug for BashProcess {
@@ -63,12 +67,15 @@ impl std::fmt::Debug for BashProcess {
 }
 
 impl BashProcess {
+    /// A running command; a confined one carries its own `sandbox` facts, classified against its
+    /// stderr when it settles.
     pub(crate) fn running(
         manager: Addr<ProcessManager>,
         process: SpawnedProcess,
         abort: Option<AbortSignal>,
+        sandbox: Option<crate::sandbox::WrapFacts>,
     ) -> Self {
-        let handle = Self::with(manager, abort, HandleState::default(), true).0;
+        let handle = Self::with(manager, abort, HandleState::default(), true, sandbox).0;
         let _ = handle.inner.process.set(process);
         handle
     }
@@ -79,12 +86,13 @@ impl BashProcess {
         manager: Addr<ProcessManager>,
         spawn: BoxFuture<'static, Result<SpawnedProcess, SpawnError>>,
         abort: AbortSignal,
+        sandbox: Option<crate::sandbox::WrapFacts>,
     ) -> Self {
         let state = HandleState {
             queued: true,
             ..HandleState::default()
         };
-        let (handle, decided) = Self::with(manager.clone(), Some(abort), state, false);
+        let (handle, decided) = Self::with(manager.clone(), Some(abort), state, false, sandbox);
         let weak = Arc::downgrade(&handle.inner);
         actix::spawn(async move {
             let answer = spawn.await;
@@ -124,14 +132,20 @@ impl BashProcess {
         }
     }
 
-    /// A handle for a command that never started: status `killed`, one read shows `note`.
-    pub(crate) fn failed(manager: Addr<ProcessManager>, note: String) -> Self {
+    /// A handle for a command that never started: status `killed`, one read shows `note`. A
+    /// confined one has its facts stamped at once, never a denial.
+    pub(crate) fn failed(
+        manager: Addr<ProcessManager>,
+        note: String,
+        sandbox: Option<crate::sandbox::WrapFacts>,
+    ) -> Self {
         let state = HandleState {
             failure_note: Some(note),
             final_status: Some(TaskStatus::Killed { signal: None }),
+            sandbox_facts: sandbox.as_ref().map(|facts| facts.classify(None, "")),
             ..HandleState::default()
         };
-        Self::with(manager, None, state, true).0
+        Self::with(manager, None, state, true, sandbox).0
     }
 
     fn with(
@@ -139,6 +153,7 @@ impl BashProcess {
         abort: Option<AbortSignal>,
         state: HandleState,
         decided: bool,
+        sandbox: Option<crate::sandbox::WrapFacts>,
     ) -> (Self, watch::Sender<bool>) {
         let (tx, rx) = watch::channel(decided);
         let handle = Self {
@@ -146,11 +161,20 @@ impl BashProcess {
                 manager,
                 process: OnceLock::new(),
                 abort,
+                sandbox,
                 state: Mutex::new(state),
                 decided: rx,
             }),
         };
         (handle, tx)
+    }
+
+    /// The sandbox facts, once a confined command has settled (`None` while it runs, and always
+    /// for an unconfined one).
+    pub fn sandbox(&self) -> Option<dsh_tasks::SandboxFacts> {
+        let mut state = self.state();
+        self.status_locked(&mut state);
+        state.sandbox_facts.clone()
     }
 
     fn state(&self) -> MutexGuard<'_, HandleState> {
@@ -192,6 +216,17 @@ impl BashProcess {
                 };
                 let status = end.stays_killed(state.kill_requested || aborted);
                 state.final_status = Some(status.clone());
+                if let Some(facts) = &self.inner.sandbox {
+                    // Background work settles without a copy of its text in the outcome (the tail
+                    // is kept once, in the output); classify against the kept stderr tail.
+                    let stderr = self
+                        .inner
+                        .process
+                        .get()
+                        .map(|p| p.output.read(StreamKind::Stderr, 0).text)
+                        .unwrap_or_default();
+                    state.sandbox_facts = Some(facts.classify(outcome.exit_code, &stderr));
+                }
                 status
             }
             None if state.kill_requested => TaskStatus::Killed { signal: None },
@@ -249,6 +284,8 @@ impl BashProcess {
     /// Everything printed since the previous read: stdout, then a `[stderr]` section.
     pub fn read_output(&self) -> TaskOutput {
         let mut state = self.state();
+        // Settles the status (and stamps the sandbox facts) if the process has ended.
+        self.status_locked(&mut state);
         let (stdout, stderr) = match self.inner.process.get() {
             Some(process) => (
                 process.output.read(StreamKind::Stdout, state.stdout_offset),
@@ -271,6 +308,7 @@ impl BashProcess {
             delta: merge_streams(stdout.text, &stderr_text),
             lossy: stdout.lossy || stderr.lossy,
             spill_paths,
+            sandbox: state.sandbox_facts.clone(),
         }
     }
 }

@@ -23,4 +23,19 @@ pub enum ExecError {
     /// The process manager's mailbox is closed: the runtime is shutting down.
     #[error("the process manager is not running")]
     ManagerGone,
+    /// A confined mode was asked for and no sandbox backend can give it, or the sandbox runner
+    /// itself failed (code `SANDBOX_UNAVAILABLE`); nothing ran unconfined. The text is the seeds'
+    /// (see [`crate::sandbox_unavailable_text`]).
+    #[error("{0}")]
+    SandboxUnavailable(String),
+}
+
+impl ExecError {
+    /// The seeds' error code: `SANDBOX_UNAVAILABLE` for a sandbox failure, else `None`.
+    pub fn code(&self) -> Option<&'static str> {
+        match self {
+            ExecError::SandboxUnavailable(_) => Some("SANDBOX_UNAVAILABLE"),
+            _ => None,
+        }
+    }
 }

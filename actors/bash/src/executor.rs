@@ -19,6 +19,7 @@ use crate::config::{BashConfig, OnTimeout};
 use crate::errors::ExecError;
 use crate::messages::{BashRunResult, MovedToBackground, Run, Start};
 use crate::request::BashExecSpec;
+use crate::sandbox::WrapFacts;
 
 /// Set for every command so pagers and colour codes do not garble what the model reads (Codex's set);
 /// a caller's own entry wins.
@@ -48,10 +49,34 @@ impl LocalBashExecutor {
     }
 }
 
+/// How a command is started: its argv (`bash -c <command>`, or a sandbox runner's wrap of it) and
+/// the Landlock ruleset the child restricts itself with, if any.
+#[derive(Clone, Debug)]
+pub(crate) struct Launch {
+    pub argv: Vec<String>,
+    pub landlock: Option<dsh_contain::landlock::Ruleset>,
+}
+
+impl Launch {
+    /// `bash -c <command>`, unconfined.
+    pub(crate) fn plain(command: &str) -> Self {
+        Self {
+            argv: bash_argv(command),
+            landlock: None,
+        }
+    }
+}
+
+/// `["bash", "-c", command]`.
+pub(crate) fn bash_argv(command: &str) -> Vec<String> {
+    vec!["bash".into(), "-c".into(), command.to_owned()]
+}
+
 /// The process spawn for a bash spec: stdout cap as given, everything else from the config.
 fn process_spec(
     config: &BashConfig,
     spec: &BashExecSpec,
+    launch: Launch,
     stdout_max_bytes: usize,
     abort: Option<AbortSignal>,
 ) -> ProcessSpawnSpec {
@@ -61,7 +86,7 @@ fn process_spec(
         .collect();
     env.extend(spec.env.clone().unwrap_or_default());
     ProcessSpawnSpec {
-        argv: vec!["bash".into(), "-c".into(), spec.command.clone()],
+        argv: launch.argv,
         cwd: spec.workdir.clone(),
         env,
         dsh_env: spec.dsh_env.clone().unwrap_or_default(),
@@ -75,6 +100,7 @@ fn process_spec(
         session: spec.session.clone(),
         background: false,
         queued: None,
+        landlock: launch.landlock,
     }
 }
 
@@ -87,10 +113,11 @@ enum Cause {
 
 /// A foreground run: spawn, then wait under one fused deadline; the first of our timer and the
 /// caller's abort wins and kills the group.
-async fn run(
+pub(crate) async fn run(
     config: BashConfig,
     manager: Addr<ProcessManager>,
     spec: BashExecSpec,
+    launch: Launch,
 ) -> Result<BashRunResult, ExecError> {
     // The manager only sees the fused signal, so the caller's own must be checked here.
     ensure_not_aborted(spec.abort.as_ref())?;
@@ -99,7 +126,13 @@ async fn run(
     let caller_abort = spec.abort.clone();
     let fused = AbortSignal::new();
     let queued = QueuedNotice::new();
-    let mut process = process_spec(&config, &spec, spec.stdout_max_bytes, Some(fused.clone()));
+    let mut process = process_spec(
+        &config,
+        &spec,
+        launch,
+        spec.stdout_max_bytes,
+        Some(fused.clone()),
+    );
     process.queued = Some(queued.clone());
     let spawn = manager.send(Spawn(process));
     // Only a spawn that waits for admission races the deadline and the cancel here: one being
@@ -135,7 +168,9 @@ async fn run(
                         timeout_ms = spec.timeout_ms,
                         "move to background: still running at its timeout"
                     );
-                    let handle = BashProcess::running(manager, spawned.clone(), None);
+                    // A confined run's facts are stamped by the sandbox executor on the foreground result;
+                    // the moved task reports none.
+                    let handle = BashProcess::running(manager, spawned.clone(), None, None);
                     let output = handle.read_output();
                     return Ok(BashRunResult {
                         exit_code: None,
@@ -147,6 +182,7 @@ async fn run(
                         stderr: Default::default(),
                         oom_killed: false,
                         moved_to_background: Some(MovedToBackground { handle, output }),
+                        sandbox: None,
                     });
                 }
                 cause = Some(Cause::TimedOut);
@@ -170,6 +206,7 @@ async fn run(
         stderr: outcome.stderr,
         oom_killed: outcome.oom_killed,
         moved_to_background: None,
+        sandbox: None,
     })
 }
 
@@ -178,10 +215,12 @@ async fn run(
 /// case, an unusable working directory: it gives a handle that settles `killed` and reports
 /// `spawn failed: …` in one read. A start the policy queues answers at once with a handle whose
 /// status is `queued` until it starts (a failure to start is then reported like a bad workdir).
-async fn start(
+pub(crate) async fn start(
     config: BashConfig,
     manager: Addr<ProcessManager>,
     spec: BashExecSpec,
+    launch: Launch,
+    sandbox: Option<WrapFacts>,
 ) -> Result<BashProcess, ExecError> {
     ensure_not_aborted(spec.abort.as_ref())?;
     // Killing a queued task fires this; the manager then withdraws its spawn.
@@ -190,6 +229,7 @@ async fn start(
     let mut process = process_spec(
         &config,
         &spec,
+        launch,
         config.max_output_bytes as usize,
         Some(abort.clone()),
     );
@@ -203,14 +243,18 @@ async fn start(
             let pending = Box::pin(async move {
                 spawn.await.unwrap_or(Err(SpawnError::ShutDown))
             });
-            return Ok(BashProcess::queued(manager, pending, abort));
+            return Ok(BashProcess::queued(manager, pending, abort, sandbox));
         }
     };
     match answer.map_err(|_| ExecError::ManagerGone)? {
-        Ok(spawned) => Ok(BashProcess::running(manager, spawned, Some(abort))),
+        Ok(spawned) => Ok(BashProcess::running(manager, spawned, Some(abort), sandbox)),
         Err(err @ SpawnError::Workdir { .. }) => {
             tracing::debug!(%err, "background spawn failed");
-            Ok(BashProcess::failed(manager, format!("spawn failed: {err}")))
+            Ok(BashProcess::failed(
+                manager,
+                format!("spawn failed: {err}"),
+                sandbox,
+            ))
         }
         Err(err) => Err(err.into()),
     }
@@ -228,7 +272,8 @@ impl Handler<Run> for LocalBashExecutor {
     type Result = ResponseFuture<Result<BashRunResult, ExecError>>;
 
     fn handle(&mut self, Run(spec): Run, _: &mut Self::Context) -> Self::Result {
-        Box::pin(run(self.config.clone(), self.manager.clone(), spec))
+        let launch = Launch::plain(&spec.command);
+        Box::pin(run(self.config.clone(), self.manager.clone(), spec, launch))
     }
 }
 
@@ -236,6 +281,13 @@ impl Handler<Start> for LocalBashExecutor {
     type Result = ResponseFuture<Result<BashProcess, ExecError>>;
 
     fn handle(&mut self, Start(spec): Start, _: &mut Self::Context) -> Self::Result {
-        Box::pin(start(self.config.clone(), self.manager.clone(), spec))
+        let launch = Launch::plain(&spec.command);
+        Box::pin(start(
+            self.config.clone(),
+            self.manager.clone(),
+            spec,
+            launch,
+            None,
+        ))
     }
 }

@@ -13,6 +13,7 @@ mod executor;
 mod messages;
 mod peek;
 mod request;
+pub mod sandbox;
 mod supervised;
 
 pub use background::{BashProcess, merge_streams};
@@ -22,6 +23,10 @@ pub use executor::{LocalBashExecutor, TERMINAL_ENV};
 pub use messages::{BashRunResult, MovedToBackground, Resolver, Run, Start};
 pub use peek::{OutputPeek, PeekSnapshot};
 pub use request::{BashExecRequest, BashExecSpec};
+pub use sandbox::{
+    Enforcement, SandboxBashExecutor, SandboxFacts, SandboxMode, SandboxPolicy,
+    SandboxPolicyResolver, SandboxProvider, sandbox_unavailable_text,
+};
 pub use supervised::{Restart, RestartPolicy, Supervised};
 
 pub use dsh_process::{

@@ -50,6 +50,8 @@ pub struct BashRunResult {
     /// this handle as a task of the caller. `stdout`/`stderr` are then empty: the output so far
     /// is in it.
     pub moved_to_background: Option<MovedToBackground>,
+    /// The sandbox facts; `None` from an executor that does not sandbox.
+    pub sandbox: Option<dsh_tasks::SandboxFacts>,
 }
 
 /// A foreground command that reached its timeout and was left running.

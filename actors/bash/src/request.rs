@@ -38,6 +38,9 @@ pub struct BashExecRequest {
     /// The agent session the command runs for: supervisor policies see it, and admission is fair
     /// across sessions.
     pub session: Option<String>,
+    /// The sandbox policy for this call (mode and workspace root); `None` takes a sandboxing
+    /// executor's standing default. Ignored by the local executor.
+    pub sandbox_policy: Option<crate::SandboxPolicy>,
 }
 
 impl BashExecRequest {
@@ -73,6 +76,8 @@ pub struct BashExecSpec {
     pub peek: Option<OutputPeek>,
     /// As [`BashExecRequest::session`].
     pub session: Option<String>,
+    /// As [`BashExecRequest::sandbox_policy`]; a sandboxing executor's resolver always fills it.
+    pub sandbox_policy: Option<crate::SandboxPolicy>,
 }
 
 fn positive(value: f64) -> bool {
@@ -124,6 +129,7 @@ impl BashConfig {
             abort: request.abort,
             peek: request.peek,
             session: request.session,
+            sandbox_policy: request.sandbox_policy,
         })
     }
 }

@@ -120,6 +120,7 @@ fn stub_resolver() -> Resolver {
             abort: r.abort,
             peek: r.peek,
             session: r.session,
+            sandbox_policy: r.sandbox_policy,
         })
     })
 }
@@ -139,6 +140,7 @@ impl Handler<Run> for StubExecutor {
             stderr: CollectedOutput::default(),
             oom_killed: false,
             moved_to_background: None,
+            sandbox: None,
         })
     }
 }

@@ -8,7 +8,9 @@
 //!   inside its cgroup leaf before it can fork;
 //! - [`subreaper`]: without cgroups, the runtime adopts escaped descendants and attributes them by
 //!   an inherited environment marker;
-//! - [`watchdog`]: a small process that kills everything when the runtime dies without goodbye.
+//! - [`watchdog`]: a small process that kills everything when the runtime dies without goodbye;
+//! - [`landlock`]: Landlock rulesets built in the parent and applied by the spawned child to itself
+//!   right before exec (the sandbox executor's in-spawn confinement).
 //!
 //! Nothing here knows about actors or tasks: the process manager decides when to call what.
 //!
@@ -41,6 +43,7 @@ pub mod cgroup;
 pub mod error;
 pub mod events;
 pub mod host;
+pub mod landlock;
 pub mod mountinfo;
 pub mod pidfd;
 pub mod pool;

@@ -134,6 +134,7 @@ pub struct Program {
     envp: Vec<CString>,
     cwd: Option<CString>,
     nofile_soft: Option<u64>,
+    landlock: Option<crate::landlock::Ruleset>,
 }
 
 fn c_string(bytes: &[u8]) -> Result<CString, SpawnError> {
@@ -179,6 +180,7 @@ impl Program {
                 .map(|c| c_string(c.as_os_str().as_bytes()))
                 .transpose()?,
             nofile_soft: None,
+            landlock: None,
         })
     }
 }
@@ -199,6 +201,7 @@ impl Program {
             envp,
             cwd,
             nofile_soft: None,
+            landlock: None,
         }
     }
 
@@ -206,6 +209,14 @@ impl Program {
     /// child before exec; `None` keeps the parent's. Not applied by [`Method::SpawnThenJoin`].
     pub fn with_nofile_soft_limit(mut self, soft: Option<u64>) -> Self {
         self.nofile_soft = soft;
+        self
+    }
+
+    /// Confines the program with `ruleset` (see [`crate::landlock`]): the child restricts itself as
+    /// its last step before exec, and a refusal fails the spawn. Not supported by
+    /// [`Method::SpawnThenJoin`], which then refuses to spawn.
+    pub fn with_landlock(mut self, ruleset: Option<crate::landlock::Ruleset>) -> Self {
+        self.landlock = ruleset;
         self
     }
 }
@@ -280,6 +291,10 @@ pub fn spawn_with(
         v1_procs: &v1,
         cgroup: cgroup.map(|c| c.v2_dir.as_raw_fd()),
         nofile_soft: program.nofile_soft,
+        landlock: program
+            .landlock
+            .as_ref()
+            .map(crate::landlock::Ruleset::raw_fd),
     };
     let result = match method {
         Method::SpawnThenJoin => clone::posix_spawn_then_join(&request),

@@ -314,9 +314,21 @@ fn signal_members_reaches_every_escapee() {
         format!("setsid sleep {m} & (sleep {m} &); (trap '' TERM; exec sleep {m}) & exit 0");
     let child = spawn_script(&script, &[], Some(leaf.target()));
     reap(&child);
-    assert!(wait_until(Duration::from_secs(10), || with_marker(&m)
-        .len()
-        == 3));
+    // Three sleeps, each already exec'd (a subshell that has not yet set its trap would die of the
+    // SIGTERM; its command line carries the marker too).
+    let sleeping = || {
+        let pids = with_marker(&m);
+        pids.len() == 3
+            && pids.iter().all(|pid| {
+                std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                    .is_ok_and(|c| c.trim() == "sleep")
+            })
+    };
+    assert!(
+        wait_until(Duration::from_secs(10), sleeping),
+        "{:?}",
+        with_marker(&m)
+    );
     let signalled = leaf.signal_members(nix::libc::SIGTERM).expect("signal");
     assert_eq!(signalled, 3);
     let one_left = wait_until(Duration::from_secs(10), || with_marker(&m).len() == 1);

@@ -46,6 +46,9 @@ pub enum SpawnError {
     /// The process's containment (its cgroup leaf) could not be prepared.
     #[error("cannot contain the process: {0}")]
     Containment(String),
+    /// The child could not apply its Landlock ruleset before exec; nothing ran.
+    #[error("applying the Landlock sandbox failed: {}", os_error_text(.0))]
+    Confine(io::Error),
     /// The private spill directory could not be created.
     #[error("cannot create the spill directory: {}", os_error_text(.0))]
     SpillDir(io::Error),

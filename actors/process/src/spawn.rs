@@ -111,9 +111,18 @@ pub(crate) fn start_child(
     env: &ChildEnv,
     stdin: Option<Vec<u8>>,
     contained: &Contained,
+    landlock: Option<&dsh_contain::landlock::Ruleset>,
 ) -> Result<Started, SpawnError> {
-    spawn_raw(program, argv, cwd, env, stdin.is_some(), contained)
-        .and_then(|raw| raw.attach(&argv[0], stdin))
+    spawn_raw(
+        program,
+        argv,
+        cwd,
+        env,
+        stdin.is_some(),
+        contained,
+        landlock,
+    )
+    .and_then(|raw| raw.attach(&argv[0], stdin))
 }
 
 /// A child just started, before its pipes and exit are attached to the async runtime.
@@ -135,6 +144,7 @@ fn spawn_raw(
     env: &ChildEnv,
     with_stdin: bool,
     contained: &Contained,
+    landlock: Option<&dsh_contain::landlock::Ruleset>,
 ) -> Result<RawChild, SpawnError> {
     let os = |source: io::Error| SpawnError::Os {
         program: argv[0].clone(),
@@ -153,7 +163,8 @@ fn spawn_raw(
     let cwd_c = c_string(cwd.as_os_str().as_bytes()).map_err(os)?;
     let program_c = c_string(program.as_os_str().as_bytes()).map_err(os)?;
     let child = Program::from_c_strings(program_c, argv_c, envp, Some(cwd_c))
-        .with_nofile_soft_limit(crate::rlimit::child_soft_limit());
+        .with_nofile_soft_limit(crate::rlimit::child_soft_limit())
+        .with_landlock(landlock.cloned());
     let (out_r, out_w) = pipe_above_stdio().map_err(os)?;
     let (err_r, err_w) = pipe_above_stdio().map_err(os)?;
     let (stdin_read, stdin_write) = if with_stdin {
@@ -205,6 +216,10 @@ fn spawn_error(program: &str, cwd: &Path, err: dsh_contain::SpawnError) -> Spawn
             path: cwd.to_path_buf(),
             source: source(),
         },
+        dsh_contain::SpawnError::Child {
+            step: Step::Confine,
+            ..
+        } => SpawnError::Confine(source()),
         dsh_contain::SpawnError::InvalidString => SpawnError::Os {
             program: program.to_owned(),
             source: nul_byte_error(),

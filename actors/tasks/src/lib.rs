@@ -20,6 +20,7 @@ mod messages;
 mod producer;
 mod registry;
 mod retention;
+mod sandbox_facts;
 mod snapshot;
 mod table;
 mod wait;
@@ -33,5 +34,6 @@ pub use messages::{
 pub use producer::{TaskOutput, TaskProducer, TaskStatus};
 pub use registry::{RegistryConfig, TaskRegistry};
 pub use retention::{FinishedTask, RetentionLimits, RetentionLoad, RetentionPolicy};
+pub use sandbox_facts::{Enforcement, SandboxFacts, SandboxMode};
 pub use snapshot::TaskSnapshot;
 pub use wait::{OutputCondition, WaitOutcome, WaitTask};

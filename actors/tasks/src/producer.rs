@@ -55,6 +55,9 @@ pub struct TaskOutput {
     pub lossy: bool,
     /// The full-output files that currently exist (stdout first).
     pub spill_paths: Vec<PathBuf>,
+    /// The sandbox facts stamped when a confined task settled; `None` while it runs and for
+    /// unconfined work.
+    pub sandbox: Option<crate::SandboxFacts>,
 }
 
 /// The work behind a task.

@@ -18,13 +18,30 @@ pub struct BashArgs {
     pub workdir: Option<String>,
     /// Start the command as a background task instead of waiting for it.
     pub run_in_background: bool,
+    /// A one-shot escalation: the wider mode asked for and the model's one-sentence justification
+    /// (both present, the justification not blank).
+    pub escalation: Option<Escalation>,
 }
+
+/// `sandbox_permissions` + `justification`, paired and checked.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Escalation {
+    /// The requested mode, as the model wrote it (one of the enum when the schema advertises it).
+    pub mode: String,
+    /// Why this exact command needs wider access.
+    pub justification: String,
+}
+
+/// The modes `sandbox_permissions` may name.
+pub const ESCALATION_MODES: [&str; 2] = ["workspace-write", "danger-full-access"];
 
 #[derive(Clone, Copy)]
 enum Kind {
     String,
     Number,
     Boolean,
+    /// A string from a fixed list.
+    OneOf(&'static [&'static str]),
 }
 
 impl Kind {
@@ -33,14 +50,22 @@ impl Kind {
             Kind::String => value.is_string(),
             Kind::Number => value.is_number(),
             Kind::Boolean => value.is_boolean(),
+            Kind::OneOf(list) => value.as_str().is_some_and(|v| list.contains(&v)),
         }
     }
 
-    fn noun(self) -> &'static str {
+    fn noun(self) -> String {
         match self {
-            Kind::String => "a string",
-            Kind::Number => "a number",
-            Kind::Boolean => "a boolean",
+            Kind::String => "a string".into(),
+            Kind::Number => "a number".into(),
+            Kind::Boolean => "a boolean".into(),
+            Kind::OneOf(list) => format!(
+                "one of [{}]",
+                list.iter()
+                    .map(|v| format!("\"{v}\""))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ),
         }
     }
 }
@@ -70,18 +95,26 @@ fn check_schema<'a>(
     }
 }
 
-/// Validates `bash` arguments.
+/// Validates `bash` arguments against the schema without the sandbox fields.
 pub fn parse_bash_args(arguments: &Value) -> Result<BashArgs, String> {
-    let object = check_schema(
-        arguments,
-        &[
-            ("command", Kind::String, true),
-            ("description", Kind::String, true),
-            ("timeoutMs", Kind::Number, false),
-            ("workdir", Kind::String, false),
-            ("run_in_background", Kind::Boolean, false),
-        ],
-    )?;
+    parse_bash_args_with(arguments, false)
+}
+
+/// Validates `bash` arguments; `sandboxed` adds the advertised `sandbox_permissions` (enum) and
+/// `justification` (string) to the schema check. The escalation pairing is checked either way.
+pub fn parse_bash_args_with(arguments: &Value, sandboxed: bool) -> Result<BashArgs, String> {
+    let mut fields = vec![
+        ("command", Kind::String, true),
+        ("description", Kind::String, true),
+        ("timeoutMs", Kind::Number, false),
+        ("workdir", Kind::String, false),
+        ("run_in_background", Kind::Boolean, false),
+    ];
+    if sandboxed {
+        fields.push(("sandbox_permissions", Kind::OneOf(&ESCALATION_MODES), false));
+        fields.push(("justification", Kind::String, false));
+    }
+    let object = check_schema(arguments, &fields)?;
     let text = |key: &str| object.get(key).and_then(Value::as_str);
     let command = text("command").unwrap_or_default();
     if command.trim().is_empty() {
@@ -99,9 +132,37 @@ pub fn parse_bash_args(arguments: &Value) -> Result<BashArgs, String> {
         }
         None => None,
     };
+    let escalation = match (
+        object.get("sandbox_permissions"),
+        object.get("justification"),
+    ) {
+        (None, None) => None,
+        (Some(_), None) => {
+            return Err("invalid escalation: sandbox_permissions requires a justification".into());
+        }
+        (None, Some(_)) => {
+            return Err(
+                "invalid escalation: justification is only valid together with sandbox_permissions"
+                    .into(),
+            );
+        }
+        (Some(mode), Some(justification)) => {
+            let justification = justification.as_str().unwrap_or_default();
+            if justification.trim().is_empty() {
+                return Err("invalid justification: expected a non-empty sentence".into());
+            }
+            Some(Escalation {
+                mode: mode
+                    .as_str()
+                    .map_or_else(|| mode.to_string(), str::to_owned),
+                justification: justification.to_owned(),
+            })
+        }
+    };
     Ok(BashArgs {
         command: command.to_owned(),
         timeout_ms,
+        escalation,
         workdir: text("workdir").map(str::to_owned),
         run_in_background: object
             .get("run_in_background")

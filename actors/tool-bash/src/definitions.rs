@@ -9,6 +9,21 @@ use serde_json::{Value, json};
 pub const PROMPT_SECTION: &str =
     "Check the [exit code: N] marker on every bash result; investigate failures before moving on.";
 
+/// The sandbox sentence of the `bash` description (legacy wording, with `bash_output`).
+const SANDBOX_SENTENCE: &str = " Commands may run under a file sandbox: a blocked file operation is reported as \
+     `[sandbox: file access denied under <mode> mode]` (a background task reports the same marker via \
+     bash_output once it has finished); that is a policy denial, not a bug in the command — do not retry \
+     it another way.";
+
+/// The escalation paragraph, only with a sandboxing executor.
+const ESCALATION_PARAGRAPH: &str = "\n\nAttempting a command the sandbox may deny is safe. On a real denial, \
+     escalate immediately in the same turn: retry the exact same command once with `sandbox_permissions` \
+     (the narrowest wider mode that suffices) and a one-sentence `justification`. Do not ask in chat first — \
+     the approval prompt is the consent. If the session says approval prompts are disabled, a denial is \
+     final. Never escalate speculatively: ground it in a real denial, normally the one this command just \
+     hit, or the same access already denied in this session. A rejected escalation is final for that \
+     command, not for others.";
+
 /// One tool: what a model is shown.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ToolDefinition {
@@ -47,6 +62,9 @@ pub struct DefinitionFacts {
     pub max_timeout_ms: u64,
     /// Whether background work is offered (`run_in_background`, `bash_output`, `bash_kill`).
     pub background: bool,
+    /// Whether the executor sandboxes: adds the sandbox sentences and the `sandbox_permissions` and
+    /// `justification` parameters.
+    pub sandbox: bool,
 }
 
 /// The three tools (only `bash` when background work is disabled).
@@ -71,6 +89,9 @@ fn bash_definition(facts: DefinitionFacts) -> ToolDefinition {
          (`DSH_HOME`, `DSH_SHELL`, `DSH_SESSION_ID`). \
          Long output is truncated to its tail; the full output is saved to a file whose path is reported.",
     );
+    if facts.sandbox {
+        description.push_str(SANDBOX_SENTENCE);
+    }
     if facts.background {
         description.push_str(
             " Set `run_in_background: true` for long-running commands: the call returns a task id immediately; \
@@ -80,6 +101,9 @@ fn bash_definition(facts: DefinitionFacts) -> ToolDefinition {
         description.push_str(
             " Background execution is not available; long-running commands must finish within the timeout.",
         );
+    }
+    if facts.sandbox {
+        description.push_str(ESCALATION_PARAGRAPH);
     }
     let mut properties = serde_json::Map::new();
     properties.insert(
@@ -107,6 +131,20 @@ fn bash_definition(facts: DefinitionFacts) -> ToolDefinition {
         properties.insert(
             "run_in_background".into(),
             json!({"type": "boolean", "description": "Run in the background and return a task id immediately. No timeout applies."}),
+        );
+    }
+    if facts.sandbox {
+        properties.insert(
+            "sandbox_permissions".into(),
+            json!({"type": "string", "enum": crate::args::ESCALATION_MODES, "description":
+                "The wider sandbox mode this command needs. Only valid as a one-shot retry of a command the \
+                 sandbox just denied; requires `justification` and the user's approval."}),
+        );
+        properties.insert(
+            "justification".into(),
+            json!({"type": "string", "description":
+                "Required with sandbox_permissions: one sentence for the user explaining why this exact \
+                 command needs wider access."}),
         );
     }
     ToolDefinition {

@@ -1,7 +1,44 @@
 //! Model-visible text: foreground results, background reads, status lines, kill replies and
 //! completion notices in the `bash_output`/`bash_kill` dialect. `docs/CONTRACT.md` lists every string.
 
-use dsh_bash::{BashRunResult, CollectedOutput, TaskOutput, TaskStatus, merge_streams};
+use dsh_bash::{
+    BashRunResult, CollectedOutput, SandboxFacts, TaskOutput, TaskStatus, merge_streams,
+};
+
+/// The hint after a denial when the composition offers escalation (seed Appendix B).
+pub const ESCALATION_HINT: &str = "[sandbox: escalation available — retry this exact command once with sandbox_permissions (the narrowest wider mode that suffices) + justification; the approval prompt asks the user]";
+
+/// `[sandbox: file access denied under <mode> mode]`.
+pub fn denial_marker(facts: &SandboxFacts) -> String {
+    format!("[sandbox: file access denied under {} mode]", facts.mode)
+}
+
+/// `[sandbox: the sandbox runner itself failed under <mode> mode — …]`.
+pub fn runner_failure_marker(facts: &SandboxFacts) -> String {
+    format!(
+        "[sandbox: the sandbox runner itself failed under {} mode — the command did not run; this is a sandbox problem, not a command failure]",
+        facts.mode
+    )
+}
+
+/// The sandbox markers of settled facts: the runner-failure marker, or the denial marker and (when
+/// `escalation` is offered and a wider mode exists) the escalation hint; none otherwise.
+pub fn sandbox_markers(facts: Option<&SandboxFacts>, escalation: bool) -> Vec<String> {
+    let Some(facts) = facts else {
+        return Vec::new();
+    };
+    if facts.runner_failed {
+        return vec![runner_failure_marker(facts)];
+    }
+    if !facts.denied {
+        return Vec::new();
+    }
+    let mut markers = vec![denial_marker(facts)];
+    if escalation && !facts.mode.wider().is_empty() {
+        markers.push(ESCALATION_HINT.to_owned());
+    }
+    markers
+}
 
 /// A stream's text, with the truncation marker and spill path when its head was dropped.
 fn stream_text(output: &CollectedOutput) -> String {
@@ -16,13 +53,19 @@ fn stream_text(output: &CollectedOutput) -> String {
     )
 }
 
-/// stdout, then a `[stderr]` section, then the markers; the exit marker is always last.
+/// stdout, then a `[stderr]` section, then the markers; the exit marker is always last. No
+/// escalation hint (see [`render_result_with`]).
 pub fn render_result(result: &BashRunResult) -> String {
+    render_result_with(result, false)
+}
+
+/// [`render_result`], with the escalation hint after a denial when `escalation` is offered.
+pub fn render_result_with(result: &BashRunResult, escalation: bool) -> String {
     let mut body = merge_streams(stream_text(&result.stdout), &stream_text(&result.stderr));
     if body.is_empty() {
         body.push_str("(no output)");
     }
-    let mut markers = Vec::new();
+    let mut markers = sandbox_markers(result.sandbox.as_ref(), escalation);
     // Reported however the process ended: a command can trap SIGTERM and exit 0 after our timer fired.
     if result.timed_out {
         markers.push(format!("[timed out after {}ms]", result.timeout_ms));
@@ -60,9 +103,24 @@ pub fn status_line(status: &TaskStatus) -> String {
     }
 }
 
-/// A `bash_output` reply: the delta or `(no new output)`, the loss notice, then the status line.
+/// A `bash_output` reply: the delta or `(no new output)`, the loss notice, then the status line. No
+/// escalation hint (see [`render_read_with`]).
 pub fn render_read(output: &TaskOutput, status: &TaskStatus) -> String {
-    with_loss_notice(output, "(no new output)") + &status_line(status)
+    render_read_with(output, status, false)
+}
+
+/// [`render_read`], then — once the task has ended — its sandbox markers (runner failure, or denial
+/// and the escalation hint when `escalation` is offered), each on its own line, on every read.
+pub fn render_read_with(output: &TaskOutput, status: &TaskStatus, escalation: bool) -> String {
+    let mut text = with_loss_notice(output, "(no new output)");
+    text.push_str(&status_line(status));
+    if !status.is_running() {
+        for marker in sandbox_markers(output.sandbox.as_ref(), escalation) {
+            text.push('\n');
+            text.push_str(&marker);
+        }
+    }
+    text
 }
 
 /// The reply of a foreground call that reached its timeout under `on_timeout: background`: the

@@ -4,8 +4,22 @@
 //!
 //! The text a model sees is rendered elsewhere (`render.rs`) and is not affected by anything here.
 
-use dsh_bash::{BashRunResult, CollectedOutput, PeekSnapshot, TaskOutput, TaskStatus};
+use dsh_bash::{
+    BashRunResult, CollectedOutput, PeekSnapshot, SandboxFacts, TaskOutput, TaskStatus,
+};
 use serde_json::{Value, json};
+
+/// `{mode, denied, enforcement?, runner_failed?}`: the optional facts only when supplied (TB-44).
+pub fn sandbox_structured(facts: &SandboxFacts) -> Value {
+    let mut value = json!({"mode": facts.mode.as_str(), "denied": facts.denied});
+    if let Some(enforcement) = facts.enforcement {
+        value["enforcement"] = json!(enforcement.as_str());
+    }
+    if facts.runner_failed {
+        value["runner_failed"] = json!(true);
+    }
+    value
+}
 
 fn stream(output: &CollectedOutput, bytes: Option<u64>) -> Value {
     json!({
@@ -22,7 +36,7 @@ pub fn bash_structured(
     duration_ms: u64,
     totals: Option<&PeekSnapshot>,
 ) -> Value {
-    json!({
+    let mut value = json!({
         "background": false,
         "exit_code": result.exit_code,
         "signal": result.signal,
@@ -32,7 +46,11 @@ pub fn bash_structured(
         "duration_ms": duration_ms,
         "stdout": stream(&result.stdout, totals.map(|t| t.stdout_bytes)),
         "stderr": stream(&result.stderr, totals.map(|t| t.stderr_bytes)),
-    })
+    });
+    if let Some(facts) = &result.sandbox {
+        value["sandbox"] = sandbox_structured(facts);
+    }
+    value
 }
 
 /// A foreground `bash` call that reached its timeout and became background task `task_id`.
@@ -57,16 +75,20 @@ fn status_fields(status: &TaskStatus) -> (&'static str, Option<i32>, Option<&str
 
 /// A `bash_output` read.
 pub fn read_structured(task_id: &str, output: &TaskOutput, status: &TaskStatus) -> Value {
-    let (status, exit_code, signal) = status_fields(status);
-    json!({
+    let (status_name, exit_code, signal) = status_fields(status);
+    let mut value = json!({
         "task_id": task_id,
         "output": output.delta,
         "output_dropped": output.lossy,
         "spill_paths": output.spill_paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
-        "status": status,
+        "status": status_name,
         "exit_code": exit_code,
         "signal": signal,
-    })
+    });
+    if let Some(facts) = output.sandbox.as_ref().filter(|_| !status.is_running()) {
+        value["sandbox"] = sandbox_structured(facts);
+    }
+    value
 }
 
 /// A `bash_kill` reply.
@@ -88,6 +110,17 @@ pub fn output_schema(tool: &str) -> Option<Value> {
         },
         "required": ["bytes", "truncated", "spill_path"],
     });
+    let sandbox = json!({
+        "type": "object",
+        "description": "The sandbox facts, when the executor sandboxes.",
+        "properties": {
+            "mode": {"type": "string", "enum": ["read-only", "workspace-write", "danger-full-access"]},
+            "denied": {"type": "boolean", "description": "The command failed on a sandbox denial."},
+            "enforcement": {"type": "string", "enum": ["full", "partial"]},
+            "runner_failed": {"type": "boolean", "description": "The sandbox runner itself failed."},
+        },
+        "required": ["mode", "denied"],
+    });
     let schema = match tool {
         "bash" => json!({
             "type": "object",
@@ -102,6 +135,7 @@ pub fn output_schema(tool: &str) -> Option<Value> {
                 "duration_ms": {"type": "integer", "minimum": 0},
                 "stdout": stream,
                 "stderr": stream,
+                "sandbox": sandbox,
             },
             "required": ["background"],
         }),
@@ -115,6 +149,7 @@ pub fn output_schema(tool: &str) -> Option<Value> {
                 "status": {"type": "string", "enum": ["queued", "running", "completed", "killed"]},
                 "exit_code": nullable_int,
                 "signal": nullable_str,
+                "sandbox": sandbox,
             },
             "required": ["task_id", "output", "output_dropped", "status"],
         }),
@@ -145,6 +180,7 @@ mod tests {
             delta: "hi\n".into(),
             lossy: false,
             spill_paths: vec![],
+            sandbox: None,
         };
         let read = read_structured("bash-1", &output, &TaskStatus::Completed { exit_code: 3 });
         assert_eq!(read["status"], "completed");

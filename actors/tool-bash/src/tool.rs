@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 
 use actix::prelude::*;
 use dsh_bash::{
-    AbortSignal, BashConfig, BashExecRequest, LocalBashExecutor, OutputPeek, Resolver, Run, Start,
+    AbortSignal, BashConfig, BashExecRequest, LocalBashExecutor, OutputPeek, Resolver, Run,
+    SandboxMode, SandboxPolicy, SandboxPolicyResolver, Start,
 };
 use dsh_tasks::{
     AgentRef, KillTask, ReadTask, Register, Subscribe, TaskDone, TaskKillOutcome, TaskRegistry,
@@ -16,11 +17,13 @@ use dsh_tasks::{
 };
 use serde_json::Value;
 
-use crate::args::{parse_bash_args, parse_read_args, parse_task_id};
+use crate::approval::ApprovalRequest;
+use crate::args::{parse_bash_args_with, parse_read_args, parse_task_id};
 use crate::definitions::{DefinitionFacts, ToolDefinition, tool_definitions};
+use crate::escalation::escalate;
 use crate::managed_env::managed_env;
 use crate::render::{
-    render_kill, render_moved, render_notice, render_read, render_result, render_started,
+    render_kill, render_moved, render_notice, render_read_with, render_result_with, render_started,
 };
 use crate::structured::{
     bash_structured, kill_structured, moved_structured, read_structured, started_structured,
@@ -40,6 +43,10 @@ pub struct ToolCall {
     pub cancel: Option<AbortSignal>,
     /// Filled with a foreground `bash` call's output once it runs, so a front end can report progress.
     pub peek: Option<OutputPeek>,
+    /// The front end's id for the call (quoted in approval requests).
+    pub id: Option<String>,
+    /// Where an escalation's approval is asked: the calling agent's (or its front end's) mailbox.
+    pub approver: Option<Recipient<ApprovalRequest>>,
 }
 
 impl ToolCall {
@@ -51,7 +58,21 @@ impl ToolCall {
             caller: None,
             cancel: None,
             peek: None,
+            id: None,
+            approver: None,
         }
+    }
+
+    /// Names the call, for approval requests.
+    pub fn with_id(mut self, id: impl Into<String>) -> Self {
+        self.id = Some(id.into());
+        self
+    }
+
+    /// Routes the call's escalation approvals to `approver`.
+    pub fn with_approver(mut self, approver: Recipient<ApprovalRequest>) -> Self {
+        self.approver = Some(approver);
+        self
     }
 
     /// Makes the call an agent's: its background tasks belong to that agent and notify it.
@@ -122,6 +143,9 @@ pub struct ExecutorRef {
     pub run: Recipient<Run>,
     /// Where background starts go.
     pub start: Recipient<Start>,
+    /// Whether the executor confines commands (a sandbox executor): the tool then advertises the
+    /// escalation parameters and needs a sandbox policy resolver.
+    pub confines: bool,
 }
 
 impl ExecutorRef {
@@ -134,7 +158,14 @@ impl ExecutorRef {
             resolve,
             run: addr.clone().recipient(),
             start: addr.recipient(),
+            confines: false,
         }
+    }
+
+    /// An executor that confines commands (see [`ExecutorRef::confines`]).
+    pub fn confining(mut self) -> Self {
+        self.confines = true;
+        self
     }
 
     /// The local executor, resolving with the same config it was started with.
@@ -156,6 +187,9 @@ pub struct ToolBashConfig {
     pub timeout_ms: u64,
     /// The executor's maximum timeout, quoted in the schema.
     pub max_timeout_ms: u64,
+    /// An approval service is composed: escalations are asked of the call's approver. Without it
+    /// every escalation fails closed (`… but no approval service is composed`).
+    pub approvals: bool,
 }
 
 /// The tool actor.
@@ -163,29 +197,67 @@ pub struct ToolBash {
     config: ToolBashConfig,
     executor: ExecutorRef,
     registry: Addr<TaskRegistry>,
+    /// The standing sandbox policy, present exactly when the executor confines.
+    policy: Option<SandboxPolicyResolver>,
 }
 
 impl ToolBash {
-    /// The tool actor over an executor and the task registry its background tasks go to.
+    /// The tool actor over an executor and the task registry its background tasks go to. A
+    /// confining executor needs `policy` (the seeds' load-time error otherwise); a policy without
+    /// one is ignored.
     pub fn new(
         config: ToolBashConfig,
         executor: ExecutorRef,
         registry: Addr<TaskRegistry>,
-    ) -> Self {
-        Self {
+        policy: Option<SandboxPolicyResolver>,
+    ) -> Result<Self, String> {
+        if executor.confines && policy.is_none() {
+            return Err(
+                "tool-bash: the mounted bash executor confines but ctx.sandboxPolicy is missing"
+                    .into(),
+            );
+        }
+        let policy = policy.filter(|_| executor.confines);
+        Ok(Self {
             config,
             executor,
             registry,
-        }
+            policy,
+        })
     }
 
-    /// The definitions to show a model.
-    pub fn definitions(config: &ToolBashConfig) -> Vec<ToolDefinition> {
+    /// The definitions to show a model; `sandbox` when the executor confines.
+    pub fn definitions(config: &ToolBashConfig, sandbox: bool) -> Vec<ToolDefinition> {
         tool_definitions(DefinitionFacts {
             timeout_ms: config.timeout_ms,
             max_timeout_ms: config.max_timeout_ms,
             background: config.background,
+            sandbox,
         })
+    }
+}
+
+/// Sets (`Some`) or clears (`None`) a session's standing sandbox mode (the seeds' `sandbox/mode`
+/// session event). Never shown to the model. Fails when the executor does not confine.
+#[derive(Message, Clone, Debug)]
+#[rtype(result = "Result<(), String>")]
+pub struct SetSessionSandboxMode {
+    /// The agent session.
+    pub session: String,
+    /// Its new standing mode.
+    pub mode: Option<SandboxMode>,
+}
+
+impl Handler<SetSessionSandboxMode> for ToolBash {
+    type Result = Result<(), String>;
+
+    fn handle(&mut self, msg: SetSessionSandboxMode, _: &mut Self::Context) -> Self::Result {
+        let policy = self
+            .policy
+            .as_mut()
+            .ok_or("the bash executor does not sandbox; there is no mode to set")?;
+        policy.set_session_mode(&msg.session, msg.mode);
+        Ok(())
     }
 }
 
@@ -205,17 +277,24 @@ impl Handler<ToolCall> for ToolBash {
         let config = self.config.clone();
         let executor = self.executor.clone();
         let registry = self.registry.clone();
+        // Step 5: the standing policy, resolved at dispatch.
+        let session = call.caller.as_ref().map(|c| c.session_id.as_str());
+        let standing = self
+            .policy
+            .as_ref()
+            .map(|policy| policy.resolve(session, None));
+        let sandboxed = standing.is_some();
         Box::pin(async move {
             if call.cancel.as_ref().is_some_and(AbortSignal::is_aborted) {
                 return ToolResult::error("tool call aborted before dispatch");
             }
             let outcome = match call.name.as_str() {
-                "bash" => bash(&config, &executor, &registry, call).await,
-                "bash_output" if config.background => bash_output(&registry, call).await,
+                "bash" => bash(&config, &executor, &registry, standing, call).await,
+                "bash_output" if config.background => bash_output(&registry, sandboxed, call).await,
                 "bash_kill" if config.background => bash_kill(&registry, call).await,
                 other => Err(format!(
                     "unknown tool \"{other}\"; available tools: {}",
-                    ToolBash::definitions(&config)
+                    ToolBash::definitions(&config, sandboxed)
                         .iter()
                         .map(|d| d.name)
                         .collect::<Vec<_>>()
@@ -254,9 +333,22 @@ async fn bash(
     config: &ToolBashConfig,
     executor: &ExecutorRef,
     registry: &Addr<TaskRegistry>,
+    standing: Option<SandboxPolicy>,
     call: ToolCall,
 ) -> Result<ToolResult, String> {
-    let args = parse_bash_args(&call.arguments)?;
+    let args = parse_bash_args_with(&call.arguments, standing.is_some())?;
+    let escalation_offered = standing.is_some();
+    let policy = match &args.escalation {
+        Some(escalation) => {
+            let granted = escalate(config, standing.as_ref(), escalation, &call).await?;
+            if call.cancel.as_ref().is_some_and(AbortSignal::is_aborted) {
+                // Cancelled after the grant: nothing is published.
+                return Err("tool call aborted".into());
+            }
+            Some(granted)
+        }
+        None => standing,
+    };
     if args.run_in_background && !config.background {
         return Err(
             "run_in_background is disabled for this deployment (enableRunInBackground: false)"
@@ -279,6 +371,7 @@ async fn bash(
         },
         peek: peek.clone(),
         session: session.map(str::to_owned),
+        sandbox_policy: policy,
         ..BashExecRequest::default()
     };
     let spec = (executor.resolve)(request).map_err(|err| err.to_string())?;
@@ -312,10 +405,14 @@ async fn bash(
     if result.aborted {
         return Ok(ToolResult::error("command aborted").with_structured(structured));
     }
-    Ok(ToolResult::ok(render_result(&result)).with_structured(structured))
+    Ok(ToolResult::ok(render_result_with(&result, escalation_offered)).with_structured(structured))
 }
 
-async fn bash_output(registry: &Addr<TaskRegistry>, call: ToolCall) -> Result<ToolResult, String> {
+async fn bash_output(
+    registry: &Addr<TaskRegistry>,
+    escalation_offered: bool,
+    call: ToolCall,
+) -> Result<ToolResult, String> {
     let args = parse_read_args(&call.arguments)?;
     let id = args.task_id;
     let caller = call.caller.map(|c| c.session_id);
@@ -347,10 +444,12 @@ async fn bash_output(registry: &Addr<TaskRegistry>, call: ToolCall) -> Result<To
         REGISTRY,
     )?;
     let structured = read_structured(&id, &reply.output, &reply.snapshot.status);
-    Ok(
-        ToolResult::ok(render_read(&reply.output, &reply.snapshot.status))
-            .with_structured(structured),
-    )
+    Ok(ToolResult::ok(render_read_with(
+        &reply.output,
+        &reply.snapshot.status,
+        escalation_offered,
+    ))
+    .with_structured(structured))
 }
 
 async fn bash_kill(registry: &Addr<TaskRegistry>, call: ToolCall) -> Result<ToolResult, String> {

@@ -23,6 +23,7 @@ fn base() -> BashRunResult {
         stderr: CollectedOutput::default(),
         oom_killed: false,
         moved_to_background: None,
+        sandbox: None,
     }
 }
 
@@ -38,6 +39,7 @@ fn read(delta: &str, lossy: bool, paths: &[&str]) -> TaskOutput {
         delta: delta.into(),
         lossy,
         spill_paths: paths.iter().map(PathBuf::from).collect(),
+        sandbox: None,
     }
 }
 
@@ -252,7 +254,8 @@ fn argument_parsing_ignores_extra_keys() {
             command: "ls".into(),
             timeout_ms: Some(5.0),
             workdir: None,
-            run_in_background: false
+            run_in_background: false,
+            escalation: None,
         }
     );
     assert_eq!(

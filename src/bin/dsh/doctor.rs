@@ -1,9 +1,9 @@
-//! `dsh doctor`: what this host gives dsh, one line each, so a user can see why `--containment` or a
-//! task limit is refused and what to change. The cgroup, subreaper and pidfd facts come from
-//! `dsh_contain`; Landlock and bubblewrap are probed here (cheap: one syscall, one `PATH` walk).
+//! `dsh doctor`: what this host gives dsh, one line each, so a user can see why `--containment`,
+//! a task limit or `--sandbox` is refused and what to change. The cgroup, subreaper and pidfd facts
+//! come from `dsh_contain`; the sandbox lines come from the same probe the runtime runs at start
+//! (`LocalSandboxProvider`), so what doctor says is what `dsh` would do.
 
-use std::path::PathBuf;
-
+use dsh::{BackendChoice, LocalSandboxConfig, LocalSandboxProvider, NetworkPolicy};
 use dsh_contain::HostFacts;
 use nix::libc;
 
@@ -13,45 +13,91 @@ pub fn print() {
         println!("{line}");
     }
     println!("landlock: {}", landlock());
-    println!(
-        "bubblewrap: {}",
-        bwrap().map_or_else(
-            || "not found on PATH".to_owned(),
-            |p| p.display().to_string()
-        )
-    );
+    println!("bubblewrap: {}", bwrap());
+    for line in sandbox_lines() {
+        println!("{line}");
+    }
 }
 
 /// The Landlock ABI version, or why there is none.
 fn landlock() -> String {
-    const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
-    // SAFETY: landlock_create_ruleset with a null attribute, size 0 and the VERSION flag only
-    // returns the ABI version (or -1 with errno); it creates nothing.
-    let abi = unsafe {
-        libc::syscall(
-            libc::SYS_landlock_create_ruleset,
-            std::ptr::null::<u8>(),
-            0usize,
-            LANDLOCK_CREATE_RULESET_VERSION,
-        )
-    };
-    if abi >= 0 {
-        return format!("ABI {abi}");
-    }
-    match std::io::Error::last_os_error().raw_os_error() {
-        Some(libc::ENOSYS) => "no (the kernel has no Landlock)".to_owned(),
-        Some(libc::EOPNOTSUPP) => "no (Landlock is disabled at boot)".to_owned(),
-        _ => format!("no ({})", std::io::Error::last_os_error()),
+    match dsh_contain::landlock::abi() {
+        Ok(abi) => format!("ABI {abi}"),
+        Err(err) => match err.raw_os_error() {
+            Some(libc::ENOSYS) => "no (the kernel has no Landlock)".to_owned(),
+            Some(libc::EOPNOTSUPP) => "no (Landlock is disabled at boot)".to_owned(),
+            _ => format!("no ({err})"),
+        },
     }
 }
 
-/// `bwrap` on `PATH`, if any.
-fn bwrap() -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|dir| dir.join("bwrap"))
-        .find(|candidate| {
-            candidate.is_file()
-                && nix::unistd::access(candidate, nix::unistd::AccessFlags::X_OK).is_ok()
-        })
+/// Where bubblewrap is and whether it runs the seeds' profile here.
+fn bwrap() -> String {
+    let Some(path) = dsh::actors::bash::sandbox::local::find_on_path("bwrap") else {
+        return "not found on PATH".to_owned();
+    };
+    let probe = LocalSandboxProvider::new(LocalSandboxConfig {
+        backend: BackendChoice::Bwrap,
+        ..LocalSandboxConfig::default()
+    });
+    match probe.as_ref().map(LocalSandboxProvider::verdict) {
+        Ok(Ok(_)) => format!("{} (usable)", path.display()),
+        Ok(Err(reason)) => format!("{} (not usable: {reason})", path.display()),
+        Err(reason) => format!("{} (not usable: {reason})", path.display()),
+    }
+}
+
+/// The backend `--sandbox` would use, what each mode enforces with it, and the extras.
+fn sandbox_lines() -> Vec<String> {
+    let provider = match LocalSandboxProvider::new(LocalSandboxConfig::default()) {
+        Ok(provider) => provider,
+        Err(reason) => return vec![format!("sandbox: {reason}")],
+    };
+    let backend = match provider.verdict() {
+        Ok(backend) => backend.to_string(),
+        Err(reason) => {
+            return vec![
+                format!("sandbox: none usable ({reason})"),
+                "sandbox default: UNCONFINED — commands can write anywhere this user can; \
+                 an explicit --sandbox read-only|workspace-write fails at start"
+                    .to_owned(),
+            ];
+        }
+    };
+    let enforcement = provider
+        .enforcement()
+        .map_or("none", |e| e.as_str())
+        .to_owned();
+    let deny = LocalSandboxProvider::new(LocalSandboxConfig {
+        network: NetworkPolicy::Deny,
+        ..LocalSandboxConfig::default()
+    })
+    .ok()
+    .and_then(|p| p.verdict().ok().map(ToString::to_string));
+    vec![
+        format!("sandbox: {backend}"),
+        "sandbox default: workspace-write".to_owned(),
+        format!(
+            "sandbox read-only: no writes anywhere except /dev/null (enforcement {enforcement})"
+        ),
+        format!(
+            "sandbox workspace-write: writes only below the workspace and /tmp (enforcement {enforcement})"
+        ),
+        "sandbox danger-full-access: unconfined".to_owned(),
+        format!(
+            "sandbox network deny: {}",
+            deny.map_or_else(
+                || "unavailable (--network deny fails at start)".to_owned(),
+                |b| format!("yes, by {b}")
+            )
+        ),
+        format!(
+            "sandbox signal scope: {}",
+            if provider.signals_scoped() {
+                "yes (Landlock ABI 6+: a confined command cannot signal dsh or its agent)"
+            } else {
+                "no (needs Landlock ABI 6)"
+            }
+        ),
+    ]
 }

@@ -4,7 +4,10 @@ use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
 use dsh::actors::process::{ContainmentMode, TaskLimits};
-use dsh::{OnTimeout, Runtime, RuntimeBuilder};
+use dsh::{
+    BackendChoice, LocalSandboxConfig, LocalSandboxProvider, NetworkPolicy, OnTimeout, Runtime,
+    RuntimeBuilder, SandboxMode,
+};
 
 /// `--containment`: how each command is kept together with all its descendants.
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,8 +31,71 @@ pub enum OnTimeoutFlag {
     Background,
 }
 
+/// `--sandbox`: what commands may change on the filesystem.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sandbox {
+    /// No writes anywhere (only /dev/null).
+    ReadOnly,
+    /// Writes only below the workspace (--cwd) and /tmp.
+    WorkspaceWrite,
+    /// No confinement.
+    DangerFullAccess,
+}
+
+impl Sandbox {
+    fn mode(self) -> SandboxMode {
+        match self {
+            Sandbox::ReadOnly => SandboxMode::ReadOnly,
+            Sandbox::WorkspaceWrite => SandboxMode::WorkspaceWrite,
+            Sandbox::DangerFullAccess => SandboxMode::DangerFullAccess,
+        }
+    }
+}
+
+/// `--network`: TCP for confined commands.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Network {
+    /// Not restricted (as the seeds).
+    Allow,
+    /// No TCP connect or bind, loopback included.
+    Deny,
+}
+
+/// `--sandbox-backend`: which confinement backend to use.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SandboxBackend {
+    /// Landlock (applied in the spawn), else bubblewrap.
+    Auto,
+    /// Landlock only.
+    Landlock,
+    /// bubblewrap only.
+    Bwrap,
+}
+
 #[derive(Args, Debug, Clone)]
 pub struct RuntimeFlags {
+    /// What commands may write [default: workspace-write where a sandbox backend is usable, else
+    /// unconfined with a warning; see `dsh doctor`]. An explicit confined mode the host cannot give
+    /// is a startup error.
+    #[arg(long, value_enum)]
+    pub sandbox: Option<Sandbox>,
+    /// TCP for confined commands; `deny` needs Landlock ABI 4 or bubblewrap, else startup fails.
+    #[arg(long, value_enum, default_value = "allow")]
+    pub network: Network,
+    /// Which sandbox backend confines commands.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub sandbox_backend: SandboxBackend,
+    /// Let confined commands signal processes outside their sandbox (by default Landlock ABI 6
+    /// refuses it, so a command cannot kill dsh or its agent).
+    #[arg(long)]
+    pub no_signal_scope: bool,
+    /// An operator's bwrap-shaped sandbox runner, one argv word per use (`--sandbox-runner
+    /// /opt/bin/bwrap`); skips backend selection. The seeds' profile and the command follow it.
+    #[arg(long, value_name = "WORD")]
+    pub sandbox_runner: Vec<String>,
+    /// Text the runner prints when it itself fails (required with --sandbox-runner; repeatable).
+    #[arg(long, value_name = "TEXT")]
+    pub sandbox_runner_failure_signature: Vec<String>,
     /// Default foreground timeout in milliseconds.
     #[arg(long, default_value_t = 120_000, value_name = "MS")]
     pub timeout_ms: u64,
@@ -170,6 +236,61 @@ impl RuntimeFlags {
         builder
     }
 
+    /// The sandbox settings from the flags.
+    pub fn sandbox_config(&self) -> LocalSandboxConfig {
+        LocalSandboxConfig {
+            backend: match self.sandbox_backend {
+                SandboxBackend::Auto => BackendChoice::Auto,
+                SandboxBackend::Landlock => BackendChoice::Landlock,
+                SandboxBackend::Bwrap => BackendChoice::Bwrap,
+            },
+            network: match self.network {
+                Network::Allow => NetworkPolicy::Allow,
+                Network::Deny => NetworkPolicy::Deny,
+            },
+            scope_signals: !self.no_signal_scope,
+            runner_command: self.sandbox_runner.clone(),
+            runner_failure_signatures: self.sandbox_runner_failure_signature.clone(),
+            ..LocalSandboxConfig::default()
+        }
+    }
+
+    /// Adds the sandbox to `builder`: an explicit `--sandbox` as given (the runtime fails closed if a
+    /// confined mode is impossible); no flag: `workspace-write` where a backend is usable, else
+    /// unconfined, said loudly.
+    fn with_sandbox(&self, builder: RuntimeBuilder) -> Result<RuntimeBuilder, String> {
+        let config = self.sandbox_config();
+        if self.network == Network::Deny && self.sandbox == Some(Sandbox::DangerFullAccess) {
+            return Err(
+                "--network deny needs a confined --sandbox mode (read-only or workspace-write)"
+                    .into(),
+            );
+        }
+        if let Some(mode) = self.sandbox {
+            return Ok(builder.sandbox(mode.mode(), config));
+        }
+        let provider = LocalSandboxProvider::new(config)?;
+        match provider.verdict() {
+            Ok(backend) => {
+                tracing::info!(%backend, "sandbox: workspace-write by default");
+                Ok(builder
+                    .sandbox_provider(SandboxMode::WorkspaceWrite, std::sync::Arc::new(provider)))
+            }
+            Err(reason) if self.network == Network::Deny => Err(format!(
+                "--network deny: no sandbox backend is usable on this host ({reason})"
+            )),
+            Err(reason) => {
+                tracing::warn!(
+                    %reason,
+                    "NO SANDBOX: no sandbox backend is usable on this host, so commands run UNCONFINED \
+                     and can write anywhere this user can. See `dsh doctor`; pass --sandbox \
+                     danger-full-access to accept this explicitly."
+                );
+                Ok(builder)
+            }
+        }
+    }
+
     /// Starts the runtime on the current actix system.
     pub fn start(&self) -> Result<Runtime, String> {
         if let Some(cwd) = &self.cwd
@@ -178,10 +299,14 @@ impl RuntimeFlags {
             return Err(format!("--cwd {}: not a directory", cwd.display()));
         }
         let runtime = self
-            .builder()
+            .with_sandbox(self.builder())?
             .start_in_current_system()
             .map_err(|e| e.to_string())?;
-        tracing::info!(containment = %runtime.containment_mode(), "dsh runtime started");
+        tracing::info!(
+            containment = %runtime.containment_mode(),
+            sandbox = %runtime.sandbox_mode().map_or("none", SandboxMode::as_str),
+            "dsh runtime started"
+        );
         Ok(runtime)
     }
 

@@ -9,7 +9,10 @@
 //! call, an id already in flight); lines without an id get `"id": null`. Blank lines are skipped. A
 //! line longer than `--max-line-bytes` is skipped as it streams by and answered with an error.
 //!
-//! End of input: calls already running finish and are answered, then every process is killed and joined
+//! Escalation approvals (`jsonl_approvals.rs`): the server asks `{"approval": n, "id": …, "session": …,
+//! "reason": …}` and the client answers `{"approve": n, "outcome": "allowed-once"|"rejected"|"cancelled"}`.
+//!
+//! End of input: open approval questions are answered `cancelled`; calls already running finish and are answered, then every process is killed and joined
 //! and the server exits 0. SIGINT/SIGTERM, or the client closing our stdout: everything is killed and
 //! joined at once (running calls are answered with what they got, where anyone can still read them); a
 //! second signal SIGKILLs every group immediately.
@@ -25,10 +28,12 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
 use crate::flags::RuntimeFlags;
+use crate::jsonl_approvals::{JsonlApprover, Pending};
 use crate::jsonl_line::{Id, Line, error_reply, parse_line};
 use crate::notices::session_agent;
 use crate::signals::{self, Interrupts};
 use crate::stdio::{self, InputLine};
+use actix::{Actor, Addr};
 
 /// Output lines go through one writer thread so concurrent replies never interleave.
 type Out = mpsc::UnboundedSender<String>;
@@ -43,6 +48,8 @@ struct Server {
     running: Running,
     sessions: HashMap<String, AgentRef>,
     calls: JoinSet<()>,
+    approver: Addr<JsonlApprover>,
+    approvals: Pending,
 }
 
 /// The reply to a finished call, `id` first.
@@ -81,6 +88,7 @@ impl Server {
             Line::Blank => {}
             Line::Malformed { id, error } => self.reply_error(id.as_deref(), &error),
             Line::Cancel { id, target } => {
+                self.approvals.withdraw(target.get());
                 let signal = self.lock_running().get(target.get()).cloned();
                 if let Some(signal) = &signal {
                     signal.abort("cancelled by the client");
@@ -89,6 +97,18 @@ impl Server {
                     let reply =
                         format!("{{\"id\":{},\"cancelled\":{}}}", id.get(), signal.is_some());
                     let _ = self.out.send(reply);
+                }
+            }
+            Line::Approve {
+                id,
+                number,
+                outcome,
+            } => {
+                if !self.approvals.answer(number, &outcome) {
+                    self.reply_error(
+                        id.as_deref(),
+                        &format!("no approval {number} is waiting for an answer"),
+                    );
                 }
             }
             Line::Call {
@@ -138,7 +158,12 @@ impl Server {
             }
             running.insert(key.clone(), cancel.clone());
         }
-        let mut call = ToolCall::new(tool, arguments).with_cancel(cancel);
+        let mut call = ToolCall::new(tool, arguments)
+            .with_cancel(cancel)
+            .with_approver(self.approver.clone().recipient());
+        if let Some(id) = &id {
+            call = call.with_id(id.get());
+        }
         if let Some(session) = session {
             call = call.with_caller(self.agent(session));
         }
@@ -180,7 +205,15 @@ pub async fn main(flags: RuntimeFlags, max_line_bytes: usize) -> Result<i32, Str
     let runtime = flags.start()?;
     let output = stdio::spawn_writer();
     let disconnected = output.disconnected.clone();
+    let approvals = Pending::default();
+    let approver = JsonlApprover {
+        out: output.lines.clone(),
+        pending: approvals.clone(),
+    }
+    .start();
     let mut server = Server {
+        approver,
+        approvals: approvals.clone(),
         tools: runtime.tool_definitions().iter().map(|d| d.name).collect(),
         runtime: runtime.clone(),
         out: output.lines,
@@ -200,6 +233,8 @@ pub async fn main(flags: RuntimeFlags, max_line_bytes: usize) -> Result<i32, Str
             () = disconnected.cancelled() => break Stop::Disconnected,
         }
     };
+    // Nobody is left to answer an approval question.
+    approvals.close();
     if stop == Stop::EndOfInput {
         // Running calls finish and are answered, unless a signal or a hang-up cuts the wait short.
         stop = loop {

@@ -24,6 +24,12 @@ pub enum Line {
         id: Option<Id>,
         target: Id,
     },
+    /// The client's answer to an escalation approval.
+    Approve {
+        id: Option<Id>,
+        number: u64,
+        outcome: String,
+    },
     Blank,
     Malformed {
         id: Option<Id>,
@@ -44,6 +50,29 @@ pub fn parse_line(line: &str, tools: &[&str]) -> Line {
     };
     let id = fields.remove("id").map(RawValue::to_owned);
     let tool = fields.remove("tool");
+    if let Some(number) = fields.remove("approve") {
+        if tool.is_some() {
+            return malformed(
+                id,
+                "a line cannot be both an approval answer and a call".into(),
+            );
+        }
+        let Ok(number) = serde_json::from_str::<u64>(number.get()) else {
+            return malformed(id, "\"approve\" must be the approval's number".into());
+        };
+        let outcome = match fields
+            .remove("outcome")
+            .map(|raw| serde_json::from_str::<Value>(raw.get()))
+        {
+            Some(Ok(Value::String(outcome))) => outcome,
+            _ => return malformed(id, "\"outcome\" must be a string".into()),
+        };
+        return Line::Approve {
+            id,
+            number,
+            outcome,
+        };
+    }
     if let Some(target) = fields.remove("cancel") {
         if tool.is_some() {
             return malformed(id, "a line cannot be both a cancel and a call".into());
@@ -181,6 +210,18 @@ mod tests {
             matches!(parse_line(r#"{"cancel": 7}"#, TOOLS), Line::Cancel { id: None, target } if target.get() == "7")
         );
         assert!(matches!(parse_line("  ", TOOLS), Line::Blank));
+        assert!(matches!(
+            parse_line(r#"{"approve": 3, "outcome": "rejected"}"#, TOOLS),
+            Line::Approve { number: 3, ref outcome, .. } if outcome == "rejected"
+        ));
+        assert_eq!(
+            error_of(r#"{"approve": "x", "outcome": "rejected"}"#).1,
+            "\"approve\" must be the approval's number"
+        );
+        assert_eq!(
+            error_of(r#"{"approve": 1}"#).1,
+            "\"outcome\" must be a string"
+        );
         assert_eq!(
             error_reply(None, "bad \"x\""),
             r#"{"id":null,"error":"bad \"x\""}"#

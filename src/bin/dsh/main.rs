@@ -13,10 +13,12 @@
 mod doctor;
 mod flags;
 mod jsonl;
+mod jsonl_approvals;
 mod jsonl_line;
 mod jsonrpc_errors;
 mod log_gate;
 mod mcp;
+mod mcp_approvals;
 mod mcp_stdio;
 mod mcp_tools;
 mod nofile;
@@ -82,12 +84,26 @@ enum Mode {
     /// The runtime's watchdog (started by dsh itself; reads registrations on stdin).
     #[command(name = "__watchdog", hide = true)]
     Watchdog,
+    /// A Landlock launcher: confine this process to MODE with ROOT writable, then exec the command.
+    /// Not used by dsh itself (it confines in the spawn); kept to measure the launcher design
+    /// against it (`benches/sandbox.rs`).
+    #[command(name = "__landlock-launch", hide = true)]
+    LandlockLaunch {
+        /// `read-only` or `workspace-write`.
+        mode: String,
+        /// The workspace root.
+        root: std::path::PathBuf,
+        /// The program and its arguments.
+        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+        argv: Vec<String>,
+    },
 }
 
 fn main() {
     let cli = Cli::parse();
     match cli.mode {
         Mode::Watchdog => watchdog(),
+        Mode::LandlockLaunch { mode, root, argv } => landlock_launch(&mode, root, &argv),
         Mode::Doctor => {
             doctor::print();
             std::process::exit(0)
@@ -125,7 +141,7 @@ fn main() {
                 flags,
                 max_line_bytes,
             } => jsonl::main(flags, max_line_bytes).await,
-            Mode::Doctor | Mode::Watchdog => Ok(0),
+            Mode::Doctor | Mode::Watchdog | Mode::LandlockLaunch { .. } => Ok(0),
         }
     });
     let code = match outcome {
@@ -148,4 +164,35 @@ fn watchdog() -> ! {
         Ok(input) => dsh_contain::watchdog::watchdog_main(input),
         Err(_) => std::process::exit(1),
     }
+}
+
+/// `__landlock-launch`: confine this (still single-threaded) process, then exec `argv`. Errors go
+/// to stderr prefixed `dsh-landlock-launch: ` (the launcher's runner-failure signature), exit 125.
+fn landlock_launch(mode: &str, root: std::path::PathBuf, argv: &[String]) -> ! {
+    use std::os::unix::process::CommandExt;
+    let fail = |what: String| -> ! {
+        eprintln!("dsh-landlock-launch: {what}");
+        std::process::exit(125)
+    };
+    let Some(mode) = dsh::SandboxMode::parse(mode).filter(|m| m.confines()) else {
+        fail(format!("{mode}: expected read-only or workspace-write"))
+    };
+    let policy = dsh::actors::bash::SandboxPolicy {
+        mode,
+        workspace_root: root,
+    };
+    let spec = dsh::actors::bash::sandbox::local::landlock_spec(
+        &dsh::LocalSandboxConfig::default(),
+        &policy,
+    );
+    let ruleset = dsh_contain::landlock::Ruleset::create(&spec)
+        .unwrap_or_else(|err| fail(format!("ruleset: {err}")));
+    if let Err(err) = dsh_contain::landlock::restrict_current_thread(&ruleset) {
+        fail(format!("restrict: {err}"))
+    }
+    let Some((program, args)) = argv.split_first() else {
+        fail("no command".into())
+    };
+    let err = std::process::Command::new(program).args(args).exec();
+    fail(format!("{program}: {err}"))
 }

@@ -7,6 +7,8 @@
 //! notifications while the call runs (`progress.rs`). Results carry `structuredContent` beside the
 //! unchanged text. Without `--cwd`, the client's first `file://` root is the workspace (`roots.rs`).
 //! Malformed JSON-RPC is answered before rmcp sees it (`jsonrpc_errors.rs`, `mcp_stdio.rs`).
+//! Sandbox escalations are approved through `elicitation/create` when the client declared it
+//! (`mcp_approvals.rs`).
 
 use dsh::lock_unpoisoned;
 use std::path::PathBuf;
@@ -31,7 +33,7 @@ use crate::mcp_tools::{INSTRUCTIONS, mcp_tools, server_info};
 use crate::notices::session_agent;
 use crate::roots::{apply_workspace, file_uri_path};
 use crate::signals::{self, Interrupts};
-use crate::{mcp_stdio, progress};
+use crate::{mcp_approvals, mcp_stdio, progress};
 
 /// How long a call waits for the client to answer `roots/list` before running without a workspace.
 const ROOTS_WAIT: Duration = Duration::from_secs(5);
@@ -39,6 +41,8 @@ const ROOTS_WAIT: Duration = Duration::from_secs(5);
 /// The connection's session: its agent identity and the notices not yet shown to the model.
 struct Session {
     agent: AgentRef,
+    /// Asks the client through `elicitation/create` (used only when it declared the capability).
+    approver: actix::Recipient<dsh::ApprovalRequest>,
     pending: Arc<Mutex<Vec<String>>>,
     logs: Arc<LogGate>,
     /// `None` while the client's roots are being asked for; then the workspace root, if any.
@@ -195,10 +199,13 @@ impl ServerHandler for DshServer {
         let cancel = AbortSignal::new();
         let mut guard = AbortOnDrop(Some(cancel.clone()));
         let peek = OutputPeek::new();
-        let call = ToolCall::new(name, arguments)
+        let mut call = ToolCall::new(name, arguments)
             .with_caller(self.session.agent.clone())
             .with_cancel(cancel.clone())
             .with_peek(peek.clone());
+        if mcp_approvals::client_elicits(&context.peer) {
+            call = call.with_approver(self.session.approver.clone());
+        }
         let _ticker = context.meta.get_progress_token().map(|token| {
             progress::start(context.peer.clone(), token, peek, self.progress_interval)
         });
@@ -300,6 +307,10 @@ pub async fn main(
         runtime: runtime.clone(),
         session: Arc::new(Session {
             agent,
+            approver: actix::Actor::start(mcp_approvals::McpApprover {
+                peer: peer_slot.clone(),
+            })
+            .recipient(),
             pending,
             logs,
             workspace,

@@ -2,7 +2,8 @@
 
 use std::io::Write;
 
-use dsh::{AbortSignal, ToolCall};
+use actix::Actor;
+use dsh::{AbortSignal, NoApprovalChannel, ToolCall};
 use serde_json::json;
 
 use crate::flags::RuntimeFlags;
@@ -22,7 +23,12 @@ pub async fn main(
         arguments["workdir"] = json!(dir);
     }
     let cancel = AbortSignal::new();
-    let call = runtime.call(ToolCall::new("bash", arguments).with_cancel(cancel.clone()));
+    // One-shot runs have nobody to ask: an escalation gets the seeds' "no approval channel" text.
+    let call = runtime.call(
+        ToolCall::new("bash", arguments)
+            .with_cancel(cancel.clone())
+            .with_approver(NoApprovalChannel.start().recipient()),
+    );
     tokio::pin!(call);
     // SIGINT/SIGTERM aborts the call; everything is dead within `--shutdown-grace-ms` of the
     // signal (not after the call's own SIGTERM-to-SIGKILL grace), and a second signal kills at once.

@@ -26,6 +26,8 @@ pub enum Step {
     Exec = 6,
     /// Setting the soft `RLIMIT_NOFILE` the program starts with.
     Rlimit = 7,
+    /// `PR_SET_NO_NEW_PRIVS` and `landlock_restrict_self` (the sandbox executor's confinement).
+    Confine = 8,
 }
 
 impl Step {
@@ -38,6 +40,7 @@ impl Step {
             5 => Step::Chdir,
             6 => Step::Exec,
             7 => Step::Rlimit,
+            8 => Step::Confine,
             _ => return None,
         })
     }
@@ -53,6 +56,7 @@ impl std::fmt::Display for Step {
             Step::Chdir => "changing to the working directory",
             Step::Exec => "exec",
             Step::Rlimit => "setting the open-files limit",
+            Step::Confine => "applying the Landlock sandbox",
         })
     }
 }
@@ -90,6 +94,8 @@ pub(crate) struct ChildContext {
     /// The soft `RLIMIT_NOFILE` to start the program with, when `set_nofile`.
     pub nofile_soft: u64,
     pub set_nofile: bool,
+    /// A Landlock ruleset descriptor to restrict with before exec; -1 for none.
+    pub landlock: c_int,
     pub report: Report,
 }
 
@@ -200,6 +206,13 @@ pub(crate) unsafe extern "C" fn child_main(ctx: *const ChildContext) -> ! {
         // SAFETY: in the child, with a valid context.
         unsafe { fail(ctx, Step::Chdir) }
     }
+    // 6b. Confinement, after every step that writes (the v1 cgroup joins) and before exec: the
+    //     domain is this task's alone (CLONE_VM shares memory, not credentials), so the parent stays
+    //     unconfined. A refusal fails the spawn; nothing runs unconfined.
+    if ctx.landlock >= 0 && !restrict_self(ctx.landlock) {
+        // SAFETY: in the child, with a valid context.
+        unsafe { fail(ctx, Step::Confine) }
+    }
     // 7. An empty signal mask, last: the parent blocked everything before cloning.
     // SAFETY: a zeroed sigset_t is a valid argument for sigemptyset, and both calls take valid
     // pointers (or null for the old mask).
@@ -213,6 +226,17 @@ pub(crate) unsafe extern "C" fn child_main(ctx: *const ChildContext) -> ! {
     unsafe { libc::execve(ctx.program, ctx.argv, ctx.envp) };
     // SAFETY: in the child, with a valid context.
     unsafe { fail(ctx, Step::Exec) }
+}
+
+/// `prctl(PR_SET_NO_NEW_PRIVS, 1)` then `landlock_restrict_self(ruleset, 0)`.
+fn restrict_self(ruleset: c_int) -> bool {
+    // SAFETY: prctl with PR_SET_NO_NEW_PRIVS takes plain integer arguments.
+    if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
+        return false;
+    }
+    // SAFETY: landlock_restrict_self takes a descriptor number and flags; it only changes the
+    // calling task's credentials.
+    unsafe { libc::syscall(libc::SYS_landlock_restrict_self, ruleset, 0u32) == 0 }
 }
 
 /// `setrlimit(RLIMIT_NOFILE)` with `soft` (capped at the hard limit) and the hard limit unchanged.

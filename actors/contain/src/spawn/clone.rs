@@ -19,6 +19,8 @@ pub(crate) struct Request<'a> {
     pub v1_procs: &'a [RawFd],
     pub cgroup: Option<RawFd>,
     pub nofile_soft: Option<u64>,
+    /// A Landlock ruleset the child restricts itself with, right before exec.
+    pub landlock: Option<RawFd>,
 }
 
 impl Request<'_> {
@@ -33,6 +35,7 @@ impl Request<'_> {
             v1_count: self.v1_procs.len(),
             nofile_soft: self.nofile_soft.unwrap_or(0),
             set_nofile: self.nofile_soft.is_some(),
+            landlock: self.landlock.unwrap_or(-1),
             report,
         }
     }
@@ -297,6 +300,12 @@ unsafe extern "C" {
 
 /// Method (a): glibc `posix_spawn`, then the parent moves the child (racy; measurement only).
 pub(crate) fn posix_spawn_then_join(req: &Request<'_>) -> Result<Child, SpawnError> {
+    if req.landlock.is_some() {
+        // posix_spawn has no hook to restrict the child before exec: never start it unconfined.
+        return Err(SpawnError::Setup(io::Error::from_raw_os_error(
+            libc::EOPNOTSUPP,
+        )));
+    }
     let pid = posix_spawn(req).map_err(|e| SpawnError::Child {
         step: Step::Exec,
         source: e,

@@ -61,6 +61,7 @@ async fn launch_and_settle(table: &mut ProcessTable) -> (ProcessId, Pacing) {
         &launch.env,
         None,
         &Contained::Group,
+        None,
     )
     .map(|started| (started, Contained::Group));
     let launched = table.launched(launch, started);
@@ -210,6 +211,7 @@ async fn a_launched_child_nobody_waits_for_is_killed_and_released() {
         &launch.env,
         None,
         &Contained::Group,
+        None,
     )
     .map(|started| (started, Contained::Group));
     let (id, driver) = table.launched(launch, started).driver.unwrap();

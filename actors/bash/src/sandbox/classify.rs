@@ -1,0 +1,89 @@
+//! Denial and runner-failure classification (seed §1.6.3), one rule for both: a command "matches"
+//! when it exited with a non-zero code AND its stderr contains one of the signatures, compared
+//! case-insensitively. So a clean exit or a signal death (no exit code) is never a denial and never a
+//! runner failure. Runner failure is checked first and outranks denial. Only the collected stderr
+//! tail is read: a signature that exists only in the spilled head is missed, as in the seeds.
+
+/// Whether `exit_code` is non-zero and `stderr` contains any of `signatures` (case-insensitive).
+pub fn matches_signatures(exit_code: Option<i32>, stderr: &str, signatures: &[String]) -> bool {
+    if exit_code.is_none_or(|code| code == 0) {
+        return false;
+    }
+    let stderr = stderr.to_lowercase();
+    signatures
+        .iter()
+        .any(|signature| !signature.is_empty() && stderr.contains(&signature.to_lowercase()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sigs(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn sb_16_clean_exit_or_signal_death_is_never_a_denial() {
+        let denial = sigs(&["read-only file system", "permission denied"]);
+        assert!(!matches_signatures(Some(0), "Permission denied", &denial));
+        assert!(!matches_signatures(None, "Permission denied", &denial));
+    }
+
+    #[test]
+    fn sb_17_wrap_dialect_is_conservative() {
+        let denial = sigs(&["read-only file system", "permission denied"]);
+        assert!(matches_signatures(
+            Some(1),
+            "touch: cannot touch /x: Read-only file system",
+            &denial
+        ));
+        assert!(matches_signatures(
+            Some(1),
+            "sh: /x: Permission denied",
+            &denial
+        ));
+        assert!(!matches_signatures(
+            Some(1),
+            "mount: Operation not permitted",
+            &denial
+        ));
+        assert!(!matches_signatures(
+            Some(1),
+            "No such file or directory",
+            &denial
+        ));
+    }
+
+    #[test]
+    fn sb_18_signatures_are_backend_specific() {
+        assert!(matches_signatures(
+            Some(1),
+            "bash: /etc/x: Operation not permitted",
+            &sigs(&["operation not permitted"])
+        ));
+        assert!(!matches_signatures(
+            Some(1),
+            "sh: /x: Permission denied",
+            &sigs(&["read-only file system"])
+        ));
+    }
+
+    #[test]
+    fn sb_19_runner_failure_is_case_insensitive_on_both_sides() {
+        let runner = sigs(&[
+            "exec: /Opt/Runners/bwrap: not found",
+            "/Opt/Runners/bwrap: No such file or directory",
+        ]);
+        assert!(matches_signatures(
+            Some(127),
+            "bash: /Opt/Runners/bwrap: No such file or directory",
+            &runner
+        ));
+        assert!(matches_signatures(
+            Some(127),
+            "BASH: LINE 1: EXEC: /OPT/RUNNERS/BWRAP: NOT FOUND",
+            &runner
+        ));
+    }
+}

@@ -1,0 +1,78 @@
+//! The provider seam (seed §1.6.4): given the exact argv `["bash", "-c", command]` and a policy,
+//! a provider returns how to start it confined — a wrapped argv and/or a Landlock ruleset for the
+//! child — with its enforcement and the signatures that classify its failures. A provider that
+//! cannot confine fails closed with [`sandbox_unavailable_text`]; nothing then runs.
+
+use dsh_tasks::{Enforcement, SandboxFacts, SandboxMode};
+
+use crate::errors::ExecError;
+use crate::sandbox::classify::matches_signatures;
+use crate::sandbox::policy::SandboxPolicy;
+
+/// The seeds' fail-closed text (code `SANDBOX_UNAVAILABLE`), plus ` Runner failure: <detail>` when
+/// it comes from a runner that failed at execution time.
+pub fn sandbox_unavailable_text(mode: SandboxMode, runner_failure: Option<&str>) -> String {
+    let mut text = format!(
+        "sandbox mode \"{mode}\" is requested but no sandbox backend is usable on this host; \
+         refusing to run the command unconfined. Install bubblewrap or run a Landlock-enforcing \
+         kernel (Linux), ensure sandbox-exec is usable (macOS) — Windows has no confinement backend \
+         yet — or switch the consumer to danger-full-access."
+    );
+    if let Some(detail) = runner_failure {
+        text.push_str(" Runner failure: ");
+        text.push_str(detail);
+    }
+    text
+}
+
+/// What one confinement says about the command's result, kept per process (never "the latest
+/// wrap"): the mode, the enforcement, and the signatures of a denial and of a runner failure.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WrapFacts {
+    /// The mode the command runs under.
+    pub mode: SandboxMode,
+    /// The backend's enforcement on this host.
+    pub enforcement: Enforcement,
+    /// stderr texts that mean "the sandbox refused a file operation".
+    pub denial_signatures: Vec<String>,
+    /// stderr texts that mean "the sandbox runner itself failed".
+    pub runner_failure_signatures: Vec<String>,
+}
+
+impl WrapFacts {
+    /// Whether a finished command is a runner failure.
+    pub fn runner_failed(&self, exit_code: Option<i32>, stderr: &str) -> bool {
+        matches_signatures(exit_code, stderr, &self.runner_failure_signatures)
+    }
+
+    /// The facts of a finished command: a runner failure outranks a denial.
+    pub fn classify(&self, exit_code: Option<i32>, stderr: &str) -> SandboxFacts {
+        let runner_failed = self.runner_failed(exit_code, stderr);
+        SandboxFacts {
+            mode: self.mode,
+            denied: !runner_failed
+                && matches_signatures(exit_code, stderr, &self.denial_signatures),
+            enforcement: Some(self.enforcement),
+            runner_failed,
+        }
+    }
+}
+
+/// How to start one command confined.
+#[derive(Clone, Debug)]
+pub struct Wrap {
+    /// The argv to run: the original `["bash", "-c", command]` when confinement is applied in the
+    /// spawn itself, else a runner's argv ending with it.
+    pub argv: Vec<String>,
+    /// A ruleset the child applies to itself right before exec.
+    pub landlock: Option<dsh_contain::landlock::Ruleset>,
+    /// The facts to classify the result with.
+    pub facts: WrapFacts,
+}
+
+/// A confinement backend. Consulted on every confined run and start (it may cache inside).
+pub trait SandboxProvider: Send + Sync + 'static {
+    /// How to run `argv` under `policy` (never `danger-full-access`, which is never confined).
+    /// Fails with [`ExecError::SandboxUnavailable`] when it cannot confine; nothing runs then.
+    fn confine(&self, argv: &[String], policy: &SandboxPolicy) -> Result<Wrap, ExecError>;
+}

@@ -1,0 +1,133 @@
+//! The sandbox through the library facade: `RuntimeBuilder::sandbox`, per-session standing modes set by
+//! a message to the runtime, an embedding agent approving an escalation as an actor, and the
+//! unsandboxed runtime refusing to set a mode.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "test code: a failed unwrap is a failed test"
+)]
+
+mod common;
+
+use std::path::PathBuf;
+
+use actix::prelude::*;
+use common::{TestAgent, runtime, runtime_with};
+use dsh::{ApprovalOutcome, ApprovalRequest, LocalSandboxConfig, SandboxMode, ToolCall};
+use serde_json::json;
+
+fn landlock_usable() -> bool {
+    match dsh::LocalSandboxProvider::new(LocalSandboxConfig::default())
+        .unwrap()
+        .verdict()
+    {
+        Ok(_) => true,
+        Err(reason) => {
+            eprintln!("skipped: no sandbox backend here: {reason}");
+            false
+        }
+    }
+}
+
+fn workspace() -> tempfile::TempDir {
+    let base = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .filter(|home| home.is_dir() && !home.starts_with("/tmp"))
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_TARGET_TMPDIR")));
+    tempfile::Builder::new()
+        .prefix("dsh-sandbox-rt-")
+        .tempdir_in(base)
+        .unwrap()
+}
+
+/// Grants every escalation, as an embedding agent would after asking its user.
+struct Grants;
+impl Actor for Grants {
+    type Context = Context<Self>;
+}
+impl Handler<ApprovalRequest> for Grants {
+    type Result = ApprovalOutcome;
+    fn handle(&mut self, _: ApprovalRequest, _: &mut Self::Context) -> ApprovalOutcome {
+        ApprovalOutcome::AllowedOnce
+    }
+}
+
+#[actix_rt::test]
+async fn session_modes_and_approved_escalations_through_the_runtime() {
+    if !landlock_usable() {
+        return;
+    }
+    let ws = workspace();
+    let (rt, _spill) = runtime_with(|b| {
+        b.cwd(ws.path())
+            .sandbox(SandboxMode::ReadOnly, LocalSandboxConfig::default())
+    });
+    assert_eq!(rt.sandbox_mode(), Some(SandboxMode::ReadOnly));
+    let writer = TestAgent::new("writer");
+    let reader = TestAgent::new("reader");
+    rt.set_session_sandbox_mode("writer", Some(SandboxMode::WorkspaceWrite))
+        .await
+        .unwrap();
+    let touch = |file: &str| json!({"command": format!("touch {file}"), "description": "t"});
+    let written = rt
+        .call(ToolCall::new("bash", touch("by-writer")).with_caller(writer.agent.clone()))
+        .await;
+    assert_eq!(written.text, "(no output)");
+    let denied = rt
+        .call(ToolCall::new("bash", touch("by-reader")).with_caller(reader.agent.clone()))
+        .await;
+    assert!(
+        denied
+            .text
+            .contains("[sandbox: file access denied under read-only mode]"),
+        "{}",
+        denied.text
+    );
+    assert_eq!(
+        denied.structured.as_ref().unwrap()["sandbox"]["denied"],
+        true
+    );
+    let mut escalated = touch("by-reader");
+    escalated["sandbox_permissions"] = json!("workspace-write");
+    escalated["justification"] = json!("the test writes one file");
+    let granted = rt
+        .call(
+            ToolCall::new("bash", escalated)
+                .with_caller(reader.agent.clone())
+                .with_approver(Grants.start().recipient()),
+        )
+        .await;
+    assert_eq!(granted.text, "(no output)");
+    assert!(ws.path().join("by-writer").exists());
+    assert!(ws.path().join("by-reader").exists());
+    // Clearing the override returns the session to the default.
+    rt.set_session_sandbox_mode("writer", None).await.unwrap();
+    let again = rt
+        .call(ToolCall::new("bash", touch("again")).with_caller(writer.agent.clone()))
+        .await;
+    assert!(
+        again.text.contains("denied under read-only mode"),
+        "{}",
+        again.text
+    );
+    rt.shutdown().await;
+}
+
+#[actix_rt::test]
+async fn an_unsandboxed_runtime_has_no_mode_to_set() {
+    let (rt, _spill) = runtime();
+    assert_eq!(rt.sandbox_mode(), None);
+    assert!(
+        rt.set_session_sandbox_mode("s", Some(SandboxMode::ReadOnly))
+            .await
+            .is_err()
+    );
+    let definitions = rt.tool_definitions();
+    assert!(
+        definitions[0].input_schema["properties"]
+            .get("sandbox_permissions")
+            .is_none()
+    );
+    rt.shutdown().await;
+}

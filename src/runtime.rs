@@ -21,8 +21,8 @@ use dsh_tasks::{
     TaskSnapshot,
 };
 use dsh_tool_bash::{
-    ExecutorRef, SetSessionSandboxMode, ToolBash, ToolBashConfig, ToolCall, ToolDefinition,
-    ToolResult, resolve_dsh_home,
+    ExecutorRef, SetSessionSandboxMode, SetSessionWorkspace, ToolBash, ToolBashConfig, ToolCall,
+    ToolDefinition, ToolResult, resolve_dsh_home,
 };
 use tokio::sync::oneshot;
 
@@ -507,6 +507,25 @@ impl Runtime {
             })
             .await
             .map_err(|_| "the dsh runtime is shut down".to_owned())?
+    }
+
+    /// Sets (`Some`) or clears (`None`) the workspace root of one agent session for the sandbox:
+    /// under `workspace-write` its commands may write there instead of the runtime's `cwd` (a
+    /// front end that learns each session's workspace, as MCP does from the client's roots). Does
+    /// nothing without a sandbox.
+    pub async fn set_session_workspace(
+        &self,
+        session_id: &str,
+        root: Option<PathBuf>,
+    ) -> Result<(), String> {
+        self.inner
+            .tool
+            .send(SetSessionWorkspace {
+                session: session_id.into(),
+                root,
+            })
+            .await
+            .map_err(|_| "the dsh runtime is shut down".to_owned())
     }
 
     /// Process counters (live, queued, peak, stragglers).

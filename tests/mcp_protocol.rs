@@ -568,3 +568,58 @@ fn sandbox_escalations_are_approved_through_elicitation() {
     );
     plain.finish();
 }
+
+/// A fresh directory outside `/tmp` and outside this checkout (both writable to the server's
+/// commands for other reasons).
+fn outside_tmp_and_checkout() -> tempfile::TempDir {
+    let base = std::env::var_os("HOME")
+        .map(std::path::PathBuf::from)
+        .filter(|home| {
+            home.is_dir()
+                && !home.starts_with("/tmp")
+                && !std::path::Path::new(env!("CARGO_MANIFEST_DIR")).starts_with(home)
+        })
+        .unwrap_or_else(|| std::path::PathBuf::from("/var/tmp"));
+    tempfile::Builder::new()
+        .prefix("dsh-mcp-root-")
+        .tempdir_in(base)
+        .unwrap()
+}
+
+/// Under the default `workspace-write`, the client's root is the directory commands may write, not
+/// the server's own directory: a session whose root came from `roots/list` can build in it, and
+/// still cannot write beside it.
+#[test]
+fn the_clients_root_is_the_sandboxs_writable_workspace() {
+    let provider = dsh::LocalSandboxProvider::new(dsh::LocalSandboxConfig {
+        backend: dsh::BackendChoice::Landlock,
+        ..Default::default()
+    })
+    .unwrap();
+    if let Err(reason) = provider.verdict() {
+        eprintln!("skipped: Landlock is not usable here: {reason}");
+        return;
+    }
+    let workspace = outside_tmp_and_checkout();
+    let beside = outside_tmp_and_checkout();
+    let root = workspace.path().canonicalize().unwrap();
+    let uri = format!("file://{}", root.display());
+    let mut client = Client::session("2025-06-18", json!({"roots": {}}), &[]);
+    let ask = client.wait_for(|m| m["method"] == "roots/list");
+    client.send(json!({"jsonrpc": "2.0", "id": ask["id"], "result": {"roots": [{"uri": uri}]}}));
+    let made = client.call(1, "bash", bash("touch made && echo made"));
+    let outside = format!("touch '{}/x'", beside.path().display());
+    let denied = client.call(2, "bash", bash(&outside));
+    client.finish();
+    assert_eq!(made["result"]["content"][0]["text"], "made\n");
+    assert!(root.join("made").is_file());
+    let denied = denied["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        denied.contains("[sandbox: file access denied under workspace-write mode]"),
+        "{denied}"
+    );
+    assert!(!beside.path().join("x").exists());
+}

@@ -29,7 +29,8 @@ pub use structured::{
     sandbox_structured, started_structured,
 };
 pub use tool::{
-    ExecutorRef, SetSessionSandboxMode, ToolBash, ToolBashConfig, ToolCall, ToolResult,
+    ExecutorRef, SetSessionSandboxMode, SetSessionWorkspace, ToolBash, ToolBashConfig, ToolCall,
+    ToolResult,
 };
 
 pub use dsh_bash::{OutputPeek, PeekSnapshot};

@@ -261,6 +261,28 @@ impl Handler<SetSessionSandboxMode> for ToolBash {
     }
 }
 
+/// Sets (`Some`) or clears (`None`) one session's own workspace root for the sandbox policy: what
+/// `workspace-write` lets its commands write. Without a sandboxing executor there is nothing to
+/// confine, and the message does nothing.
+#[derive(Message, Debug, Clone)]
+#[rtype(result = "()")]
+pub struct SetSessionWorkspace {
+    /// The agent session.
+    pub session: String,
+    /// Its workspace root.
+    pub root: Option<std::path::PathBuf>,
+}
+
+impl Handler<SetSessionWorkspace> for ToolBash {
+    type Result = ();
+
+    fn handle(&mut self, msg: SetSessionWorkspace, _: &mut Self::Context) {
+        if let Some(policy) = self.policy.as_mut() {
+            policy.set_session_root(&msg.session, msg.root.as_deref());
+        }
+    }
+}
+
 impl Actor for ToolBash {
     type Context = Context<Self>;
 

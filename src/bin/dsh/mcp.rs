@@ -97,6 +97,8 @@ impl DshServer {
     #[allow(deprecated, reason = "roots are how MCP clients name the workspace")]
     fn refresh_roots(&self, peer: Peer<RoleServer>) {
         let tx = self.session.workspace_tx.clone();
+        let runtime = self.runtime.clone();
+        let session_id = self.session.agent.session_id.clone();
         let offers_roots = peer
             .peer_info()
             .is_some_and(|info| info.capabilities.roots.is_some());
@@ -119,6 +121,14 @@ impl DshServer {
             };
             let root = root.filter(|dir| dir.is_dir());
             tracing::info!(?root, "workspace from the client's roots");
+            // The sandbox's writable workspace follows (or falls back to the server's own when the
+            // roots went away), before any call is let through.
+            if let Err(err) = runtime
+                .set_session_workspace(&session_id, root.clone())
+                .await
+            {
+                tracing::warn!(%err, "cannot set the session's sandbox workspace");
+            }
             tx.send_replace(Some(root));
         });
     }

@@ -1,5 +1,6 @@
 //! The standing sandbox policy (seed §1.6.5): a default mode, a workspace root stored canonical, and
-//! per-session overrides. The tool layer resolves it for every call (an explicit approved mode wins,
+//! per-session overrides (of the mode, and of the root where a front end learns a session's own
+//! workspace, as MCP does from the client's roots). The tool layer resolves it for every call (an explicit approved mode wins,
 //! then the session's override, then the default); the executor's resolver fills it in for callers
 //! that gave none. Overrides are set by a message to the runtime (the seeds' `sandbox/mode` session
 //! event) and are never shown to the model.
@@ -36,6 +37,7 @@ pub struct SandboxPolicyResolver {
     default_mode: SandboxMode,
     workspace_root: PathBuf,
     overrides: HashMap<String, SandboxMode>,
+    roots: HashMap<String, PathBuf>,
 }
 
 impl SandboxPolicyResolver {
@@ -45,6 +47,7 @@ impl SandboxPolicyResolver {
             default_mode,
             workspace_root: canonical_root(workspace_root),
             overrides: HashMap::new(),
+            roots: HashMap::new(),
         }
     }
 
@@ -70,14 +73,32 @@ impl SandboxPolicyResolver {
         }
     }
 
-    /// `{mode, workspaceRoot}` for a call: `explicit` ?? the session's override ?? the default.
+    /// Sets (`Some`, stored canonical) or clears (`None`) a session's own workspace root: the
+    /// directory its commands run in and, under `workspace-write`, may write.
+    pub fn set_session_root(&mut self, session: &str, root: Option<&Path>) {
+        match root {
+            Some(root) => {
+                self.roots.insert(session.to_owned(), canonical_root(root));
+            }
+            None => {
+                self.roots.remove(session);
+            }
+        }
+    }
+
+    /// `{mode, workspaceRoot}` for a call: `explicit` ?? the session's override ?? the default, and
+    /// the session's own root ?? the configured one.
     pub fn resolve(&self, session: Option<&str>, explicit: Option<SandboxMode>) -> SandboxPolicy {
         let mode = explicit
             .or_else(|| session.and_then(|s| self.overrides.get(s).copied()))
             .unwrap_or(self.default_mode);
+        let workspace_root = session
+            .and_then(|s| self.roots.get(s))
+            .unwrap_or(&self.workspace_root)
+            .clone();
         SandboxPolicy {
             mode,
-            workspace_root: self.workspace_root.clone(),
+            workspace_root,
         }
     }
 }
@@ -113,6 +134,13 @@ mod tests {
                 .mode,
             SandboxMode::DangerFullAccess
         );
+        let other = std::env::temp_dir().join(".");
+        resolver.set_session_root("a", Some(&other));
+        assert_eq!(
+            resolver.resolve(Some("a"), None).workspace_root,
+            std::fs::canonicalize(&other).unwrap()
+        );
+        resolver.set_session_root("a", None);
         resolver.set_session_mode("a", None);
         assert_eq!(
             resolver.resolve(Some("a"), None).mode,

@@ -254,15 +254,6 @@ fn a_fork_in_a_full_pids_leaf_fails() {
     assert_none_left(&m);
 }
 
-/// A pid that no process has now (a child that ran and was reaped; its pid is free again).
-fn dead_pid() -> u32 {
-    let mut child = std::process::Command::new("true").spawn().unwrap();
-    let pid = child.id();
-    child.wait().unwrap();
-    assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists());
-    pid
-}
-
 /// A runtime killed with SIGKILL and no watchdog leaves its tree: the next tree created beside it
 /// removes it when empty, and leaves it (with its process) when not.
 #[test]
@@ -273,7 +264,15 @@ fn a_dead_runtimes_empty_tree_is_swept_and_a_populated_one_kept() {
         .as_ref()
         .and_then(|p| p.dir.clone())
         .expect("own v2 dir");
-    let pid = dead_pid();
+    // The "runtime" whose trees these are lives while they are made: trees created by the other
+    // tests of this binary (and by concurrent test processes) sweep the same parent, and would
+    // remove the busy one in the moment between its mkdir and its first process. A cgroup v2
+    // directory cannot be renamed, so it cannot be populated under another name first.
+    let mut runtime = std::process::Command::new("sleep")
+        .arg("300")
+        .spawn()
+        .unwrap();
+    let pid = runtime.id();
     let empty = own.join(format!("dsh-{pid}-stale{}", dsh_contain::nonce()));
     std::fs::create_dir(&empty).unwrap();
     std::fs::create_dir(empty.join("l0")).unwrap();
@@ -284,6 +283,9 @@ fn a_dead_runtimes_empty_tree_is_swept_and_a_populated_one_kept() {
     let m = sleep_marker();
     let mut sleeper = std::process::Command::new("sleep").arg(&m).spawn().unwrap();
     std::fs::write(busy.join("l0/cgroup.procs"), sleeper.id().to_string()).unwrap();
+    runtime.kill().unwrap();
+    runtime.wait().unwrap();
+    assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists());
 
     let mut tree = CgroupTree::create(&facts, Limits::default()).expect("tree");
     let swept = !empty.exists();

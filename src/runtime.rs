@@ -21,8 +21,8 @@ use dsh_tasks::{
     TaskSnapshot,
 };
 use dsh_tool_bash::{
-    ExecutorRef, SetSessionSandboxMode, SetSessionWorkspace, ToolBash, ToolBashConfig, ToolCall,
-    ToolDefinition, ToolResult, resolve_dsh_home,
+    ExecutorRef, SetSessionSandboxMode, SetSessionWorkspace, StandingSandboxPolicy, ToolBash,
+    ToolBashConfig, ToolCall, ToolDefinition, ToolResult, resolve_dsh_home,
 };
 use tokio::sync::oneshot;
 
@@ -460,6 +460,17 @@ impl Runtime {
     ) -> Result<String, String> {
         let mut request = command;
         request.session = owner.as_ref().map(|o| o.session_id.clone());
+        if request.sandbox_policy.is_none() {
+            // Confined as the owner's own commands are: its session's mode and workspace.
+            request.sandbox_policy = self
+                .inner
+                .tool
+                .send(StandingSandboxPolicy {
+                    session: request.session.clone(),
+                })
+                .await
+                .map_err(|_| "the dsh runtime is shut down".to_owned())?;
+        }
         let label = request.command.clone();
         let spec = (self.inner.resolver)(request).map_err(|e| e.to_string())?;
         let supervised = Supervised::start(self.inner.start.clone(), spec, policy, owner.clone())

@@ -131,3 +131,54 @@ async fn an_unsandboxed_runtime_has_no_mode_to_set() {
     );
     rt.shutdown().await;
 }
+
+/// A task a host starts for a session (`start_supervised`) is confined as that session's own
+/// commands are: its standing mode and its workspace root.
+#[actix_rt::test]
+async fn a_supervised_task_runs_under_its_owners_mode_and_workspace() {
+    if !landlock_usable() {
+        return;
+    }
+    let server_ws = workspace();
+    let session_ws = workspace();
+    let (rt, _spill) = runtime_with(|b| {
+        b.cwd(server_ws.path())
+            .sandbox(SandboxMode::ReadOnly, LocalSandboxConfig::default())
+    });
+    let owner = TestAgent::new("owner");
+    rt.set_session_sandbox_mode("owner", Some(SandboxMode::WorkspaceWrite))
+        .await
+        .unwrap();
+    rt.set_session_workspace("owner", Some(session_ws.path().to_path_buf()))
+        .await
+        .unwrap();
+    let target = session_ws.path().join("by-supervised");
+    let policy = dsh::RestartPolicy {
+        restart: dsh::Restart::Never,
+        ..dsh::RestartPolicy::default()
+    };
+    let id = rt
+        .start_supervised(
+            dsh::BashExecRequest::new(format!("touch '{}'", target.display())),
+            policy,
+            Some(owner.agent.clone()),
+        )
+        .await
+        .unwrap();
+    let read = rt
+        .call(
+            ToolCall::new(
+                "bash_output",
+                json!({"task_id": id, "wait": true, "timeout_ms": 30000}),
+            )
+            .with_caller(owner.agent.clone()),
+        )
+        .await;
+    assert!(
+        read.text.contains("[status: completed, exit code: 0]"),
+        "{}",
+        read.text
+    );
+    assert!(target.is_file());
+    rt.shutdown().await;
+}

@@ -29,8 +29,8 @@ pub use structured::{
     sandbox_structured, started_structured,
 };
 pub use tool::{
-    ExecutorRef, SetSessionSandboxMode, SetSessionWorkspace, ToolBash, ToolBashConfig, ToolCall,
-    ToolResult,
+    ExecutorRef, SetSessionSandboxMode, SetSessionWorkspace, StandingSandboxPolicy, ToolBash,
+    ToolBashConfig, ToolCall, ToolResult,
 };
 
 pub use dsh_bash::{OutputPeek, PeekSnapshot};

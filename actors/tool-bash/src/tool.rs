@@ -283,6 +283,26 @@ impl Handler<SetSessionWorkspace> for ToolBash {
     }
 }
 
+/// The standing sandbox policy of a session (its mode and workspace root, or the defaults), for
+/// work a host starts on a session's behalf outside a tool call; `None` without a sandboxing
+/// executor.
+#[derive(Message, Debug, Clone)]
+#[rtype(result = "Option<dsh_bash::SandboxPolicy>")]
+pub struct StandingSandboxPolicy {
+    /// The agent session, if any.
+    pub session: Option<String>,
+}
+
+impl Handler<StandingSandboxPolicy> for ToolBash {
+    type Result = Option<dsh_bash::SandboxPolicy>;
+
+    fn handle(&mut self, msg: StandingSandboxPolicy, _: &mut Self::Context) -> Self::Result {
+        self.policy
+            .as_ref()
+            .map(|policy| policy.resolve(msg.session.as_deref(), None))
+    }
+}
+
 impl Actor for ToolBash {
     type Context = Context<Self>;
 

@@ -413,6 +413,13 @@ fn a_confined_background_task_shows_the_denial_marker_once_settled() {
         "{last}"
     );
     assert!(!ws.path().join("bg-made").exists());
+    // Every later read ends with the markers too, after the task's output was read to its end.
+    server.send(&json!({"id": "again", "session": "s1", "tool": "bash_output", "arguments": {"task_id": task}}));
+    let again = server.text("again");
+    assert_eq!(
+        again,
+        format!("(no new output)\n[status: completed, exit code: 1]\n{DENIED_RO}\n{HINT}")
+    );
     server.finish();
 }
 
@@ -472,6 +479,20 @@ fn runner_settings_are_checked_at_startup_and_a_runner_confines() {
     assert!(String::from_utf8_lossy(&out.stderr).contains(
         "sandbox-local: runnerCommand requires at least one runnerFailureSignatures entry"
     ));
+    let out = dsh(&[
+        "run",
+        "--sandbox-runner",
+        "",
+        "--sandbox-runner-failure-signature",
+        "x: ",
+        "--",
+        "true",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("sandbox-local: runnerCommand entries must be non-empty")
+    );
     let Some(bwrap) = dsh::actors::bash::sandbox::local::find_on_path("bwrap") else {
         eprintln!("skipped the working-runner half: bwrap is not on PATH");
         return;
@@ -535,4 +556,52 @@ fn a_confined_commands_escaped_grandchild_dies_under_cgroup_and_subreaper_contai
         );
         server.finish();
     }
+}
+
+/// A confined call that `--on-timeout background` moves to the background keeps its sandbox
+/// facts: when it is later denied a write, its `bash_output` ends with the denial marker.
+#[test]
+fn a_confined_call_moved_to_the_background_keeps_its_denial_marker() {
+    if !landlock_usable() {
+        return;
+    }
+    let ws = outside_tmp();
+    let gate = ws.path().join("go");
+    let mut server = Server::start(&[
+        "--sandbox",
+        "read-only",
+        "--on-timeout",
+        "background",
+        "--cwd",
+        path_str(ws.path()),
+    ])
+    .unwrap();
+    // It waits for the test's go (a file only the test can create: the command may not write),
+    // so it is surely still running at its timeout.
+    let script = format!(
+        "echo waiting; while [ ! -e '{}' ]; do sleep 0.05; done; touch late-made",
+        gate.display()
+    );
+    call_in_session(&mut server, "fg", bash(&script, json!({"timeoutMs": 300})));
+    let moved = server.text("fg");
+    let task = moved
+        .split("moved to background task ")
+        .nth(1)
+        .and_then(|rest| rest.split(';').next())
+        .unwrap_or_else(|| panic!("not moved: {moved}"))
+        .to_owned();
+    std::fs::write(&gate, b"").unwrap();
+    server.send(
+        &json!({"id": "read", "session": "s1", "tool": "bash_output",
+        "arguments": {"task_id": task, "wait": true, "timeout_ms": 30000}}),
+    );
+    let read = server.text("read");
+    assert!(
+        read.ends_with(&format!(
+            "[status: completed, exit code: 1]\n{DENIED_RO}\n{HINT}"
+        )),
+        "{read}"
+    );
+    assert!(!ws.path().join("late-made").exists());
+    server.finish();
 }

@@ -20,7 +20,7 @@ use dsh_process::{
     AbortSignal, Discard, Kill, ProcessManager, Release, SpawnError, SpawnedProcess, StreamKind,
     lock_unpoisoned,
 };
-use dsh_tasks::{TaskOutput, TaskProducer, TaskStatus};
+use dsh_tasks::{SandboxFacts, TaskOutput, TaskProducer, TaskStatus};
 use futures::future::BoxFuture;
 use tokio::sync::watch;
 
@@ -124,9 +124,22 @@ impl BashProcess {
                 tracing::debug!(target: "dsh::policy", "queued task started");
             }
             Err(err) => {
+                // A refused confinement is a runner failure, as when the spawn answers at once; any
+                // other failure of a confined command is never a denial.
+                let confine = matches!(err, SpawnError::Confine(_));
                 if !state.kill_requested {
-                    state.failure_note = Some(format!("spawn failed: {err}"));
+                    state.failure_note = Some(match self.inner.sandbox.as_ref() {
+                        Some(facts) if confine => crate::sandbox::sandbox_unavailable_text(
+                            facts.mode,
+                            Some(&err.to_string()),
+                        ),
+                        _ => format!("spawn failed: {err}"),
+                    });
                 }
+                state.sandbox_facts = self.inner.sandbox.as_ref().map(|facts| SandboxFacts {
+                    runner_failed: confine,
+                    ..facts.classify(None, "")
+                });
                 state.final_status = Some(TaskStatus::Killed { signal: None });
             }
         }

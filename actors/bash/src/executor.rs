@@ -118,6 +118,7 @@ pub(crate) async fn run(
     manager: Addr<ProcessManager>,
     spec: BashExecSpec,
     launch: Launch,
+    sandbox: Option<WrapFacts>,
 ) -> Result<BashRunResult, ExecError> {
     // The manager only sees the fused signal, so the caller's own must be checked here.
     ensure_not_aborted(spec.abort.as_ref())?;
@@ -168,9 +169,8 @@ pub(crate) async fn run(
                         timeout_ms = spec.timeout_ms,
                         "move to background: still running at its timeout"
                     );
-                    // A confined run's facts are stamped by the sandbox executor on the foreground result;
-                    // the moved task reports none.
-                    let handle = BashProcess::running(manager, spawned.clone(), None, None);
+                    // A confined task keeps its facts: its later reads carry its markers.
+                    let handle = BashProcess::running(manager, spawned.clone(), None, sandbox);
                     let output = handle.read_output();
                     return Ok(BashRunResult {
                         exit_code: None,
@@ -273,7 +273,13 @@ impl Handler<Run> for LocalBashExecutor {
 
     fn handle(&mut self, Run(spec): Run, _: &mut Self::Context) -> Self::Result {
         let launch = Launch::plain(&spec.command);
-        Box::pin(run(self.config.clone(), self.manager.clone(), spec, launch))
+        Box::pin(run(
+            self.config.clone(),
+            self.manager.clone(),
+            spec,
+            launch,
+            None,
+        ))
     }
 }
 

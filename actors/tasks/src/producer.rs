@@ -104,14 +104,19 @@ pub trait TaskProducer: Send + 'static {
 }
 
 /// What stays of a finished task once its owner has read all of it: the final status lives in the
-/// registry's record, so this keeps only the full-output files (removed when the task is discarded).
+/// registry's record, so this keeps only the full-output files (removed when the task is discarded)
+/// and the sandbox facts, which every later read still ends with.
 pub(crate) struct Drained {
     pub spill_paths: Vec<PathBuf>,
+    pub sandbox: Option<crate::SandboxFacts>,
 }
 
 impl TaskProducer for Drained {
     fn read(&self) -> TaskOutput {
-        TaskOutput::default()
+        TaskOutput {
+            sandbox: self.sandbox.clone(),
+            ..TaskOutput::default()
+        }
     }
 
     fn kill(&self) {}

@@ -351,6 +351,7 @@ impl TaskTable {
             // The end was read and everything with it: keep only what a later discard removes.
             record.producer = Arc::new(Drained {
                 spill_paths: output.spill_paths.clone(),
+                sandbox: output.sandbox.clone(),
             });
             record.drained = true;
             let freed = std::mem::take(&mut record.retained);

@@ -126,12 +126,12 @@ async fn run_confined(
 ) -> Result<BashRunResult, ExecError> {
     if !policy.mode.confines() {
         let launch = Launch::plain(&spec.command);
-        let mut result = run(config, manager, spec, launch).await?;
+        let mut result = run(config, manager, spec, launch, None).await?;
         result.sandbox = Some(unconfined_facts());
         return Ok(result);
     }
     let (wrap, launch) = confine(provider.as_ref(), &spec, &policy)?;
-    let mut result = run(config, manager, spec, launch)
+    let mut result = run(config, manager, spec, launch, Some(wrap.facts.clone()))
         .await
         .map_err(|err| confine_error(err, policy.mode))?;
     if wrap

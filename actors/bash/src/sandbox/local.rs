@@ -120,6 +120,11 @@ impl LocalSandboxConfig {
                     .into(),
             );
         }
+        if self.runner_command.iter().any(|w| w.is_empty()) {
+            // An empty program word would make every command a "runner failure", and its derived
+            // signatures (": No such file or directory") would match ordinary command errors.
+            return Err("sandbox-local: runnerCommand entries must be non-empty".into());
+        }
         if self.runner_failure_signatures.iter().any(|s| s.is_empty()) {
             return Err("sandbox-local: runnerFailureSignatures entries must be non-empty".into());
         }

@@ -10,6 +10,11 @@
 //! keeps: its registry record (id, label cut to 256 bytes, owner session, status), its `Drained`
 //! stand-in with the spill paths, and its share of the registry's map. Measured at the time of
 //! writing: ~0.9 KiB per task; ~5 KiB before labels were cut, with commands of 4.4 KiB.
+//!
+//! The second test does the same for finished tasks nobody read, whose two streams both outgrew
+//! their cap ("a stream's kept tail costs at most its cap plus a few KiB"): each keeps its two
+//! 64,000-byte tails and ~3 KiB besides (its process record, handle, output state and registry
+//! record together).
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -160,8 +165,12 @@ async fn released(rt: &dsh::Runtime) {
     }
 }
 
+/// The tests of this binary run one at a time: the counter is the whole process's.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 #[actix_rt::test]
 async fn a_finished_fully_read_task_keeps_at_most_2_kib() {
+    let _serial = SERIAL.lock().await;
     let (rt, spill) = runtime_with(|b| b.max_finished_tasks(10 * TASKS));
     let inbox = Owner.start();
     let owner = AgentRef::new("retained-bytes-session", inbox.clone().recipient());
@@ -180,6 +189,87 @@ async fn a_finished_fully_read_task_keeps_at_most_2_kib() {
         per_task <= TARGET,
         "a finished, fully read task keeps {per_task} B (target {TARGET} B)"
     );
+    finish(rt).await;
+    drop(spill);
+}
+
+/// The stream cap (`max_output_bytes`, the default): what a stream keeps in memory.
+const CAP: isize = 64_000;
+/// Unread tasks per batch.
+const UNREAD: usize = 200;
+/// Each task prints 200 KB to stdout and 100 KB to stderr: both streams outgrow the cap.
+const LOUD: &str =
+    "head -c 200000 /dev/zero | tr '\\0' x; head -c 100000 /dev/zero | tr '\\0' y >&2";
+
+/// Starts `UNREAD` background tasks and waits until every one has settled, reading none.
+async fn unread_batch(rt: &dsh::Runtime, owner: &AgentRef) -> Vec<String> {
+    let mut ids = Vec::with_capacity(UNREAD);
+    for _ in 0..UNREAD / AT_ONCE {
+        let started =
+            futures::future::join_all((0..AT_ONCE).map(|_| start_bg(rt, Some(owner), LOUD))).await;
+        ids.extend(started);
+    }
+    let deadline = std::time::Instant::now() + SOON * 6;
+    loop {
+        let tasks = rt.tasks(Some(&owner.session_id)).await;
+        let waiting = tasks
+            .iter()
+            .filter(|t| ids.contains(&t.id) && !t.settled)
+            .count();
+        if waiting == 0 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{waiting} tasks never settled"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    ids
+}
+
+/// Reads each task once (its end, with its kept tails) and checks the tails are the caps'.
+async fn read_all(rt: &dsh::Runtime, owner: &AgentRef, ids: &[String]) {
+    for id in ids {
+        let r = call_as(rt, owner, "bash_output", json!({"task_id": id})).await;
+        assert!(
+            r.text.ends_with("[status: completed, exit code: 0]"),
+            "{id}"
+        );
+        for c in ["x", "y"] {
+            let cap = c.repeat(CAP as usize);
+            assert!(
+                r.text.contains(&cap) && !r.text.contains(&format!("{cap}{c}")),
+                "{id}: the kept {c} tail is not {CAP} bytes"
+            );
+        }
+    }
+}
+
+#[actix_rt::test]
+async fn a_finished_stream_keeps_its_cap_and_a_few_kib() {
+    let _serial = SERIAL.lock().await;
+    let (rt, spill) = runtime_with(|b| b.max_finished_tasks(10 * UNREAD));
+    let inbox = Owner.start();
+    let owner = AgentRef::new("retained-tail-session", inbox.clone().recipient());
+    // Warm-up: the same tasks, read and released, so the baseline holds the one-time allocations.
+    let warm = unread_batch(&rt, &owner).await;
+    read_all(&rt, &owner, &warm).await;
+    released(&rt).await;
+    let baseline = live();
+    let ids = unread_batch(&rt, &owner).await;
+    let after = live();
+    let per_task = (after - baseline) / UNREAD as isize;
+    let over = per_task - 2 * CAP;
+    eprintln!(
+        "live heap: baseline {baseline} B, after {UNREAD} finished, unread tasks of two full streams \
+         {after} B: {per_task} B per task, {over} B over its two caps"
+    );
+    assert!(
+        over <= 4096,
+        "a finished task with two full streams keeps {per_task} B: {over} B over its caps"
+    );
+    read_all(&rt, &owner, &ids).await;
     finish(rt).await;
     drop(spill);
 }

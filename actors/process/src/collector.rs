@@ -282,6 +282,8 @@ impl OutputCollector {
                 let tail = Bytes::from(self.retained_from(0));
                 self.chunks.clear();
                 self.chunks.push_back(tail);
+                // The queue of chunks of a running stream (a few dozen slots) goes too.
+                self.chunks.shrink_to_fit();
             }
             let spill = std::mem::replace(&mut self.spill, Spill::Disabled);
             self.spill = match spill {

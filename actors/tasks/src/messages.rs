@@ -17,7 +17,8 @@ use crate::snapshot::TaskSnapshot;
 pub struct Register {
     /// The id prefix (`bash` gives `bash-1`, `bash-2`, …); must not be blank.
     pub kind: String,
-    /// One line saying what the work is (for bash, the command); must not be blank.
+    /// One line saying what the work is (for bash, the command); must not be blank. The record keeps
+    /// its first 256 bytes (`…` marks a cut), so a finished task costs little whatever its command.
     pub label: String,
     /// The agent the task belongs to; `None` opens it to every caller and notifies no one.
     pub owner: Option<AgentRef>,

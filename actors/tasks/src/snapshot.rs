@@ -11,7 +11,7 @@ pub struct TaskSnapshot {
     pub id: String,
     /// The id prefix given at registration (`bash`).
     pub kind: String,
-    /// One-line label; for bash, the command.
+    /// One-line label; for bash, the command. At most 256 bytes: a longer one was cut, ending in `…`.
     pub label: String,
     /// The owner's session id; `None` for tasks open to every caller.
     pub owner_session: Option<String>,

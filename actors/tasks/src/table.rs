@@ -33,6 +33,26 @@ use crate::producer::{Drained, TaskProducer, TaskStatus};
 use crate::retention::{FinishedTask, RetentionLimits, RetentionLoad, RetentionPolicy};
 use crate::snapshot::TaskSnapshot;
 
+/// Bytes of a label a record keeps (a bash task's label is its command, which may be a heredoc of
+/// many KiB; a finished, fully read task keeps little more than its label).
+pub(crate) const MAX_LABEL_BYTES: usize = 256;
+
+/// `label` cut to at most [`MAX_LABEL_BYTES`] on a character boundary, `…` marking the cut, and
+/// holding no spare capacity.
+fn bounded_label(mut label: String) -> String {
+    if label.len() > MAX_LABEL_BYTES {
+        const MARK: &str = "…";
+        let mut end = MAX_LABEL_BYTES - MARK.len();
+        while !label.is_char_boundary(end) {
+            end -= 1;
+        }
+        label.truncate(end);
+        label.push_str(MARK);
+    }
+    label.shrink_to_fit();
+    label
+}
+
 /// A registered task: its id, and the future that resolves when its producer has finished.
 pub(crate) struct Registered {
     pub id: String,
@@ -208,7 +228,7 @@ impl TaskTable {
             Record {
                 order: self.registered,
                 kind,
-                label,
+                label: bounded_label(label),
                 owner,
                 producer: Arc::from(producer),
                 status: TaskStatus::Running,

@@ -259,3 +259,34 @@ fn retention_bounds_the_output_bytes_of_finished_tasks() {
     finished(&mut table, &big);
     assert!(table.get(&ids[1], None).is_ok() && table.get(&ids[2], None).is_ok());
 }
+
+#[test]
+fn a_long_label_is_kept_to_its_first_bytes() {
+    let mut table = TaskTable::new(10);
+    let stub = Stub::default();
+    let short = table
+        .register(
+            "bash".into(),
+            "echo hi".into(),
+            None,
+            Box::new(stub.clone()),
+        )
+        .unwrap()
+        .id;
+    assert_eq!(table.get(&short, None).unwrap().label, "echo hi");
+    // A heredoc of 4 KiB, with a two-byte character across the cut.
+    let long = format!("cat <<'EOF'\n{}é{}\nEOF", "x".repeat(240), "y".repeat(4096));
+    let id = table
+        .register("bash".into(), long.clone(), None, Box::new(stub))
+        .unwrap()
+        .id;
+    let label = table.get(&id, None).unwrap().label;
+    assert!(label.len() <= MAX_LABEL_BYTES, "{}", label.len());
+    assert!(label.ends_with('…'), "{label}");
+    assert!(long.starts_with(label.trim_end_matches('…')), "{label}");
+    assert_eq!(
+        label.len(),
+        252 + "…".len(),
+        "cut before the two-byte character"
+    );
+}

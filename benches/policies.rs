@@ -270,6 +270,10 @@ fn main() {
         });
         group.finish();
     }
+    if support::listing() {
+        system.block_on(runtime.shutdown());
+        return;
+    }
     if let Some(ratio) =
         support::report_ratio("load 4x250, max-concurrent 8", "load/dsh", "load/raw")
     {

@@ -61,19 +61,44 @@ fn main() {
     let system = actix::System::new();
     let mut c = Criterion::default().configure_from_args();
     let (runtime, spill) = system.block_on(async { support::runtime() });
+    // Listing (`--list`) measures nothing: the bench below then never runs its closure.
+    let last = if support::listing() {
+        String::new()
+    } else {
+        retained_rss(&system, &runtime, spill.path())
+    };
+    c.bench_function("bash_output of a finished, drained task", |b| {
+        b.iter_custom(|iters| {
+            system.block_on(support::time_runs("retention/read", iters, async || {
+                runtime
+                    .call(ToolCall::new("bash_output", json!({"task_id": last})))
+                    .await;
+            }))
+        })
+    });
+    system.block_on(runtime.shutdown());
+    c.final_summary();
+}
+
+/// Starts the finished tasks, reads them all, and prints the RSS at each step. Returns the last id.
+fn retained_rss(
+    system: &actix::SystemRunner,
+    runtime: &Runtime,
+    spill: &std::path::Path,
+) -> String {
     let tasks = if support::measuring() { TASKS } else { BATCH };
     let idle = support::rss_kib();
     let ids = system.block_on(async {
         let mut ids = Vec::with_capacity(tasks);
         for batch in 0..tasks / BATCH {
-            let started = futures::future::join_all((0..BATCH).map(|_| start(&runtime))).await;
+            let started = futures::future::join_all((0..BATCH).map(|_| start(runtime))).await;
             ids.extend(started);
-            settled(&runtime, (batch + 1) * BATCH).await;
+            settled(runtime, (batch + 1) * BATCH).await;
         }
         ids
     });
     let unread = support::rss_kib();
-    let spilled: u64 = std::fs::read_dir(spill.path())
+    let spilled: u64 = std::fs::read_dir(spill)
         .unwrap()
         .map(|e| e.unwrap().metadata().unwrap().len())
         .sum();
@@ -105,16 +130,5 @@ fn main() {
         mib(trimmed),
         spilled as f64 / (1 << 20) as f64
     );
-    let last = ids.last().unwrap().clone();
-    c.bench_function("bash_output of a finished, drained task", |b| {
-        b.iter_custom(|iters| {
-            system.block_on(support::time_runs("retention/read", iters, async || {
-                runtime
-                    .call(ToolCall::new("bash_output", json!({"task_id": last})))
-                    .await;
-            }))
-        })
-    });
-    system.block_on(runtime.shutdown());
-    c.final_summary();
+    ids.last().unwrap().clone()
 }

@@ -90,7 +90,8 @@ pub fn runtime() -> (Runtime, tempfile::TempDir) {
         .containment(containment())
         .start_in_current_system()
         .expect("runtime");
-    println!("RESULT containment mode: {}", runtime.containment_mode());
+    // On stderr: `--list` (nextest asks each bench binary for its list) must print only the list.
+    eprintln!("RESULT containment mode: {}", runtime.containment_mode());
     (runtime, spill)
 }
 
@@ -130,6 +131,12 @@ fn status_field(field: &str) -> u64 {
 /// where each bench runs once to check that it works and the extra paired rounds are skipped.
 pub fn measuring() -> bool {
     std::env::args().any(|arg| arg == "--bench")
+}
+
+/// Whether criterion was only asked for the list of benches (`--list`, as cargo-nextest asks every
+/// bench binary): then nothing may be measured or printed on stdout but the list itself.
+pub fn listing() -> bool {
+    std::env::args().any(|arg| arg == "--list")
 }
 
 /// Runs `rounds` rounds of both arms back to back, alternating which goes first, so both see the same

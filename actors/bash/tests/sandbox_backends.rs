@@ -275,6 +275,37 @@ async fn landlock_confined_escaped_grandchild_dies_with_the_task() {
     escaped_grandchild_dies_with_the_task(BackendChoice::Landlock).await;
 }
 
+/// A workspace deleted and made again at the same path is a new directory: the cached ruleset of
+/// the old one would deny every write in it (a recreated worktree, a client's roots A → B → A).
+#[actix_rt::test]
+async fn landlock_a_recreated_workspace_is_writable_again() {
+    let Some(s) = Setup::new(
+        BackendChoice::Landlock,
+        SandboxMode::WorkspaceWrite,
+        NetworkPolicy::Allow,
+    ) else {
+        return;
+    };
+    let root = s.w().join("worktree");
+    std::fs::create_dir(&root).unwrap();
+    let write = |name: &str| {
+        in_mode(
+            format!("echo x > {}", root.join(name).display()),
+            SandboxMode::WorkspaceWrite,
+            &root,
+        )
+    };
+    let first = s.run(write("before")).await;
+    assert_eq!(first.exit_code, Some(0), "{:?}", first.stderr.text);
+    std::fs::remove_dir_all(&root).unwrap();
+    std::fs::create_dir(&root).unwrap();
+    let again = s.run(write("after")).await;
+    assert_eq!(again.exit_code, Some(0), "{:?}", again.stderr.text);
+    assert_eq!(again.sandbox, s.facts(SandboxMode::WorkspaceWrite, false));
+    assert!(root.join("after").exists());
+    s.shutdown().await;
+}
+
 #[actix_rt::test]
 async fn e2e_bwrap_1_read_only_denies_a_write() {
     read_only_denies_a_write(BackendChoice::Bwrap).await;

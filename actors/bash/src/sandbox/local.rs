@@ -135,11 +135,23 @@ impl LocalSandboxConfig {
     }
 }
 
+/// How many Landlock rulesets the provider keeps (each holds descriptors of its granted
+/// directories). Per-session workspaces make one per distinct root; past this many the cache starts
+/// again, and live spawns keep their own references.
+const MAX_CACHED_RULESETS: usize = 64;
+
+/// A cached ruleset and the identity of the workspace root it grants: a root deleted and made
+/// again at the same path is another directory, which the old ruleset does not grant.
+struct CachedRuleset {
+    ruleset: Ruleset,
+    root: Option<(u64, u64)>,
+}
+
 /// The host's provider: a backend chosen once, and Landlock rulesets cached per policy.
 pub struct LocalSandboxProvider {
     config: LocalSandboxConfig,
     verdict: Result<Backend, String>,
-    rulesets: Mutex<HashMap<SandboxPolicy, Ruleset>>,
+    rulesets: Mutex<HashMap<SandboxPolicy, CachedRuleset>>,
 }
 
 impl std::fmt::Debug for LocalSandboxProvider {
@@ -192,15 +204,39 @@ impl LocalSandboxProvider {
     }
 
     fn ruleset(&self, policy: &SandboxPolicy) -> Result<Ruleset, String> {
+        let root = root_identity(policy);
         let mut cache = lock_unpoisoned(&self.rulesets);
-        if let Some(ruleset) = cache.get(policy) {
-            return Ok(ruleset.clone());
+        if let Some(cached) = cache.get(policy)
+            && cached.root == root
+        {
+            return Ok(cached.ruleset.clone());
         }
         let ruleset = Ruleset::create(&landlock_spec(&self.config, policy))
             .map_err(|err| format!("landlock: {err}"))?;
-        cache.insert(policy.clone(), ruleset.clone());
+        if cache.len() >= MAX_CACHED_RULESETS {
+            cache.clear();
+        }
+        cache.insert(
+            policy.clone(),
+            CachedRuleset {
+                ruleset: ruleset.clone(),
+                root,
+            },
+        );
         Ok(ruleset)
     }
+}
+
+/// The device and inode of the directory a policy grants writes to (`None` when it grants none, or
+/// the root is gone: the ruleset is then built again, and fails as the path does).
+fn root_identity(policy: &SandboxPolicy) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    if policy.mode != SandboxMode::WorkspaceWrite {
+        return None;
+    }
+    std::fs::metadata(&policy.workspace_root)
+        .ok()
+        .map(|meta| (meta.dev(), meta.ino()))
 }
 
 /// The Landlock grants for a policy (also what a launcher applies to itself).

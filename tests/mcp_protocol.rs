@@ -623,3 +623,36 @@ fn the_clients_root_is_the_sandboxs_writable_workspace() {
     );
     assert!(!beside.path().join("x").exists());
 }
+
+/// A client whose root is the whole file system does not widen `workspace-write` to everything: the
+/// root is not used (the server's own directory is the workspace), and a write elsewhere is denied.
+#[test]
+fn a_root_that_is_the_whole_file_system_is_not_a_writable_workspace() {
+    let provider = dsh::LocalSandboxProvider::new(dsh::LocalSandboxConfig {
+        backend: dsh::BackendChoice::Landlock,
+        ..Default::default()
+    })
+    .unwrap();
+    if let Err(reason) = provider.verdict() {
+        eprintln!("skipped: Landlock is not usable here: {reason}");
+        return;
+    }
+    let beside = outside_tmp_and_checkout();
+    let mut client = Client::session("2025-06-18", json!({"roots": {}}), &[]);
+    let ask = client.wait_for(|m| m["method"] == "roots/list");
+    client.send(
+        json!({"jsonrpc": "2.0", "id": ask["id"], "result": {"roots": [{"uri": "file:///"}]}}),
+    );
+    let outside = format!("touch '{}/x'", beside.path().display());
+    let denied = client.call(1, "bash", bash(&outside));
+    client.finish();
+    let denied = denied["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        denied.contains("[sandbox: file access denied under workspace-write mode]"),
+        "{denied}"
+    );
+    assert!(!beside.path().join("x").exists());
+}

@@ -12,7 +12,7 @@
 
 use dsh::lock_unpoisoned;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -31,7 +31,7 @@ use crate::flags::RuntimeFlags;
 use crate::log_gate::LogGate;
 use crate::mcp_tools::{INSTRUCTIONS, mcp_tools, server_info};
 use crate::notices::session_agent;
-use crate::roots::{apply_workspace, file_uri_path};
+use crate::roots::{apply_workspace, file_uri_path, usable_root};
 use crate::signals::{self, Interrupts};
 use crate::{mcp_approvals, mcp_stdio, progress};
 
@@ -50,6 +50,12 @@ struct Session {
     workspace_tx: Arc<watch::Sender<Option<Option<PathBuf>>>>,
     /// The roots were asked for (at `initialized`, or at the first call of a session without one).
     roots_requested: AtomicBool,
+    /// How many times the roots were asked for; each answer is numbered by the request it answers.
+    roots_asked: AtomicU64,
+    /// The number of the answer applied last. Held while an answer is applied, so the sandbox's
+    /// workspace and the published one change together, and an older answer that arrives after a
+    /// newer one is dropped.
+    roots_applied: Arc<tokio::sync::Mutex<u64>>,
 }
 
 #[derive(Clone)]
@@ -106,6 +112,8 @@ impl DshServer {
             tx.send_replace(Some(None));
             return;
         }
+        let asked = self.session.roots_asked.fetch_add(1, Ordering::SeqCst) + 1;
+        let applied = self.session.roots_applied.clone();
         tokio::spawn(async move {
             let listed = tokio::time::timeout(ROOTS_WAIT, peer.list_roots()).await;
             let root = match listed {
@@ -119,7 +127,13 @@ impl DshServer {
                     None
                 }
             };
-            let root = root.filter(|dir| dir.is_dir());
+            let root = root.as_deref().and_then(usable_root);
+            let mut applied = applied.lock().await;
+            if *applied > asked {
+                tracing::info!(?root, "an older roots/list answer arrived late; dropped");
+                return;
+            }
+            *applied = asked;
             tracing::info!(?root, "workspace from the client's roots");
             // The sandbox's writable workspace follows (or falls back to the server's own when the
             // roots went away), before any call is let through.
@@ -326,6 +340,8 @@ pub async fn main(
             workspace,
             workspace_tx: Arc::new(workspace_tx),
             roots_requested: AtomicBool::new(false),
+            roots_asked: AtomicU64::new(0),
+            roots_applied: Arc::default(),
         }),
         progress_interval,
         uses_roots: flags.cwd.is_none(),

@@ -36,6 +36,21 @@ pub fn file_uri_path(uri: &str) -> Option<PathBuf> {
     Some(PathBuf::from(std::ffi::OsString::from_vec(decoded)))
 }
 
+/// The client's root as the session's workspace: canonical, an existing directory, and not `/`
+/// (which would make `workspace-write` write everywhere while still reporting `workspace-write`).
+/// `None` falls back to the server's own directory, as a client without roots does.
+pub fn usable_root(path: &Path) -> Option<PathBuf> {
+    let canonical = std::fs::canonicalize(path).ok().filter(|p| p.is_dir())?;
+    if canonical == Path::new("/") {
+        tracing::warn!(
+            root = %path.display(),
+            "the client's root is the whole file system; not used as the writable workspace"
+        );
+        return None;
+    }
+    Some(canonical)
+}
+
 /// Points a `bash` call at the workspace: no `workdir` → the root; a relative one → under the root.
 pub fn apply_workspace(arguments: &mut Value, root: &Path) {
     let Value::Object(args) = arguments else {
@@ -73,5 +88,15 @@ mod tests {
         let mut args = json!({"command": "ls", "workdir": "/abs"});
         apply_workspace(&mut args, root);
         assert_eq!(args["workdir"], "/abs");
+    }
+
+    #[test]
+    fn the_whole_file_system_or_a_missing_directory_is_no_workspace() {
+        assert_eq!(usable_root(Path::new("/")), None);
+        assert_eq!(usable_root(Path::new("/tmp/..")), None);
+        assert_eq!(usable_root(Path::new("/nonexistent-dsh-root")), None);
+        let dir = tempfile::tempdir().unwrap();
+        let canonical = std::fs::canonicalize(dir.path()).unwrap();
+        assert_eq!(usable_root(&dir.path().join(".")), Some(canonical));
     }
 }

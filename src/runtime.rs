@@ -438,7 +438,9 @@ impl Runtime {
             .unwrap_or_default()
     }
 
-    /// Kills and joins a session's background tasks and forgets them (e.g. when an agent ends).
+    /// Kills and joins a session's background tasks and forgets them (e.g. when an agent ends),
+    /// with its standing sandbox mode and workspace: a later session with the same id starts from
+    /// the runtime's defaults.
     pub async fn release_session(&self, session_id: &str) {
         let _ = self
             .inner
@@ -447,6 +449,9 @@ impl Runtime {
                 session_id: session_id.into(),
             })
             .await;
+        // Without a sandbox there is nothing to forget (and the mode message says so).
+        let _ = self.set_session_sandbox_mode(session_id, None).await;
+        let _ = self.set_session_workspace(session_id, None).await;
     }
 
     /// Starts `command` as a background task that `policy` restarts when it ends (host-started

@@ -114,6 +114,46 @@ async fn session_modes_and_approved_escalations_through_the_runtime() {
     rt.shutdown().await;
 }
 
+/// A released session's standing mode and workspace go with it: a new session that reuses the id
+/// starts from the runtime's defaults, not from what the old one was granted.
+#[actix_rt::test]
+async fn a_released_session_forgets_its_mode_and_workspace() {
+    if !landlock_usable() {
+        return;
+    }
+    let ws = workspace();
+    let wider = workspace();
+    let (rt, _spill) = runtime_with(|b| {
+        b.cwd(ws.path())
+            .sandbox(SandboxMode::ReadOnly, LocalSandboxConfig::default())
+    });
+    let agent = TestAgent::new("reused");
+    rt.set_session_sandbox_mode("reused", Some(SandboxMode::WorkspaceWrite))
+        .await
+        .unwrap();
+    rt.set_session_workspace("reused", Some(wider.path().to_path_buf()))
+        .await
+        .unwrap();
+    let target = wider.path().join("granted");
+    let touch = json!({"command": format!("touch {}", target.display()), "description": "t"});
+    let written = rt
+        .call(ToolCall::new("bash", touch.clone()).with_caller(agent.agent.clone()))
+        .await;
+    assert_eq!(written.text, "(no output)");
+    std::fs::remove_file(&target).unwrap();
+    rt.release_session("reused").await;
+    let again = rt
+        .call(ToolCall::new("bash", touch).with_caller(agent.agent.clone()))
+        .await;
+    assert!(
+        again.text.contains("denied under read-only mode"),
+        "{}",
+        again.text
+    );
+    assert!(!target.exists());
+    rt.shutdown().await;
+}
+
 #[actix_rt::test]
 async fn an_unsandboxed_runtime_has_no_mode_to_set() {
     let (rt, _spill) = runtime();

@@ -254,6 +254,16 @@ fn a_fork_in_a_full_pids_leaf_fails() {
     assert_none_left(&m);
 }
 
+/// A child killed and reaped when the test lets go of it, failed assertions included.
+struct KilledOnDrop(std::process::Child);
+
+impl Drop for KilledOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// A runtime killed with SIGKILL and no watchdog leaves its tree: the next tree created beside it
 /// removes it when empty, and leaves it (with its process) when not.
 #[test]
@@ -268,11 +278,13 @@ fn a_dead_runtimes_empty_tree_is_swept_and_a_populated_one_kept() {
     // tests of this binary (and by concurrent test processes) sweep the same parent, and would
     // remove the busy one in the moment between its mkdir and its first process. A cgroup v2
     // directory cannot be renamed, so it cannot be populated under another name first.
-    let mut runtime = std::process::Command::new("sleep")
-        .arg("300")
-        .spawn()
-        .unwrap();
-    let pid = runtime.id();
+    let mut runtime = KilledOnDrop(
+        std::process::Command::new("sleep")
+            .arg("300")
+            .spawn()
+            .unwrap(),
+    );
+    let pid = runtime.0.id();
     let empty = own.join(format!("dsh-{pid}-stale{}", dsh_contain::nonce()));
     std::fs::create_dir(&empty).unwrap();
     std::fs::create_dir(empty.join("l0")).unwrap();
@@ -281,18 +293,18 @@ fn a_dead_runtimes_empty_tree_is_swept_and_a_populated_one_kept() {
     std::fs::create_dir(&busy).unwrap();
     std::fs::create_dir(busy.join("l0")).unwrap();
     let m = sleep_marker();
-    let mut sleeper = std::process::Command::new("sleep").arg(&m).spawn().unwrap();
-    std::fs::write(busy.join("l0/cgroup.procs"), sleeper.id().to_string()).unwrap();
-    runtime.kill().unwrap();
-    runtime.wait().unwrap();
+    let mut sleeper = KilledOnDrop(std::process::Command::new("sleep").arg(&m).spawn().unwrap());
+    std::fs::write(busy.join("l0/cgroup.procs"), sleeper.0.id().to_string()).unwrap();
+    runtime.0.kill().unwrap();
+    runtime.0.wait().unwrap();
     assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists());
 
     let mut tree = CgroupTree::create(&facts, Limits::default()).expect("tree");
     let swept = !empty.exists();
     let kept = busy.join("l0").exists();
 
-    sleeper.kill().unwrap();
-    sleeper.wait().unwrap();
+    sleeper.0.kill().unwrap();
+    sleeper.0.wait().unwrap();
     assert!(wait_until(Duration::from_secs(10), || {
         std::fs::remove_dir(busy.join("l0")).is_ok() || !busy.join("l0").exists()
     }));

@@ -586,18 +586,28 @@ fn outside_tmp_and_checkout() -> tempfile::TempDir {
         .unwrap()
 }
 
-/// Under the default `workspace-write`, the client's root is the directory commands may write, not
-/// the server's own directory: a session whose root came from `roots/list` can build in it, and
-/// still cannot write beside it.
-#[test]
-fn the_clients_root_is_the_sandboxs_writable_workspace() {
+/// Whether Landlock confines commands here (the roots tests need it); says why not.
+fn landlock_usable() -> bool {
     let provider = dsh::LocalSandboxProvider::new(dsh::LocalSandboxConfig {
         backend: dsh::BackendChoice::Landlock,
         ..Default::default()
     })
     .unwrap();
-    if let Err(reason) = provider.verdict() {
-        eprintln!("skipped: Landlock is not usable here: {reason}");
+    match provider.verdict() {
+        Ok(_) => true,
+        Err(reason) => {
+            eprintln!("skipped: Landlock is not usable here: {reason}");
+            false
+        }
+    }
+}
+
+/// Under the default `workspace-write`, the client's root is the directory commands may write, not
+/// the server's own directory: a session whose root came from `roots/list` can build in it, and
+/// still cannot write beside it.
+#[test]
+fn the_clients_root_is_the_sandboxs_writable_workspace() {
+    if !landlock_usable() {
         return;
     }
     let workspace = outside_tmp_and_checkout();
@@ -628,13 +638,7 @@ fn the_clients_root_is_the_sandboxs_writable_workspace() {
 /// root is not used (the server's own directory is the workspace), and a write elsewhere is denied.
 #[test]
 fn a_root_that_is_the_whole_file_system_is_not_a_writable_workspace() {
-    let provider = dsh::LocalSandboxProvider::new(dsh::LocalSandboxConfig {
-        backend: dsh::BackendChoice::Landlock,
-        ..Default::default()
-    })
-    .unwrap();
-    if let Err(reason) = provider.verdict() {
-        eprintln!("skipped: Landlock is not usable here: {reason}");
+    if !landlock_usable() {
         return;
     }
     let beside = outside_tmp_and_checkout();

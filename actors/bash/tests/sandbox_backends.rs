@@ -306,6 +306,60 @@ async fn landlock_a_recreated_workspace_is_writable_again() {
     s.shutdown().await;
 }
 
+/// A confined command may write `/tmp`, so a workspace under `/tmp` has a parent it can change: it
+/// swaps the root for a symbolic link to a directory it may not write. The next confined command is
+/// refused (fail closed) instead of being granted writes through the link.
+async fn a_root_swapped_for_a_link_fails_closed(backend: BackendChoice) {
+    let Some(s) = Setup::new(backend, SandboxMode::WorkspaceWrite, NetworkPolicy::Allow) else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let root = canonical(tmp.path()).join("ws");
+    std::fs::create_dir(&root).unwrap();
+    let target = s.w().join("pwned");
+    let request = |command: String| in_mode(command, SandboxMode::WorkspaceWrite, &root);
+    let swap = format!(
+        "mv {root} {root}.away && ln -s {w} {root}",
+        root = root.display(),
+        w = s.w().display()
+    );
+    let swapped = s.run(request(swap)).await;
+    match backend {
+        // Landlock grants the host's /tmp: the command itself can make the swap.
+        BackendChoice::Landlock => {
+            assert_eq!(swapped.exit_code, Some(0), "{:?}", swapped.stderr.text)
+        }
+        // bubblewrap's /tmp is private and the root a mount point in it: the command cannot, so
+        // the swap is made from outside (another process of the user's).
+        _ => {
+            assert_ne!(swapped.exit_code, Some(0));
+            std::fs::rename(&root, root.with_extension("away")).unwrap();
+            std::os::unix::fs::symlink(s.w(), &root).unwrap();
+        }
+    }
+    assert!(root.is_symlink());
+    let spec = (s.resolver)(request(format!("touch {}", target.display()))).unwrap();
+    let refused = s.executor.send(Run(spec)).await.unwrap();
+    match refused {
+        Err(ExecError::SandboxUnavailable(text)) => {
+            assert!(text.contains("a symbolic link is in its path"), "{text}")
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    assert!(!target.exists());
+    s.shutdown().await;
+}
+
+#[actix_rt::test]
+async fn landlock_a_root_swapped_for_a_link_fails_closed() {
+    a_root_swapped_for_a_link_fails_closed(BackendChoice::Landlock).await;
+}
+
+#[actix_rt::test]
+async fn bwrap_a_root_swapped_for_a_link_fails_closed() {
+    a_root_swapped_for_a_link_fails_closed(BackendChoice::Bwrap).await;
+}
+
 #[actix_rt::test]
 async fn e2e_bwrap_1_read_only_denies_a_write() {
     read_only_denies_a_write(BackendChoice::Bwrap).await;

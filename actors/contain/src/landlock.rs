@@ -110,7 +110,8 @@ pub enum Coverage {
 pub struct RulesetSpec {
     /// Readable and executable everywhere below these paths (the seeds use `/`).
     pub read_only: Vec<PathBuf>,
-    /// Fully writable below these paths (or these files, such as `/dev/null`).
+    /// Fully writable below these paths (or these files, such as `/dev/null`). Canonical: a path with
+    /// a symbolic link in it is refused when the ruleset is built.
     pub writable: Vec<PathBuf>,
     /// Refuse every TCP bind and connect (needs ABI 4).
     pub deny_tcp: bool,
@@ -181,10 +182,10 @@ impl Ruleset {
             read |= ACCESS_FS_IOCTL_DEV;
         }
         for path in &spec.read_only {
-            add_path_rule(&fd, path, read, handled_fs)?;
+            add_path_rule(&fd, path, read, handled_fs, Symlinks::Follow)?;
         }
         for path in &spec.writable {
-            add_path_rule(&fd, path, handled_fs, handled_fs)?;
+            add_path_rule(&fd, path, handled_fs, handled_fs, Symlinks::Refuse)?;
         }
         Ok(Ruleset {
             fd: Arc::new(fd),
@@ -219,22 +220,85 @@ impl Ruleset {
     }
 }
 
-/// Grants `access` (limited to what applies to the path's kind) below `path`.
-fn add_path_rule(ruleset: &OwnedFd, path: &Path, access: u64, handled: u64) -> io::Result<()> {
+/// Whether a rule's path may pass through symbolic links.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Symlinks {
+    Follow,
+    /// Writable paths are given canonical: a link in one now was put there after (a confined
+    /// command that can write the parent of its workspace swapped it for a link to elsewhere), and
+    /// following it would grant writes to wherever it points. Refused in the same `openat2` that
+    /// opens the path, so there is no window between a check and the open.
+    Refuse,
+}
+
+/// `struct open_how` of `openat2(2)`.
+#[repr(C)]
+struct OpenHow {
+    flags: u64,
+    mode: u64,
+    resolve: u64,
+}
+
+/// An `O_PATH` descriptor of `path`, resolved without symbolic links when `symlinks` says so.
+fn open_path(path: &Path, symlinks: Symlinks) -> io::Result<OwnedFd> {
     let c_path = CString::new(path.as_os_str().as_bytes())
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains a NUL byte"))?;
-    // SAFETY: open with a NUL-terminated path; O_PATH opens nothing for reading or writing.
-    let parent = unsafe { libc::open(c_path.as_ptr(), libc::O_PATH | libc::O_CLOEXEC) };
-    if parent < 0 {
+    let fd = match symlinks {
+        // SAFETY: open with a NUL-terminated path; O_PATH opens nothing for reading or writing.
+        Symlinks::Follow => unsafe { libc::open(c_path.as_ptr(), libc::O_PATH | libc::O_CLOEXEC) },
+        Symlinks::Refuse => {
+            let how = OpenHow {
+                flags: (libc::O_PATH | libc::O_CLOEXEC) as u64,
+                mode: 0,
+                resolve: libc::RESOLVE_NO_SYMLINKS,
+            };
+            // SAFETY: a NUL-terminated path and a valid `open_how` of the size passed.
+            unsafe {
+                libc::syscall(
+                    libc::SYS_openat2,
+                    libc::AT_FDCWD,
+                    c_path.as_ptr(),
+                    &how as *const OpenHow,
+                    std::mem::size_of::<OpenHow>(),
+                ) as libc::c_int
+            }
+        }
+    };
+    if fd < 0 {
         let err = io::Error::last_os_error();
+        let why = if err.raw_os_error() == Some(libc::ELOOP) && symlinks == Symlinks::Refuse {
+            "a symbolic link is in its path".to_owned()
+        } else {
+            err.to_string()
+        };
         return Err(io::Error::new(
             err.kind(),
-            format!("{}: {err}", path.display()),
+            format!("{}: {why}", path.display()),
         ));
     }
-    // SAFETY: open just returned it.
-    let parent = unsafe { OwnedFd::from_raw_fd(parent) };
-    let is_dir = std::fs::metadata(path).is_ok_and(|m| m.is_dir());
+    // SAFETY: open/openat2 just returned it, and nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Whether the descriptor is a directory.
+fn is_directory(fd: &OwnedFd) -> bool {
+    // SAFETY: an all-zero `stat` is a valid out-buffer.
+    let mut stat: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: a descriptor we own and a valid out-pointer.
+    let r = unsafe { libc::fstat(fd.as_raw_fd(), &mut stat) };
+    r == 0 && (stat.st_mode & libc::S_IFMT) == libc::S_IFDIR
+}
+
+/// Grants `access` (limited to what applies to the path's kind) below `path`.
+fn add_path_rule(
+    ruleset: &OwnedFd,
+    path: &Path,
+    access: u64,
+    handled: u64,
+    symlinks: Symlinks,
+) -> io::Result<()> {
+    let parent = open_path(path, symlinks)?;
+    let is_dir = is_directory(&parent);
     let allowed = if is_dir { access } else { access & ACCESS_FILE } & handled;
     let attr = PathBeneathAttr {
         allowed_access: allowed,

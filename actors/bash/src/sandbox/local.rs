@@ -239,11 +239,29 @@ fn root_identity(policy: &SandboxPolicy) -> Option<(u64, u64)> {
         .map(|meta| (meta.dev(), meta.ino()))
 }
 
+/// Refuses a workspace root whose path no longer leads to itself. Roots are stored canonical, and
+/// every backend resolves the path again (a Landlock ruleset when it is built, bubblewrap at every
+/// spawn), so a confined command that can write the root's parent (`/tmp` under `workspace-write`)
+/// could otherwise swap the root for a symbolic link to any directory and be granted writes there.
+/// A root that does not exist is left to the backend, which fails on it as before.
+fn root_still_resolves_to_itself(root: &Path) -> Result<(), String> {
+    match std::fs::canonicalize(root) {
+        Ok(resolved) if resolved != root => Err(format!(
+            "the workspace root {} now resolves to {} (a symbolic link is in its path); \
+             refusing to grant writes through it",
+            root.display(),
+            resolved.display()
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// The Landlock grants for a policy (also what a launcher applies to itself).
 pub fn landlock_spec(config: &LocalSandboxConfig, policy: &SandboxPolicy) -> RulesetSpec {
     let mut writable = vec![PathBuf::from("/dev/null")];
     if policy.mode == SandboxMode::WorkspaceWrite {
-        writable.push(PathBuf::from("/tmp"));
+        // Canonical, as every writable path must be (a host whose /tmp is a link to /var/tmp).
+        writable.push(std::fs::canonicalize("/tmp").unwrap_or_else(|_| PathBuf::from("/tmp")));
         writable.push(policy.workspace_root.clone());
     }
     RulesetSpec {
@@ -290,6 +308,11 @@ impl SandboxProvider for LocalSandboxProvider {
         let backend = self.verdict.as_ref().map_err(|_| {
             ExecError::SandboxUnavailable(sandbox_unavailable_text(policy.mode, None))
         })?;
+        if policy.mode == SandboxMode::WorkspaceWrite {
+            root_still_resolves_to_itself(&policy.workspace_root).map_err(|detail| {
+                ExecError::SandboxUnavailable(sandbox_unavailable_text(policy.mode, Some(&detail)))
+            })?;
+        }
         let strings = |list: &[&str]| list.iter().map(|s| s.to_string()).collect::<Vec<_>>();
         match backend {
             Backend::Landlock { .. } => {

@@ -15,7 +15,8 @@ use dsh_tasks::SandboxMode;
 pub struct SandboxPolicy {
     /// The mode.
     pub mode: SandboxMode,
-    /// The workspace root (writable under `workspace-write`), canonical.
+    /// The workspace root (writable under `workspace-write`), canonical: one whose path does not
+    /// resolve to itself when a command is confined fails closed (see `LocalSandboxProvider`).
     pub workspace_root: PathBuf,
 }
 

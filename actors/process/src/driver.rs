@@ -20,9 +20,8 @@
 //! when it was needed. A process that was not killed settles as before, and a descendant still
 //! holding a pipe at `DrainGrace` keeps running; the manager keeps its containment handle and kills
 //! it at disposal. On v1 memory limits the kernel OOM-kills only the largest process, so a leader
-//! exit after an OOM kill kills the rest of the leaf too. Once the leader is reaped its group is
-//! signalled only while `/proc` shows live members in it (an empty group's number may be handed out
-//! again), and after settlement nothing is signalled by this driver, so a reused pid is never hit.
+//! exit after an OOM kill kills the rest of the leaf too. After settlement nothing is signalled by
+//! this driver, so a pid the kernel has reused is never hit.
 
 use std::io;
 use std::os::unix::process::ExitStatusExt;
@@ -81,9 +80,6 @@ struct KillGuard {
     containment: SharedContainment,
     contained: Option<Contained>,
     armed: bool,
-    /// The leader was reaped: its pid, the group's number, may be handed out again once the group
-    /// empties, so the group is signalled only while it has live members.
-    leader_reaped: bool,
 }
 
 impl KillGuard {
@@ -92,12 +88,7 @@ impl KillGuard {
     }
 
     fn signal(&self, signal: Signal) {
-        if self.leader_reaped {
-            self.containment
-                .signal_straggler(self.pgid, self.contained(), signal);
-        } else {
-            self.containment.signal(self.pgid, self.contained(), signal);
-        }
+        self.containment.signal(self.pgid, self.contained(), signal);
     }
 
     /// The armed SIGKILL, sent only if something of the process is still alive (its timer can
@@ -171,7 +162,6 @@ impl Driver {
                 containment,
                 contained: Some(contained),
                 armed: true,
-                leader_reaped: false,
             },
             exit: started.exit,
             stdout: Some(started.stdout),
@@ -230,7 +220,6 @@ impl Driver {
                 }
                 Event::LeaderExited(status) => {
                     tracing::trace!(pgid = self.pgid, ?status, "leader exited");
-                    self.guard.leader_reaped = true;
                     if self.guard.containment.oom_killed(self.guard.contained()) {
                         // v1 killed only the largest process: end the rest of the leaf too.
                         self.guard.signal(Signal::SIGKILL);

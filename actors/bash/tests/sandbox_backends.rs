@@ -350,6 +350,44 @@ async fn a_root_swapped_for_a_link_fails_closed(backend: BackendChoice) {
     s.shutdown().await;
 }
 
+/// A `workspace-write` root that would not confine anything — `/`, or a directory that is not there —
+/// fails closed instead of running.
+async fn a_root_that_cannot_confine_fails_closed(backend: BackendChoice) {
+    let Some(s) = Setup::new(backend, SandboxMode::WorkspaceWrite, NetworkPolicy::Allow) else {
+        return;
+    };
+    let target = s.w().join("written");
+    for (root, expected) in [
+        (PathBuf::from("/"), "the whole file system"),
+        (s.w().join("missing"), "cannot be used"),
+    ] {
+        let request = in_mode(
+            format!("touch {}", target.display()),
+            SandboxMode::WorkspaceWrite,
+            &root,
+        );
+        let spec = (s.resolver)(request).unwrap();
+        match s.executor.send(Run(spec)).await.unwrap() {
+            Err(ExecError::SandboxUnavailable(text)) => {
+                assert!(text.contains(expected), "{text}")
+            }
+            other => panic!("expected a refusal for {}, got {other:?}", root.display()),
+        }
+        assert!(!target.exists());
+    }
+    s.shutdown().await;
+}
+
+#[actix_rt::test]
+async fn landlock_a_root_that_cannot_confine_fails_closed() {
+    a_root_that_cannot_confine_fails_closed(BackendChoice::Landlock).await;
+}
+
+#[actix_rt::test]
+async fn bwrap_a_root_that_cannot_confine_fails_closed() {
+    a_root_that_cannot_confine_fails_closed(BackendChoice::Bwrap).await;
+}
+
 #[actix_rt::test]
 async fn landlock_a_root_swapped_for_a_link_fails_closed() {
     a_root_swapped_for_a_link_fails_closed(BackendChoice::Landlock).await;

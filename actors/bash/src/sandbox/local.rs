@@ -239,12 +239,14 @@ fn root_identity(policy: &SandboxPolicy) -> Option<(u64, u64)> {
         .map(|meta| (meta.dev(), meta.ino()))
 }
 
-/// Refuses a workspace root whose path no longer leads to itself. Roots are stored canonical, and
-/// every backend resolves the path again (a Landlock ruleset when it is built, bubblewrap at every
-/// spawn), so a confined command that can write the root's parent (`/tmp` under `workspace-write`)
-/// could otherwise swap the root for a symbolic link to any directory and be granted writes there.
-/// A root that does not exist is left to the backend, which fails on it as before.
-fn root_still_resolves_to_itself(root: &Path) -> Result<(), String> {
+/// Refuses a `workspace-write` root that would not confine: `/` (which would let commands write
+/// everywhere while results still say `workspace-write`: a server started in `/` with no better
+/// workspace), a root that does not exist, and one whose path no longer leads to itself. Roots are
+/// stored canonical, and every backend resolves the path again (a Landlock ruleset when it is built,
+/// bubblewrap at every spawn), so a confined command that can write the root's parent (`/tmp` under
+/// `workspace-write`) could otherwise swap the root for a symbolic link to any directory and be
+/// granted writes there.
+fn check_workspace_root(root: &Path) -> Result<(), String> {
     match std::fs::canonicalize(root) {
         Ok(resolved) if resolved != root => Err(format!(
             "the workspace root {} now resolves to {} (a symbolic link is in its path); \
@@ -252,7 +254,17 @@ fn root_still_resolves_to_itself(root: &Path) -> Result<(), String> {
             root.display(),
             resolved.display()
         )),
-        _ => Ok(()),
+        Ok(resolved) if resolved == Path::new("/") => Err(
+            "the workspace root is / (the whole file system), so workspace-write would confine \
+             nothing; give a narrower workspace (--cwd, or the client's root) or ask for \
+             danger-full-access"
+                .to_owned(),
+        ),
+        Ok(_) => Ok(()),
+        Err(err) => Err(format!(
+            "the workspace root {} cannot be used: {err}",
+            root.display()
+        )),
     }
 }
 
@@ -309,7 +321,7 @@ impl SandboxProvider for LocalSandboxProvider {
             ExecError::SandboxUnavailable(sandbox_unavailable_text(policy.mode, None))
         })?;
         if policy.mode == SandboxMode::WorkspaceWrite {
-            root_still_resolves_to_itself(&policy.workspace_root).map_err(|detail| {
+            check_workspace_root(&policy.workspace_root).map_err(|detail| {
                 ExecError::SandboxUnavailable(sandbox_unavailable_text(policy.mode, Some(&detail)))
             })?;
         }

@@ -20,8 +20,10 @@
 //! when it was needed. A process that was not killed settles as before, and a descendant still
 //! holding a pipe at `DrainGrace` keeps running; the manager keeps its containment handle and kills
 //! it at disposal. On v1 memory limits the kernel OOM-kills only the largest process, so a leader
-//! exit after an OOM kill kills the rest of the leaf too. After settlement nothing is signalled by
-//! this driver, so a pid the kernel has reused is never hit.
+//! exit after an OOM kill kills the rest of the leaf too. The leader stays a zombie until the
+//! process has settled (`reap.rs`), which keeps its group's number from being reused while the
+//! driver may still signal the group; after settlement nothing is signalled by this driver, so a pid
+//! the kernel has reused is never hit.
 
 use std::io;
 use std::os::unix::process::ExitStatusExt;
@@ -265,6 +267,8 @@ impl Driver {
                 .await;
         }
         self.guard.armed = false;
+        // Settled: nothing more is signalled, so the leader's pid (the group's number) may go.
+        self.exit.reap();
         let oom_killed = self.guard.containment.oom_killed(self.guard.contained());
         if let Some(writer) = self.stdin_writer.take() {
             writer.abort();

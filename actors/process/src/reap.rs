@@ -1,9 +1,13 @@
 //! Waiting for and reaping our own children, without tokio's `Child`.
 //!
 //! Children are started with `posix_spawn` (see `spawn.rs`), so tokio does not know them. Each child
-//! gets a pidfd, which becomes readable when the child exits; then `waitpid(pid, WNOHANG)` reaps exactly
-//! that child. Nothing here ever calls `waitpid(-1)`, so tokio's own children are never stolen.
-//! Without pidfd support (Linux < 5.3) a blocking-pool thread waits instead.
+//! gets a pidfd, which becomes readable when the child exits. Its exit status is then read with
+//! `waitid(WNOWAIT)`, which leaves it a zombie, and it is reaped only when [`ExitWatcher::reap`] is
+//! called (the driver does so when the process has settled): while the zombie is there, its pid —
+//! which is also its process group's number — cannot be handed to another process, so every group
+//! signal the driver sends before settlement reaches our group and no other. Nothing here ever calls
+//! `waitpid(-1)`, so tokio's own children are never stolen. Without pidfd support (Linux < 5.3) a
+//! blocking-pool thread waits instead.
 
 use std::io;
 use std::os::fd::OwnedFd;
@@ -14,15 +18,20 @@ use nix::libc;
 use tokio::io::unix::AsyncFd;
 use tokio::sync::oneshot;
 
-/// How a child's exit is awaited.
+/// Where the wait for a child's exit stands.
 enum Watch {
+    /// Running: its pidfd becomes readable when it exits.
     Pidfd(AsyncFd<OwnedFd>),
+    /// Running, watched by a blocking thread (no pidfd).
     Thread(oneshot::Receiver<io::Result<ExitStatus>>),
+    /// Exited and still a zombie: its pid and group number are pinned until [`ExitWatcher::reap`].
+    Exited(ExitStatus),
+    /// Exited and reaped.
     Reaped(ExitStatus),
 }
 
-/// Waits for one child's exit and reaps it. If dropped first, a background task reaps it later, so no
-/// zombie is left behind.
+/// Waits for one child's exit, and reaps it when told to. If dropped first, it reaps the child then
+/// (or a background task does once it exits), so no zombie is left behind.
 pub(crate) struct ExitWatcher {
     pid: i32,
     watch: Option<Watch>,
@@ -43,7 +52,7 @@ impl ExitWatcher {
                 let (tx, rx) = oneshot::channel();
                 tokio::task::spawn_blocking(move || {
                     let _ = tx.send(
-                        waitpid(pid, 0)
+                        exited(pid, 0)
                             .map(|status| status.unwrap_or_else(|| ExitStatus::from_raw(0))),
                     );
                 });
@@ -56,15 +65,16 @@ impl ExitWatcher {
         }
     }
 
-    /// Resolves with the exit status once the child has exited (and been reaped). Cancel-safe.
+    /// Resolves with the exit status once the child has exited; it stays a zombie until
+    /// [`ExitWatcher::reap`]. Cancel-safe.
     pub(crate) async fn wait(&mut self) -> io::Result<ExitStatus> {
         loop {
             match &mut self.watch {
-                Some(Watch::Reaped(status)) => return Ok(*status),
+                Some(Watch::Exited(status)) | Some(Watch::Reaped(status)) => return Ok(*status),
                 Some(Watch::Pidfd(fd)) => {
                     let mut ready = fd.readable().await?;
-                    match waitpid(self.pid, libc::WNOHANG)? {
-                        Some(status) => self.watch = Some(Watch::Reaped(status)),
+                    match exited(self.pid, libc::WNOHANG)? {
+                        Some(status) => self.watch = Some(Watch::Exited(status)),
                         None => ready.clear_ready(),
                     }
                 }
@@ -72,10 +82,21 @@ impl ExitWatcher {
                     let status = rx
                         .await
                         .map_err(|_| io::Error::other("reaper thread vanished"))??;
-                    self.watch = Some(Watch::Reaped(status));
+                    self.watch = Some(Watch::Exited(status));
                 }
                 None => return Err(io::Error::other("exit watcher already dropped")),
             }
+        }
+    }
+
+    /// Reaps the child if [`ExitWatcher::wait`] saw it exit, freeing its pid; does nothing before
+    /// that (a child still running is reaped when the watcher is dropped).
+    pub(crate) fn reap(&mut self) {
+        if let Some(Watch::Exited(status)) = self.watch {
+            if let Err(err) = waitpid(self.pid, libc::WNOHANG) {
+                tracing::warn!(pid = self.pid, %err, "reaping an exited child failed");
+            }
+            self.watch = Some(Watch::Reaped(status));
         }
     }
 }
@@ -97,8 +118,20 @@ impl Drop for ExitWatcher {
                     std::thread::spawn(move || waitpid(pid, 0));
                 }
             }
-            // A waiting thread reaps on its own; a reaped child needs nothing.
-            Some(Watch::Thread(_)) | Some(Watch::Reaped(_)) | None => {}
+            // Exited: reaping cannot block.
+            Some(Watch::Exited(_)) => {
+                let _ = waitpid(pid, libc::WNOHANG);
+            }
+            // The waiting thread only sees the exit: once it has, the child is reaped.
+            Some(Watch::Thread(rx)) => {
+                let reap = move || {
+                    let _ = exited(pid, 0);
+                    let _ = waitpid(pid, libc::WNOHANG);
+                };
+                drop(rx);
+                std::thread::spawn(reap);
+            }
+            Some(Watch::Reaped(_)) | None => {}
         }
     }
 }
@@ -112,6 +145,42 @@ fn register(fd: OwnedFd) -> io::Result<AsyncFd<OwnedFd>> {
 
 fn pidfd_open(pid: i32) -> io::Result<OwnedFd> {
     dsh_contain::pidfd::open(pid)
+}
+
+/// The exit status of `pid` once it has exited, leaving it a zombie (`waitid` with `WNOWAIT`):
+/// `Ok(None)` while it still runs (with `WNOHANG` in `flags`).
+fn exited(pid: i32, flags: i32) -> io::Result<Option<ExitStatus>> {
+    loop {
+        // SAFETY: an all-zero siginfo is a valid out-buffer, and with WNOHANG its pid stays 0 when
+        // the child has not exited.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: waitid on one specific pid with a valid out-pointer.
+        let result = unsafe {
+            libc::waitid(
+                libc::P_PID,
+                pid as libc::id_t,
+                &mut info,
+                libc::WEXITED | libc::WNOWAIT | flags,
+            )
+        };
+        if result == 0 {
+            // SAFETY: waitid filled in a SIGCHLD siginfo (or left it zeroed).
+            let (child, status) = unsafe { (info.si_pid(), info.si_status()) };
+            if child == 0 {
+                return Ok(None);
+            }
+            let raw = match info.si_code {
+                libc::CLD_EXITED => (status & 0xff) << 8,
+                libc::CLD_DUMPED => status | 0x80,
+                _ => status,
+            };
+            return Ok(Some(ExitStatus::from_raw(raw)));
+        }
+        let err = io::Error::last_os_error();
+        if err.raw_os_error() != Some(libc::EINTR) {
+            return Err(err);
+        }
+    }
 }
 
 /// `waitpid(pid, flags)`: `Ok(None)` while the child still runs (with `WNOHANG`).

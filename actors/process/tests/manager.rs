@@ -371,3 +371,32 @@ async fn shutdown_with_fifty_live_groups_returns_within_grace_plus_two_seconds()
     let alive: Vec<i32> = pids.into_iter().filter(|pid| pid_is_live(*pid)).collect();
     assert!(alive.is_empty(), "still alive after shutdown: {alive:?}");
 }
+
+/// The leader stays a zombie until its process has settled: its pid is its group's number, and a
+/// number still held cannot be handed to another process, so the group kill sent while a descendant
+/// still holds the pipes reaches our group and never a stranger's. Settlement reaps it.
+#[actix_rt::test]
+async fn the_leader_is_reaped_only_once_its_process_has_settled() {
+    let h = Harness::new();
+    let mut spec = h.spec("sleep 60 & echo started");
+    // The drain grace: the sleep holds the pipes, so the process does not settle on its own soon.
+    spec.grace = Duration::from_secs(30);
+    let spawned = h.spawn(spec).await.unwrap();
+    h.wait_for_stdout(spawned.id, "started").await;
+    let state = || dsh_process::signal::proc_stat(spawned.pid).map(|s| s.state);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while state() != Some('Z') {
+        assert!(
+            Instant::now() < deadline,
+            "the exited leader was not left a zombie: {:?}",
+            state()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    h.kill(spawned.id).await;
+    let outcome = h.wait(spawned.id).await;
+    assert!(!outcome.signals_sent.is_empty());
+    assert_eq!(state(), None, "settled, and the leader still not reaped");
+    assert!(dsh_process::signal::live_group_members(spawned.pid).is_empty());
+    h.shutdown().await;
+}

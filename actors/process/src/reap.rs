@@ -51,10 +51,12 @@ impl ExitWatcher {
                 tracing::debug!(pid, %err, "no pidfd; waiting on a blocking thread");
                 let (tx, rx) = oneshot::channel();
                 tokio::task::spawn_blocking(move || {
-                    let _ = tx.send(
-                        exited(pid, 0)
-                            .map(|status| status.unwrap_or_else(|| ExitStatus::from_raw(0))),
-                    );
+                    let status = exited(pid, 0)
+                        .map(|status| status.unwrap_or_else(|| ExitStatus::from_raw(0)));
+                    // The watcher was dropped first: nobody will reap, so this thread does.
+                    if tx.send(status).is_err() {
+                        let _ = waitpid(pid, libc::WNOHANG);
+                    }
                 });
                 Watch::Thread(rx)
             }
@@ -122,14 +124,13 @@ impl Drop for ExitWatcher {
             Some(Watch::Exited(_)) => {
                 let _ = waitpid(pid, libc::WNOHANG);
             }
-            // The waiting thread only sees the exit: once it has, the child is reaped.
-            Some(Watch::Thread(rx)) => {
-                let reap = move || {
-                    let _ = exited(pid, 0);
+            // Closed, the waiting thread's send fails and it reaps; an exit it sent before is
+            // reaped here.
+            Some(Watch::Thread(mut rx)) => {
+                rx.close();
+                if let Ok(Ok(_)) = rx.try_recv() {
                     let _ = waitpid(pid, libc::WNOHANG);
-                };
-                drop(rx);
-                std::thread::spawn(reap);
+                }
             }
             Some(Watch::Reaped(_)) | None => {}
         }

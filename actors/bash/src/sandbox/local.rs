@@ -144,8 +144,11 @@ const MAX_CACHED_RULESETS: usize = 64;
 /// again at the same path is another directory, which the old ruleset does not grant.
 struct CachedRuleset {
     ruleset: Ruleset,
-    root: Option<(u64, u64)>,
+    root: Option<RootId>,
 }
+
+/// The device and inode of a workspace root.
+type RootId = (u64, u64);
 
 /// The host's provider: a backend chosen once, and Landlock rulesets cached per policy.
 pub struct LocalSandboxProvider {
@@ -203,8 +206,8 @@ impl LocalSandboxProvider {
         self.config.network
     }
 
-    fn ruleset(&self, policy: &SandboxPolicy) -> Result<Ruleset, String> {
-        let root = root_identity(policy);
+    /// The ruleset for `policy`, whose writable root (if any) is the directory `root` identifies.
+    fn ruleset(&self, policy: &SandboxPolicy, root: Option<RootId>) -> Result<Ruleset, String> {
         let mut cache = lock_unpoisoned(&self.rulesets);
         if let Some(cached) = cache.get(policy)
             && cached.root == root
@@ -227,26 +230,21 @@ impl LocalSandboxProvider {
     }
 }
 
-/// The device and inode of the directory a policy grants writes to (`None` when it grants none, or
-/// the root is gone: the ruleset is then built again, and fails as the path does).
-fn root_identity(policy: &SandboxPolicy) -> Option<(u64, u64)> {
-    use std::os::unix::fs::MetadataExt;
-    if policy.mode != SandboxMode::WorkspaceWrite {
-        return None;
-    }
-    std::fs::metadata(&policy.workspace_root)
-        .ok()
-        .map(|meta| (meta.dev(), meta.ino()))
-}
-
 /// Refuses a `workspace-write` root that would not confine: `/` (which would let commands write
 /// everywhere while results still say `workspace-write`: a server started in `/` with no better
 /// workspace), a root that does not exist, and one whose path no longer leads to itself. Roots are
 /// stored canonical, and every backend resolves the path again (a Landlock ruleset when it is built,
 /// bubblewrap at every spawn), so a confined command that can write the root's parent (`/tmp` under
 /// `workspace-write`) could otherwise swap the root for a symbolic link to any directory and be
-/// granted writes there.
-fn check_workspace_root(root: &Path) -> Result<(), String> {
+/// granted writes there. Returns the root's identity, which the ruleset cache is checked against.
+fn check_workspace_root(root: &Path) -> Result<RootId, String> {
+    use std::os::unix::fs::MetadataExt;
+    let unusable = |err: std::io::Error| {
+        format!(
+            "the workspace root {} cannot be used: {err}",
+            root.display()
+        )
+    };
     match std::fs::canonicalize(root) {
         Ok(resolved) if resolved != root => Err(format!(
             "the workspace root {} now resolves to {} (a symbolic link is in its path); \
@@ -260,11 +258,10 @@ fn check_workspace_root(root: &Path) -> Result<(), String> {
              danger-full-access"
                 .to_owned(),
         ),
-        Ok(_) => Ok(()),
-        Err(err) => Err(format!(
-            "the workspace root {} cannot be used: {err}",
-            root.display()
-        )),
+        Ok(resolved) => std::fs::metadata(resolved)
+            .map(|meta| (meta.dev(), meta.ino()))
+            .map_err(unusable),
+        Err(err) => Err(unusable(err)),
     }
 }
 
@@ -320,15 +317,18 @@ impl SandboxProvider for LocalSandboxProvider {
         let backend = self.verdict.as_ref().map_err(|_| {
             ExecError::SandboxUnavailable(sandbox_unavailable_text(policy.mode, None))
         })?;
-        if policy.mode == SandboxMode::WorkspaceWrite {
-            check_workspace_root(&policy.workspace_root).map_err(|detail| {
+        let root = if policy.mode == SandboxMode::WorkspaceWrite {
+            let id = check_workspace_root(&policy.workspace_root).map_err(|detail| {
                 ExecError::SandboxUnavailable(sandbox_unavailable_text(policy.mode, Some(&detail)))
             })?;
-        }
+            Some(id)
+        } else {
+            None
+        };
         let strings = |list: &[&str]| list.iter().map(|s| s.to_string()).collect::<Vec<_>>();
         match backend {
             Backend::Landlock { .. } => {
-                let ruleset = self.ruleset(policy).map_err(|detail| {
+                let ruleset = self.ruleset(policy, root).map_err(|detail| {
                     ExecError::SandboxUnavailable(sandbox_unavailable_text(
                         policy.mode,
                         Some(&detail),

@@ -22,6 +22,7 @@
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use nix::fcntl::{OFlag, open};
@@ -65,9 +66,45 @@ pub struct Leaf {
     v1: Vec<PathBuf>,
     v1_procs: Vec<OwnedFd>,
     oom: Option<OomSource>,
-    /// `oom_kill` when the leaf was (re)issued: a recycled leaf keeps the kernel's counter.
-    oom_base: u64,
     limits: Limits,
+    /// Whether `cgroup.kill` was written for this leaf (see [`Spent::Killed`]).
+    kill_sent: AtomicBool,
+}
+
+/// Why an emptied leaf may not take another process: it is removed and a fresh one is made instead.
+/// [`crate::LeafPool`] asks [`Leaf::check_reusable`] before parking a leaf and again before issuing
+/// it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Spent {
+    /// `cgroup.kill` was written for it. On the kernels dsh runs on (seen on 6.18) a process created
+    /// straight into such a cgroup with `clone3(CLONE_INTO_CGROUP)` is SIGKILLed at birth, however
+    /// long ago the kill was and although the cgroup was empty since: the cgroup's kill sequence
+    /// number stays raised, and the child's snapshot of it, taken from the parent's own cgroup,
+    /// never matches. (A process moved in through `cgroup.procs` is spared, and a cgroup created
+    /// afterwards is clean.) The kernel shows the raised number in no file, so the leaf's own record
+    /// of the write is what tells.
+    Killed,
+    /// The kernel OOM-killed in it: a v1 memory leaf keeps charges and OOM state across owners (the
+    /// next command in it was killed at once, with no OOM kill counted).
+    OomKilled,
+    /// `cgroup.events` or `cgroup.procs` still shows a process.
+    Populated,
+    /// It is frozen (`cgroup.events` `frozen 1`): a child would stop at birth.
+    Frozen,
+    /// Its state files cannot be read (removed from outside, or the hierarchy went away).
+    Unreadable,
+}
+
+impl std::fmt::Display for Spent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Spent::Killed => "its processes were killed with cgroup.kill",
+            Spent::OomKilled => "the kernel killed in it for memory",
+            Spent::Populated => "it still holds processes",
+            Spent::Frozen => "it is frozen",
+            Spent::Unreadable => "its state cannot be read",
+        })
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -210,8 +247,8 @@ impl CgroupTree {
             v1: Vec::new(),
             v1_procs: Vec::new(),
             oom: None,
-            oom_base: 0,
             limits,
+            kill_sent: AtomicBool::new(false),
         };
         // On any error below, `leaf` is dropped unremoved; remove it so no directory is left.
         let result = self.fill_leaf(&mut leaf, name, limits);
@@ -372,9 +409,40 @@ impl Leaf {
         }
     }
 
-    /// SIGKILLs every process in the leaf, including any that fork meanwhile (`cgroup.kill`).
+    /// SIGKILLs every process in the leaf, including any that fork meanwhile (`cgroup.kill`). The
+    /// leaf is spent from then on ([`Spent::Killed`]), whether or not the write succeeded.
     pub fn kill(&self) -> Result<()> {
+        self.kill_sent.store(true, Ordering::Relaxed);
         write(&self.v2.join("cgroup.kill"), "1")
+    }
+
+    /// Whether the leaf may take another process, judged from the kernel's files (`cgroup.events`,
+    /// `cgroup.procs` of the v2 leaf and its v1 twins, the OOM counter) and from what only the leaf
+    /// itself knows (that `cgroup.kill` was written). Costs a few small reads.
+    pub fn check_reusable(&self) -> std::result::Result<(), Spent> {
+        if self.kill_sent.load(Ordering::Relaxed) {
+            return Err(Spent::Killed);
+        }
+        let events = std::fs::read_to_string(self.v2.join("cgroup.events"))
+            .map_err(|_| Spent::Unreadable)?;
+        if events::field(&events, "populated").is_none_or(|v| v != 0) {
+            return Err(Spent::Populated);
+        }
+        if events::field(&events, "frozen").is_some_and(|v| v != 0) {
+            return Err(Spent::Frozen);
+        }
+        for dir in self.v1.iter().chain(std::iter::once(&self.v2)) {
+            let procs =
+                std::fs::read_to_string(dir.join("cgroup.procs")).map_err(|_| Spent::Unreadable)?;
+            if !procs.trim().is_empty() {
+                return Err(Spent::Populated);
+            }
+        }
+        match self.oom_kills() {
+            Ok(None | Some(0)) => Ok(()),
+            Ok(Some(_)) => Err(Spent::OomKilled),
+            Err(_) => Err(Spent::Unreadable),
+        }
     }
 
     /// Sends `signal` to every process in the leaf (`cgroup.kill` sends only SIGKILL). Each pid of
@@ -425,15 +493,8 @@ impl Leaf {
         self.limits
     }
 
-    /// Starts counting OOM kills afresh (for a recycled leaf).
-    pub(crate) fn rebase_oom(&mut self) -> Result<()> {
-        self.oom_base = 0;
-        self.oom_base = self.oom_kills()?.unwrap_or(0);
-        Ok(())
-    }
-
-    /// How many processes the kernel OOM-killed in this leaf since it was issued; `None` without a
-    /// memory limit.
+    /// How many processes the kernel OOM-killed in this leaf; `None` without a memory limit. A leaf
+    /// is recycled only with none ([`Spent::OomKilled`]), so the count is its current owner's.
     /// v2 reads `oom_kill` from `memory.events`; v1 reads `oom_kill` from `memory.oom_control`
     /// (Linux 4.13+).
     pub fn oom_kills(&self) -> Result<Option<u64>> {
@@ -443,11 +504,7 @@ impl Leaf {
             Some(OomSource::V1Control(p)) => (p, "oom_kill"),
         };
         let text = std::fs::read_to_string(path).map_err(|e| Error::io("read", path, e))?;
-        Ok(Some(
-            events::field(&text, key)
-                .unwrap_or(0)
-                .saturating_sub(self.oom_base),
-        ))
+        Ok(Some(events::field(&text, key).unwrap_or(0)))
     }
 
     /// Removes the leaf (v2 and v1 twins). Call once it is empty; `EBUSY` is retried briefly.

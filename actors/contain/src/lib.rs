@@ -51,10 +51,10 @@ pub mod spawn;
 pub mod subreaper;
 pub mod watchdog;
 
-pub use cgroup::{CgroupTarget, CgroupTree, Leaf, Limits};
+pub use cgroup::{CgroupTarget, CgroupTree, Leaf, Limits, Spent};
 pub use error::{Error, Result};
 pub use host::{HostFacts, LimitSource, Mode};
-pub use pool::LeafPool;
+pub use pool::{LeafPool, Released};
 pub use spawn::{Child, Method, Program, SpawnError, Stdio, spawn, spawn_with};
 
 /// A value unique to this process and call (time, pid and a counter), for names in shared

@@ -13,7 +13,7 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use dsh_contain::{CgroupTree, Limits};
+use dsh_contain::{CgroupTree, Limits, Released, Spent};
 
 #[tokio::test]
 async fn every_escapee_dies_on_cgroup_kill_and_the_leaf_empties() {
@@ -153,7 +153,7 @@ async fn a_memory_limit_oom_kills_and_is_detected() {
 }
 
 #[tokio::test]
-async fn a_recycled_leaf_reports_only_its_new_owners_oom_kills() {
+async fn an_oom_killed_leaf_is_spent_and_its_successor_counts_from_zero() {
     let Some(facts) = cgroup_host() else { return };
     if let Err(why) = facts.memory_limit() {
         eprintln!("SKIP: no memory limit here: {why}");
@@ -176,25 +176,88 @@ async fn a_recycled_leaf_reports_only_its_new_owners_oom_kills() {
     reap(&child);
     leaf.wait_empty().await.expect("empty");
     assert!(leaf.oom_kills().expect("oom").unwrap_or(0) >= 1);
-    pool.release(leaf).expect("release");
-    assert_eq!(pool.idle_count(), 1);
-    let leaf = pool.acquire(&tree, limits).expect("recycled leaf");
-    assert_eq!(leaf.path(), first, "the emptied leaf is reused");
+    assert_eq!(leaf.check_reusable(), Err(Spent::OomKilled));
+    assert_eq!(
+        pool.release(leaf).expect("release"),
+        Released::Spent(Spent::OomKilled)
+    );
+    assert_eq!(pool.idle_count(), 0);
+    assert!(!first.exists(), "a spent leaf is removed");
+    let leaf = pool.acquire(&tree, limits).expect("fresh leaf");
+    assert_ne!(leaf.path(), first, "an OOM-killed leaf is never reused");
     assert_eq!(leaf.oom_kills().expect("oom"), Some(0));
     let child = spawn_script("exit 0", &[], Some(leaf.target()));
     assert_eq!(nix::libc::WEXITSTATUS(reap(&child)), 0);
     leaf.wait_empty().await.expect("empty");
-    assert_eq!(leaf.oom_kills().expect("oom"), Some(0));
-    pool.release(leaf).expect("release");
+    assert_eq!(
+        pool.release(leaf).expect("release"),
+        Released::Parked,
+        "a leaf whose command ended by itself is recycled"
+    );
     pool.clear().expect("clear");
-    assert!(!first.exists());
     // A populated leaf is refused; the tree still kills and removes it.
     let busy = pool.acquire(&tree, Limits::default()).expect("leaf");
     let sleeper = spawn_script(&format!("exec sleep {m}"), &[], Some(busy.target()));
+    assert_eq!(busy.check_reusable(), Err(Spent::Populated));
     assert!(pool.release(busy).is_err());
     assert_eq!(pool.idle_count(), 0);
     drop(tree);
     assert!(nix::libc::WIFSIGNALED(reap(&sleeper)));
+    assert_none_left(&m);
+}
+
+/// The kernel behaviour the pool guards against (issue 19): a process created into a cgroup that
+/// was ever written `cgroup.kill` is SIGKILLed at birth. Twenty rounds of run, kill, release, and
+/// every command after a kill still runs to its own exit, in a leaf that was never killed.
+#[tokio::test]
+async fn a_killed_leaf_is_never_issued_again() {
+    let Some(facts) = cgroup_host() else { return };
+    let tree = CgroupTree::create(&facts, Limits::default()).expect("tree");
+    let pool = dsh_contain::LeafPool::new(4);
+    let m = sleep_marker();
+    let mut killed = Vec::new();
+    for round in 0..20 {
+        let leaf = pool.acquire(&tree, Limits::default()).expect("leaf");
+        assert!(
+            !killed.contains(&leaf.path().to_path_buf()),
+            "round {round}: a killed leaf was issued again"
+        );
+        assert_eq!(leaf.check_reusable(), Ok(()));
+        let child = spawn_script("exit 3", &[], Some(leaf.target()));
+        assert_eq!(
+            reap(&child),
+            3 << 8,
+            "round {round}: a command in an issued leaf ran to its own exit"
+        );
+        leaf.wait_empty().await.expect("empty");
+        // The same leaf, recycled, now holds a sleeper that is killed.
+        assert_eq!(pool.release(leaf).expect("release"), Released::Parked);
+        let leaf = pool.acquire(&tree, Limits::default()).expect("leaf");
+        let sleeper = spawn_script(&format!("exec sleep {m}"), &[], Some(leaf.target()));
+        leaf.kill().expect("kill");
+        assert!(nix::libc::WIFSIGNALED(reap(&sleeper)));
+        leaf.wait_empty().await.expect("empty");
+        assert_eq!(leaf.check_reusable(), Err(Spent::Killed));
+        killed.push(leaf.path().to_path_buf());
+        assert_eq!(
+            pool.release(leaf).expect("release"),
+            Released::Spent(Spent::Killed)
+        );
+        assert!(!killed[round].exists(), "a spent leaf is removed");
+    }
+    // A kill of the whole tree spends the parked leaves too: the pool recycles nothing after it.
+    let leaf = pool.acquire(&tree, Limits::default()).expect("leaf");
+    let parked = leaf.path().to_path_buf();
+    assert_eq!(pool.release(leaf).expect("release"), Released::Parked);
+    pool.retire().expect("retire");
+    assert!(!parked.exists());
+    let leaf = pool.acquire(&tree, Limits::default()).expect("leaf");
+    let child = spawn_script("exit 0", &[], Some(leaf.target()));
+    assert_eq!(reap(&child), 0);
+    leaf.wait_empty().await.expect("empty");
+    assert_eq!(pool.release(leaf).expect("release"), Released::Removed);
+    assert_eq!(pool.idle_count(), 0);
+    drop(tree);
     assert_none_left(&m);
 }
 

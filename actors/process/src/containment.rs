@@ -5,7 +5,7 @@
 //! a task together. The kernel primitives are in `dsh-contain`; here they are put to work:
 //! - [`Mode::Cgroup`]: one cgroup leaf per process from a [`LeafPool`] under the runtime's
 //!   [`CgroupTree`]; the child is inside it before it can fork; kill = `cgroup.kill`, all gone =
-//!   `populated 0`; an emptied leaf goes back to the pool.
+//!   `populated 0`; an emptied leaf goes back to the pool unless it was killed (the pool decides).
 //! - [`Mode::Subreaper`]: the runtime is a child subreaper and every child carries the marker
 //!   `DSH_TASK=<runtime>:<process>`; kill = every marked process, all gone = none left marked;
 //!   adopted orphans are reaped on SIGCHLD (`orphans.rs`).
@@ -311,16 +311,10 @@ impl Containment {
         }
     }
 
-    /// Recycles an emptied leaf, except one in which the kernel OOM-killed: a v1 memory leaf keeps
-    /// charges and OOM state across owners (measured: the next command in it was killed at once,
-    /// with no OOM kill counted), so it is removed instead.
+    /// Gives an emptied leaf back to the pool, which recycles it only if its command ended by
+    /// itself: a killed or OOM-killed leaf is spent and removed (`dsh_contain::Spent`).
     fn release_leaf(&self, leaf: Leaf) {
-        let result = if leaf.oom_kills().ok().flatten().is_some_and(|n| n > 0) {
-            leaf.remove()
-        } else {
-            self.pool.release(leaf)
-        };
-        if let Err(err) = result {
+        if let Err(err) = self.pool.release(leaf) {
             tracing::debug!(%err, "cgroup leaf not recycled");
         }
     }
@@ -341,6 +335,10 @@ impl Containment {
     pub(crate) fn kill_everything(&self) {
         match (self.mode, &self.tree) {
             (Mode::Cgroup, Some(tree)) => {
+                // Every leaf of the tree is spent by this, parked ones included.
+                if let Err(err) = self.pool.retire() {
+                    tracing::debug!(%err, "removing idle cgroup leaves");
+                }
                 let path = lock_unpoisoned(tree).path().join("cgroup.kill");
                 if let Err(err) = std::fs::write(&path, "1") {
                     tracing::warn!(%err, path = %path.display(), "cgroup.kill of the tree failed");

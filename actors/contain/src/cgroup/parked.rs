@@ -3,6 +3,7 @@
 
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
 
 use nix::fcntl::{OFlag, open};
 use nix::sys::stat::Mode;
@@ -26,9 +27,9 @@ impl ParkedLeaf {
         self.limits
     }
 
-    /// Reopens the descriptors: a leaf ready for its next process (OOM counter re-based).
+    /// Reopens the descriptors: the leaf as it was parked, for [`Leaf::check_reusable`] to judge.
     pub(crate) fn unpark(self) -> Result<Leaf> {
-        let mut leaf = Leaf {
+        Ok(Leaf {
             v2_dir: open_dir(&self.v2)?,
             v1_procs: self
                 .v1
@@ -38,11 +39,9 @@ impl ParkedLeaf {
             v2: self.v2,
             v1: self.v1,
             oom: self.oom,
-            oom_base: 0,
             limits: self.limits,
-        };
-        leaf.rebase_oom()?;
-        Ok(leaf)
+            kill_sent: AtomicBool::new(false),
+        })
     }
 
     /// Removes the directories.
@@ -77,7 +76,8 @@ pub(super) fn remove_dirs<'a>(dirs: impl Iterator<Item = &'a PathBuf>) -> Result
 }
 
 impl Leaf {
-    /// Closes its descriptors for a stay in the pool.
+    /// Closes its descriptors for a stay in the pool. Only a leaf that passed
+    /// [`Leaf::check_reusable`] is parked, so a parked leaf was never killed.
     pub(crate) fn park(self) -> ParkedLeaf {
         ParkedLeaf {
             v2: self.v2,

@@ -170,6 +170,29 @@ fn task_max_memory_reports_out_of_memory_in_the_foreground_and_in_bash_output() 
         status.ends_with("[status: killed: out of memory]"),
         "{status}"
     );
+    server.call("last", "bash_output", json!({"task_id": task}));
+    assert_eq!(server.reply("last")["structured"]["out_of_memory"], true);
+    server.finish();
+}
+
+#[test]
+fn a_child_killed_for_memory_while_the_shell_goes_on_is_reported_alike_in_text_and_structure() {
+    let Some(mut server) = limited_server(&["--task-max-memory", "64MiB"]) else {
+        return;
+    };
+    // Under v1 memory (hybrid hosts) only the hog dies and the shell exits 0; under v2 with
+    // memory.oom.group the whole leaf goes. Either way text and structure say the same.
+    let hog = "perl -e '$x = \"a\" x (300 * 1024 * 1024)'; echo went on";
+    server.call("fg", "bash", bash(hog, json!({})));
+    let reply = server.reply("fg");
+    let text = reply["text"].as_str().unwrap();
+    assert!(text.ends_with("[killed: out of memory]"), "{reply}");
+    assert_eq!(reply["structured"]["out_of_memory"], true, "{reply}");
+    if reply["structured"]["exit_code"] == 0 {
+        assert!(text.starts_with("went on\n"), "{reply}");
+    }
+    server.call("plain", "bash", bash("echo fine", json!({})));
+    assert_eq!(server.reply("plain")["structured"]["out_of_memory"], false);
     server.finish();
 }
 

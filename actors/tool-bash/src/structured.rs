@@ -40,6 +40,7 @@ pub fn bash_structured(
         "background": false,
         "exit_code": result.exit_code,
         "signal": result.signal,
+        "out_of_memory": result.oom_killed,
         "timed_out": result.timed_out,
         "aborted": result.aborted,
         "timeout_ms": result.timeout_ms,
@@ -84,6 +85,7 @@ pub fn read_structured(task_id: &str, output: &TaskOutput, status: &TaskStatus) 
         "status": status_name,
         "exit_code": exit_code,
         "signal": signal,
+        "out_of_memory": matches!(status, TaskStatus::OutOfMemory),
     });
     if let Some(facts) = output.sandbox.as_ref().filter(|_| !status.is_running()) {
         value["sandbox"] = sandbox_structured(facts);
@@ -129,6 +131,7 @@ pub fn output_schema(tool: &str) -> Option<Value> {
                 "task_id": {"type": "string", "description": "The background task's id."},
                 "exit_code": nullable_int,
                 "signal": {"type": ["string", "null"], "description": "The signal that ended the command."},
+                "out_of_memory": {"type": "boolean", "description": "The kernel killed the command, or a process of it, for its memory limit (the text says `[killed: out of memory]`); `exit_code` is then the shell's own."},
                 "timed_out": {"type": "boolean"},
                 "aborted": {"type": "boolean"},
                 "timeout_ms": {"type": "integer", "minimum": 0},
@@ -149,6 +152,7 @@ pub fn output_schema(tool: &str) -> Option<Value> {
                 "status": {"type": "string", "enum": ["queued", "running", "completed", "killed"]},
                 "exit_code": nullable_int,
                 "signal": nullable_str,
+                "out_of_memory": {"type": "boolean", "description": "The kernel killed the task for its memory limit (`[status: killed: out of memory]`)."},
                 "sandbox": sandbox,
             },
             "required": ["task_id", "output", "output_dropped", "status"],

@@ -28,8 +28,9 @@
 //! exits, not the runtime.
 //!
 //! A SIGKILL of the watchdog itself (an operator, an unconfined command) cannot be defended against
-//! here; the runtime can notice it instead: [`Watchdog::exit_notice`] becomes ready when the
-//! watchdog exits, and [`Watchdog::reap_if_exited`] collects it through its pidfd.
+//! here; the runtime watches for it instead: [`Watchdog::exit_notice`] becomes ready when the
+//! watchdog exits, [`Watchdog::reap_if_exited`] collects it through its pidfd, and the runtime
+//! starts a new one and tells it again everything still live (`dsh-process`'s `watchdog_link`).
 
 use std::ffi::OsStr;
 use std::fs::File;

@@ -32,7 +32,8 @@ pub use dsh_bash::{
 };
 pub use dsh_process::{
     Admission, AdmissionRequest, ContainmentMode, Load, ManagerStats, MaxConcurrent, MaxPerSession,
-    PolicyStack, SettledProcess, StragglerAction, TaskLimits, lock_unpoisoned,
+    PolicyStack, SettledProcess, StragglerAction, TaskLimits, WATCHDOG_RESTARTS_IN_A_ROW,
+    WatchdogStatus, lock_unpoisoned,
 };
 pub use dsh_tasks::{
     AgentRef, FinishedTask, Inject, RetentionLimits, RetentionLoad, RetentionPolicy, TaskSnapshot,

@@ -21,6 +21,7 @@ fn doctor_reports_every_fact_and_exits_0() {
         "cgroup v2",
         "subreaper:",
         "pidfd:",
+        "watchdog:",
         "containment auto:",
         "landlock:",
         "bubblewrap:",

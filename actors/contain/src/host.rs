@@ -227,6 +227,13 @@ impl HostFacts {
         lines.push(format!("clone3: {}", yes_no(self.clone3)));
         lines.push(format!("subreaper: {}", yes_no(self.subreaper)));
         lines.push(format!("pidfd: {}", yes_no(self.pidfd)));
+        lines.push(if self.pidfd {
+            "watchdog: replaced if it dies (its pidfd is watched; a running server logs each \
+             replacement at warn)"
+                .to_owned()
+        } else {
+            "watchdog: not replaced if it dies (no pidfd to watch it by)".to_owned()
+        });
         lines.push(format!("containment auto: {}", self.auto_mode()));
         if let Err(why) = self.cgroup_ready() {
             lines.push(format!(

@@ -20,7 +20,8 @@
 //!   [`HostFacts::check_mode`] (an error string says why a requested mode is impossible) and the
 //!   limits with [`HostFacts::pids_limit`] / [`HostFacts::memory_limit`]; log the mode. Start the
 //!   [`watchdog::Watchdog`] (`dsh __watchdog` calls [`watchdog::watchdog_main`] on fd 0) and
-//!   register the spill directory. Cgroup mode: [`CgroupTree::create`] with the requested limits,
+//!   register the spill directory; await its [`watchdog::ExitNotice`], and when it fires
+//!   [`watchdog::Watchdog::reap_if_exited`] and start a new one told everything still live. Cgroup mode: [`CgroupTree::create`] with the requested limits,
 //!   register [`CgroupTree::path`] and [`CgroupTree::v1_paths`], keep a [`LeafPool`]. Subreaper
 //!   mode: [`subreaper::become_subreaper`], register the runtime nonce, keep a
 //!   [`subreaper::ChildRegistry`] and call [`subreaper::ChildRegistry::reap_orphans`] on SIGCHLD.

@@ -4,10 +4,13 @@
 //! sent. A pidfd names one process for good: open it, then check through the pid that it is still
 //! the process meant (it carries the marker, it is in the leaf), then signal through the pidfd. If
 //! the process died after the open, the signal fails with ESRCH instead of reaching whoever holds
-//! the pid now.
+//! the pid now. The same holds for reaping a child ([`reap`]): through its pidfd, a wait can only
+//! ever collect the child it was opened for.
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::unix::process::ExitStatusExt;
+use std::process::ExitStatus;
 
 use nix::libc;
 
@@ -35,4 +38,48 @@ pub fn send_signal(pidfd: &OwnedFd, signal: i32) -> bool {
         )
     };
     r == 0
+}
+
+/// The wait status a `waitid` siginfo describes, as `waitpid` would have returned it.
+pub fn wait_status(info: &libc::siginfo_t) -> ExitStatus {
+    // SAFETY: `info` was filled in by waitid for a child's state change (a SIGCHLD siginfo).
+    let status = unsafe { info.si_status() };
+    let raw = match info.si_code {
+        libc::CLD_EXITED => (status & 0xff) << 8,
+        libc::CLD_DUMPED => status | 0x80,
+        _ => status,
+    };
+    ExitStatus::from_raw(raw)
+}
+
+/// `waitid(P_PIDFD, pidfd, WEXITED | flags)`: reaps the child `pidfd` names once it has exited and
+/// returns its status; `Ok(None)` while it runs (with `WNOHANG` in `flags`). Through the pidfd, never
+/// through its pid: if someone else reaped the child first, this fails with ECHILD instead of
+/// reaping a stranger that reused the pid. Retries on EINTR.
+pub fn reap(pidfd: BorrowedFd<'_>, flags: i32) -> io::Result<Option<ExitStatus>> {
+    loop {
+        // SAFETY: an all-zero siginfo is a valid out-buffer; with WNOHANG its pid stays 0 while the
+        // child runs.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: waitid on one pidfd with a valid out-pointer.
+        let result = unsafe {
+            libc::waitid(
+                libc::P_PIDFD,
+                pidfd.as_raw_fd() as libc::id_t,
+                &mut info,
+                libc::WEXITED | flags,
+            )
+        };
+        if result == 0 {
+            // SAFETY: waitid filled in a SIGCHLD siginfo or left it zeroed.
+            if unsafe { info.si_pid() } == 0 {
+                return Ok(None);
+            }
+            return Ok(Some(wait_status(&info)));
+        }
+        let err = io::Error::last_os_error();
+        if err.raw_os_error() != Some(libc::EINTR) {
+            return Err(err);
+        }
+    }
 }

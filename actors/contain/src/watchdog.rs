@@ -8,7 +8,7 @@
 //! |---|---|---|
 //! | `cgroup <path>` | the runtime's v2 cgroup parent | `cgroup.kill`, wait for `populated 0`, remove the tree |
 //! | `cgroup-v1 <path>` | a v1 limit parent | remove the tree (after the kills) |
-//! | `group <pgid>` / `ungroup <pgid>` | a task's process group (subreaper/group modes) | `kill(-pgid, SIGKILL)` |
+//! | `group <pgid>` / `ungroup <pgid>` | a task's process group (subreaper/group modes); `ungroup` withdraws one `group` | `kill(-pgid, SIGKILL)` |
 //! | `runtime <nonce>` | the runtime's marker prefix `DSH_TASK=<nonce>:` | SIGKILL every process carrying it |
 //! | `spill <path>` | the spill directory | remove it recursively |
 //! | `bye` | clean shutdown: the runtime cleaned up itself | exit without touching anything |
@@ -21,15 +21,27 @@
 //! terminal's ^C never reaches it), outside the task subtree (it stays in the runtime's own cgroup),
 //! with SIGHUP, SIGINT, SIGTERM and SIGPIPE ignored: a host that signals the runtime's whole cgroup
 //! (systemd's `KillMode=control-group`) must not take the watchdog down before the runtime, since
-//! only EOF tells it the runtime is gone. SIGKILL of the watchdog itself is not defended against.
+//! only EOF tells it the runtime is gone. It asks the OOM killer to pass it over
+//! (`oom_score_adj -1000`, where the kernel lets it: root or `CAP_SYS_RESOURCE`): it is tiny, and it
+//! is what cleans up after an OOM-killed runtime. Not `PR_SET_PDEATHSIG`: that signal only ends the
+//! watchdog (nothing would be cleaned up), and it fires when the *thread* that started the watchdog
+//! exits, not the runtime.
+//!
+//! A SIGKILL of the watchdog itself (an operator, an unconfined command) cannot be defended against
+//! here; the runtime watches for it instead: [`Watchdog::exit_notice`] becomes ready when the
+//! watchdog exits, [`Watchdog::reap_if_exited`] collects it through its pidfd, and the runtime
+//! starts a new one and tells it again everything still live (`dsh-process`'s `watchdog_link`).
 
 use std::ffi::OsStr;
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Write};
 use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Component, Path, PathBuf};
+use std::process::ExitStatus;
 
 use nix::libc;
+use tokio::io::unix::AsyncFd;
 
 use crate::spawn::{self, Program, SpawnError, Stdio};
 use crate::subreaper::{self, Marker};
@@ -83,7 +95,35 @@ fn invalid(what: &str) -> io::Error {
 #[derive(Debug)]
 pub struct Watchdog {
     pid: i32,
+    /// Names the watchdog for good: its exit is awaited and it is reaped through this. `None` only
+    /// on kernels without pidfds (before 5.3).
+    pidfd: Option<OwnedFd>,
     pipe: File,
+}
+
+/// What [`Watchdog::reap_if_exited`] found.
+#[derive(Debug)]
+pub enum Exit {
+    /// It still runs: the handle, unchanged.
+    Running(Watchdog),
+    /// It exited and is reaped, with its status (`None`: someone else reaped it first).
+    Exited(Option<ExitStatus>),
+}
+
+/// Becomes ready once a watchdog has exited: a duplicate of its pidfd, registered with the tokio
+/// reactor. It does not borrow the [`Watchdog`], so the handle may stay behind a lock (where
+/// registrations reach it) while this is awaited.
+#[derive(Debug)]
+pub struct ExitNotice(AsyncFd<OwnedFd>);
+
+impl ExitNotice {
+    /// Resolves once the watchdog has exited (a pidfd turns readable then and stays so); it is
+    /// reaped only by [`Watchdog::reap_if_exited`]. No polling: the reactor wakes the caller.
+    pub async fn exited(&self) -> io::Result<()> {
+        let mut ready = self.0.readable().await?;
+        ready.retain_ready();
+        Ok(())
+    }
 }
 
 impl Watchdog {
@@ -119,8 +159,11 @@ impl Watchdog {
             },
             None,
         )?;
+        // Not reaped yet, so the pid still names the child when the spawn gave no pidfd.
+        let pidfd = child.pidfd.or_else(|| crate::pidfd::open(child.pid).ok());
         Ok(Watchdog {
             pid: child.pid,
+            pidfd,
             pipe: File::from(write),
         })
     }
@@ -135,19 +178,76 @@ impl Watchdog {
         self.pipe.write_all(registration.line()?.as_bytes())
     }
 
-    /// Clean shutdown: tells the watchdog to exit without acting, and reaps it.
+    /// A notice that resolves once this watchdog has exited. Must be called inside a tokio runtime
+    /// with IO enabled; fails without a pidfd (the watchdog then cannot be watched).
+    pub fn exit_notice(&self) -> io::Result<ExitNotice> {
+        let Some(pidfd) = &self.pidfd else {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "no pidfd for the watchdog (Linux < 5.3)",
+            ));
+        };
+        if tokio::runtime::Handle::try_current().is_err() {
+            return Err(io::Error::other("not inside a tokio runtime"));
+        }
+        let duplicate = pidfd.try_clone()?;
+        // SAFETY: the duplicate moves into the `AsyncFd`, which keeps it open and unchanged until
+        // it drops.
+        unsafe { AsyncFd::register_with_interest(duplicate, tokio::io::Interest::READABLE) }
+            .map(ExitNotice)
+            .map_err(|err| err.into_parts().1)
+    }
+
+    /// Reaps the watchdog if it has exited (without blocking); otherwise hands the handle back.
+    pub fn reap_if_exited(self) -> Exit {
+        match self.wait(libc::WNOHANG) {
+            Ok(None) => Exit::Running(self),
+            Ok(Some(status)) => Exit::Exited(Some(status)),
+            // ECHILD: someone else reaped it (a host's `waitpid(-1)`); it is gone either way.
+            Err(_) => Exit::Exited(None),
+        }
+    }
+
+    /// Clean shutdown: tells the watchdog to exit without acting, and reaps it (waiting for it).
+    /// It is reaped even when the goodbye cannot be written (it is dead, or reads EOF without
+    /// goodbye, which after a clean shutdown finds nothing left to kill).
     pub fn goodbye(mut self) -> io::Result<()> {
-        self.pipe.write_all(b"bye\n")?;
-        let pid = self.pid;
-        drop(self);
-        let mut status = 0;
-        // SAFETY: waiting for our own child; ECHILD (someone else reaped it) is fine.
-        while unsafe { libc::waitpid(pid, &mut status, 0) } < 0 {
-            if io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
-                break;
+        let said = self.pipe.write_all(b"bye\n");
+        let Watchdog { pid, pidfd, pipe } = self;
+        drop(pipe);
+        let _ = Self::wait_for(pid, pidfd.as_ref(), 0);
+        said
+    }
+
+    /// Reaps the watchdog once it exits (`WNOHANG` in `flags`: only if it has).
+    fn wait(&self, flags: i32) -> io::Result<Option<ExitStatus>> {
+        Self::wait_for(self.pid, self.pidfd.as_ref(), flags)
+    }
+
+    /// Through the pidfd where there is one (and the kernel can wait on it, 5.4+), else by pid: the
+    /// watchdog is our child and nobody else reaps it, so its pid is still its own.
+    fn wait_for(pid: i32, pidfd: Option<&OwnedFd>, flags: i32) -> io::Result<Option<ExitStatus>> {
+        if let Some(pidfd) = pidfd {
+            match crate::pidfd::reap(pidfd.as_fd(), flags) {
+                Err(err) if err.raw_os_error() == Some(libc::EINVAL) => {}
+                reaped => return reaped,
             }
         }
-        Ok(())
+        let mut status = 0;
+        loop {
+            // SAFETY: waitpid on our own child with a valid out-pointer.
+            let reaped = unsafe { libc::waitpid(pid, &mut status, flags) };
+            if reaped == pid {
+                return Ok(Some(ExitStatus::from_raw(status)));
+            }
+            if reaped == 0 {
+                return Ok(None);
+            }
+            let err = io::Error::last_os_error();
+            if err.raw_os_error() != Some(libc::EINTR) {
+                return Err(err);
+            }
+        }
     }
 }
 
@@ -189,7 +289,13 @@ fn read_registrations(mut input: impl BufRead, reg: &mut Registered) -> Ending {
             "group" => reg
                 .groups
                 .extend(rest.parse::<i32>().ok().filter(|g| *g > 1)),
-            "ungroup" => reg.groups.retain(|g| rest.parse() != Ok(*g)),
+            // One registration each: a group number reused by a newer task may be registered
+            // again before the older task's `ungroup` arrives.
+            "ungroup" => {
+                if let Some(at) = reg.groups.iter().position(|g| rest.parse() == Ok(*g)) {
+                    reg.groups.swap_remove(at);
+                }
+            }
             "runtime" => reg
                 .runtimes
                 .extend(Some(rest.to_owned()).filter(|n| !n.is_empty())),
@@ -242,6 +348,9 @@ pub fn watchdog_main(input: OwnedFd) -> ! {
         // SAFETY: setting a signal to SIG_IGN installs no handler code.
         unsafe { libc::signal(sig, libc::SIG_IGN) };
     }
+    // Best effort: without CAP_SYS_RESOURCE the kernel refuses a lower value, and the inherited one
+    // stays.
+    let _ = std::fs::write("/proc/self/oom_score_adj", "-1000");
     let mut reg = Registered::default();
     let ending = read_registrations(BufReader::new(File::from(input)), &mut reg);
     if let Ending::RuntimeGone = ending {
@@ -272,6 +381,13 @@ mod tests {
             read_registrations("group 5\nbye\n".as_bytes(), &mut reg),
             Ending::Goodbye
         ));
+    }
+
+    #[test]
+    fn an_ungroup_withdraws_one_registration_of_a_reused_group_number() {
+        let mut reg = Registered::default();
+        read_registrations("group 5\ngroup 5\nungroup 5\n".as_bytes(), &mut reg);
+        assert_eq!(reg.groups, [5]);
     }
 
     #[test]

@@ -13,7 +13,8 @@
 //!
 //! The process group is always signalled too: it is free and catches a command that scrubbed its
 //! environment in subreaper mode. One [`Containment`] is shared by a manager, its table and its
-//! drivers; it also owns the watchdog, which kills everything if the runtime dies without goodbye.
+//! drivers; it also owns the link to the watchdog (`watchdog_link`), which kills everything if the
+//! runtime dies without goodbye, and is replaced if it dies itself.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -22,14 +23,16 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use dsh_contain::subreaper::{self, Marker};
-use dsh_contain::watchdog::{Registration, Watchdog};
+use dsh_contain::watchdog::Registration;
 use dsh_contain::{CgroupTree, HostFacts, Leaf, LeafPool, Limits, Mode};
 use nix::libc;
 use nix::sys::signal::Signal;
 
 use crate::errors::SpawnError;
 use crate::lock::lock_unpoisoned;
+use crate::messages::WatchdogStatus;
 use crate::signal::{live_group_members, signal_group};
+use crate::watchdog_link::{self, WatchdogLink};
 
 /// How often "all gone" is re-checked where the kernel gives no event (subreaper and group modes).
 const POLL: Duration = Duration::from_millis(20);
@@ -97,7 +100,8 @@ pub(crate) struct Containment {
     nonce: String,
     /// The last marker number handed out (subreaper mode).
     tag: AtomicU64,
-    watchdog: Mutex<Option<Watchdog>>,
+    /// Shared with the task that watches the watchdog ([`Containment::watch_watchdog`]).
+    watchdog: Arc<WatchdogLink>,
 }
 
 impl Containment {
@@ -110,7 +114,7 @@ impl Containment {
             pool: LeafPool::new(0),
             nonce: dsh_contain::nonce(),
             tag: AtomicU64::new(0),
-            watchdog: Mutex::new(None),
+            watchdog: Arc::new(WatchdogLink::off()),
         }
     }
 
@@ -162,47 +166,43 @@ impl Containment {
             Mode::Group => {}
         }
         if let Some(command) = &config.watchdog {
-            containment.start_watchdog(command);
+            containment.start_watchdog(command.clone());
         }
         tracing::info!(containment = %mode, ?limits, "containment mode in force");
         Ok(containment)
     }
 
-    fn start_watchdog(&mut self, command: &WatchdogCommand) {
-        let guard = crate::orphans::registry().spawning();
-        let mut watchdog = match Watchdog::start(&command.program, &command.args) {
-            Ok(watchdog) => watchdog,
-            Err(err) => {
-                tracing::warn!(%err, program = %command.program.display(), "cannot start the watchdog");
-                return;
-            }
-        };
-        guard.register(watchdog.pid());
-        let registered = match &self.tree {
+    /// Starts the watchdog and tells it the cgroup tree (v2 parent and v1 limit parents), or the
+    /// runtime's marker.
+    fn start_watchdog(&mut self, command: WatchdogCommand) {
+        let link = match &self.tree {
             Some(tree) => {
                 let tree = lock_unpoisoned(tree);
-                std::iter::once(watchdog.register(Registration::Cgroup(tree.path())))
-                    .chain(
-                        tree.v1_paths()
-                            .iter()
-                            .map(|p| watchdog.register(Registration::CgroupV1(p))),
-                    )
-                    .collect::<std::io::Result<()>>()
+                let v1 = tree.v1_paths();
+                let initial: Vec<Registration<'_>> =
+                    std::iter::once(Registration::Cgroup(tree.path()))
+                        .chain(v1.iter().map(|p| Registration::CgroupV1(p)))
+                        .collect();
+                WatchdogLink::start(command, &initial)
             }
-            None => watchdog.register(Registration::Runtime(&self.nonce)),
+            None => WatchdogLink::start(command, &[Registration::Runtime(&self.nonce)]),
         };
-        if let Err(err) = registered {
-            tracing::warn!(%err, "cannot register with the watchdog");
-        }
-        *lock_unpoisoned(&self.watchdog) = Some(watchdog);
+        self.watchdog = Arc::new(link);
     }
 
     fn tell_watchdog(&self, registration: Registration<'_>) {
-        if let Some(watchdog) = lock_unpoisoned(&self.watchdog).as_mut()
-            && let Err(err) = watchdog.register(registration)
-        {
-            tracing::warn!(%err, "cannot register with the watchdog");
-        }
+        self.watchdog.register(registration);
+    }
+
+    /// Keeps the watchdog running: a task to run on the manager's arbiter that replaces a watchdog
+    /// that dies. It ends with the runtime (it holds the link weakly), at goodbye, or on giving up.
+    pub(crate) fn watch_watchdog(&self) -> impl std::future::Future<Output = ()> + 'static {
+        watchdog_link::watch(Arc::downgrade(&self.watchdog))
+    }
+
+    /// Whether a watchdog guards the runtime, and how many were started to replace one that died.
+    pub(crate) fn watchdog_status(&self) -> (WatchdogStatus, u64) {
+        self.watchdog.status()
     }
 
     /// The mode in force.
@@ -361,11 +361,7 @@ impl Containment {
                 tracing::warn!(%err, "removing the cgroup tree");
             }
         }
-        if let Some(watchdog) = lock_unpoisoned(&self.watchdog).take()
-            && let Err(err) = watchdog.goodbye()
-        {
-            tracing::warn!(%err, "watchdog goodbye failed");
-        }
+        self.watchdog.goodbye();
     }
 }
 

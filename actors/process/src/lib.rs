@@ -17,6 +17,8 @@
 //!   and reaps it through its pidfd.
 //! - `containment`, `orphans`: how a process is kept together with all its descendants (cgroup leaf,
 //!   subreaper marker or process group), the watchdog, and reaping the orphans a subreaper adopts.
+//! - `watchdog_link`: the watchdog kept alive: everything registered is booked, and a watchdog that
+//!   dies is replaced and told it all again (bounded restarts).
 //! - `driver`, `shared_output`: the task that drives one child to settlement, and the output and
 //!   outcome it shares with readers.
 //! - `collector`, `spill`: per-stream bounded output and spill files.
@@ -61,6 +63,7 @@ mod spec;
 mod spill;
 mod stragglers;
 mod table;
+mod watchdog_link;
 
 pub use abort::{AbortSignal, ensure_not_aborted, wait_abort};
 pub use config::ManagerConfig;
@@ -73,7 +76,7 @@ pub use lock::lock_unpoisoned;
 pub use manager::ProcessManager;
 pub use messages::{
     AdmissionCost, Discard, GetAdmissionCost, Kill, KillAllNow, KillOutcome, ManagerStats, Read,
-    Release, Shutdown, Spawn, SpawnedProcess, Stats, Wait,
+    Release, Shutdown, Spawn, SpawnedProcess, Stats, Wait, WatchdogStatus,
 };
 pub use outcome::{CollectedOutput, ProcessOutcome, ReadResult, Settlement, StreamKind};
 pub use policy::{
@@ -82,3 +85,4 @@ pub use policy::{
 };
 pub use shared_output::SharedOutput;
 pub use spec::{ProcessSpawnSpec, QueuedNotice};
+pub use watchdog_link::MAX_RESTARTS_IN_A_ROW as WATCHDOG_RESTARTS_IN_A_ROW;

@@ -132,6 +132,8 @@ impl Actor for ProcessManager {
     fn started(&mut self, ctx: &mut Self::Context) {
         // Agents may start many tasks at once; the default mailbox of 16 would push back on them.
         ctx.set_mailbox_capacity(4096);
+        // A task of this arbiter, not of the actor's context: it must not keep the actor alive.
+        actix::spawn(self.table.containment().watch_watchdog());
     }
 }
 

@@ -166,16 +166,10 @@ fn exited(pid: i32, flags: i32) -> io::Result<Option<ExitStatus>> {
         };
         if result == 0 {
             // SAFETY: waitid filled in a SIGCHLD siginfo (or left it zeroed).
-            let (child, status) = unsafe { (info.si_pid(), info.si_status()) };
-            if child == 0 {
+            if unsafe { info.si_pid() } == 0 {
                 return Ok(None);
             }
-            let raw = match info.si_code {
-                libc::CLD_EXITED => (status & 0xff) << 8,
-                libc::CLD_DUMPED => status | 0x80,
-                _ => status,
-            };
-            return Ok(Some(ExitStatus::from_raw(raw)));
+            return Ok(Some(dsh_contain::pidfd::wait_status(&info)));
         }
         let err = io::Error::last_os_error();
         if err.raw_os_error() != Some(libc::EINTR) {

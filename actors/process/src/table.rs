@@ -352,12 +352,15 @@ impl ProcessTable {
     }
 
     pub(crate) fn stats(&self) -> ManagerStats {
+        let (watchdog, watchdog_restarts) = self.containment.watchdog_status();
         ManagerStats {
             live: self.live,
             settled: self.slots.len() - self.live,
             queued: self.awaiting_admission.len(),
             peak_live: self.peak_live,
             stragglers: self.stragglers.len(),
+            watchdog,
+            watchdog_restarts,
         }
     }
 

@@ -16,6 +16,7 @@ mod jsonl;
 mod jsonl_approvals;
 mod jsonl_line;
 mod jsonrpc_errors;
+mod limits;
 mod log_gate;
 mod mcp;
 mod mcp_approvals;

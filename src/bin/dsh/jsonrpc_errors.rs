@@ -5,11 +5,18 @@
 //! -32700 for unparseable input, -32600 (with the id when there is one) for an invalid request object,
 //! and MCP wants -32602 for invalid `tools/call` params. [`screen`] answers exactly those lines and
 //! lets every other line through untouched; unknown tool names are refused by the server itself.
+//!
+//! A request whose params are well formed but cannot be decoded (a lone surrogate, `1e400`, nesting
+//! past serde_json's recursion limit) would reach rmcp as unparsable input and get no answer at
+//! all; it is answered -32602 with what is wrong (`Invalid params: invalid JSON in "params": …`,
+//! `json_field.rs`) and its id.
 
 use std::collections::HashMap;
 
 use serde_json::Value;
 use serde_json::value::RawValue;
+
+use crate::json_field::decode;
 
 pub const PARSE_ERROR: i32 = -32700;
 pub const INVALID_REQUEST: i32 = -32600;
@@ -47,11 +54,12 @@ pub fn screen(line: &str) -> Option<String> {
     let value = |key: &str| {
         fields
             .get(key)
-            .and_then(|raw| serde_json::from_str::<Value>(raw.get()).ok())
+            .map(|raw| decode(line, key, raw))
+            .transpose()
     };
     // An id MCP can answer: a string or an integer. Anything else cannot be echoed.
     let id = fields.get("id").map(|raw| raw.get());
-    let usable_id = match value("id") {
+    let usable_id = match value("id").ok().flatten() {
         Some(Value::String(_)) => id,
         Some(Value::Number(_)) if !id.is_some_and(|t| t.contains(['.', 'e', 'E'])) => id,
         _ => None,
@@ -66,30 +74,38 @@ pub fn screen(line: &str) -> Option<String> {
     if fields.contains_key("id") && usable_id.is_none() {
         return invalid("\"id\" must be a string or an integer");
     }
-    if value("jsonrpc") != Some(Value::String("2.0".into())) {
-        return invalid("\"jsonrpc\" must be \"2.0\"");
+    match value("jsonrpc") {
+        Ok(Some(Value::String(version))) if version == "2.0" => {}
+        Err(err) => return invalid(&err.to_string()),
+        Ok(_) => return invalid("\"jsonrpc\" must be \"2.0\""),
     }
     let method = match value("method") {
-        Some(Value::String(method)) => method,
-        Some(_) => return invalid("\"method\" must be a string"),
-        None if usable_id.is_some()
-            && (fields.contains_key("result") || fields.contains_key("error")) =>
+        Ok(Some(Value::String(method))) => method,
+        Err(err) => return invalid(&err.to_string()),
+        Ok(Some(_)) => return invalid("\"method\" must be a string"),
+        Ok(None)
+            if usable_id.is_some()
+                && (fields.contains_key("result") || fields.contains_key("error")) =>
         {
             return None;
         }
-        None => return invalid("missing \"method\""),
+        Ok(None) => return invalid("missing \"method\""),
     };
-    if method == "tools/call"
-        && usable_id.is_some()
-        && let Some(problem) = tool_call_params_problem(value("params"))
-    {
-        return Some(error_response(
+    usable_id?;
+    let invalid_params = |problem: &str| {
+        Some(error_response(
             usable_id,
             INVALID_PARAMS,
             &format!("Invalid params: {problem}"),
-        ));
+        ))
+    };
+    match value("params") {
+        Err(err) => invalid_params(&err.to_string()),
+        Ok(params) if method == "tools/call" => {
+            tool_call_params_problem(params).and_then(invalid_params)
+        }
+        Ok(_) => None,
     }
-    None
 }
 
 fn tool_call_params_problem(params: Option<Value>) -> Option<&'static str> {
@@ -144,6 +160,25 @@ mod tests {
                 r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"bash","arguments":[]}}"#
             ),
             Some((-32602, 5.into()))
+        );
+        let undecodable = screen(
+            r#"{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"bash","arguments":{"t":1e400}}}"#,
+        )
+        .unwrap();
+        let reply: Value = serde_json::from_str(&undecodable).unwrap();
+        assert_eq!(
+            (reply["id"].clone(), reply["error"]["code"].clone()),
+            (8.into(), (-32602).into())
+        );
+        assert!(
+            reply["error"]["message"].as_str().unwrap().starts_with(
+                "Invalid params: invalid JSON in \"params\": number out of range at line 1"
+            ),
+            "{reply}"
+        );
+        assert_eq!(
+            code_and_id(r#"{"jsonrpc":"2.0","id":9,"method":"ping","params":{"x":"\udc00"}}"#),
+            Some((-32602, 9.into()))
         );
         for good in [
             "",

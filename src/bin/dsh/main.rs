@@ -12,6 +12,7 @@
 
 mod doctor;
 mod flags;
+mod json_field;
 mod jsonl;
 mod jsonl_approvals;
 mod jsonl_line;

@@ -9,6 +9,9 @@
 //! call, an id already in flight); lines without an id get `"id": null`. Blank lines are skipped. A
 //! line longer than `--max-line-bytes` is skipped as it streams by and answered with an error.
 //!
+//! A session's state (its agent stand-in) lives only while a call of it runs or a task it owns is
+//! kept (`jsonl_sessions.rs`).
+//!
 //! Escalation approvals (`jsonl_approvals.rs`): the server asks `{"approval": n, "id": …, "session": …,
 //! "reason": …}` and the client answers `{"approve": n, "outcome": "allowed-once"|"rejected"|"cancelled"}`.
 //!
@@ -30,6 +33,7 @@ use tokio::task::JoinSet;
 use crate::flags::RuntimeFlags;
 use crate::jsonl_approvals::{JsonlApprover, Pending};
 use crate::jsonl_line::{Id, Line, error_reply, parse_line};
+use crate::jsonl_sessions::Sessions;
 use crate::notices::session_agent;
 use crate::signals::{self, Interrupts};
 use crate::stdio::{self, InputLine};
@@ -46,8 +50,9 @@ struct Server {
     tools: Vec<&'static str>,
     out: Out,
     running: Running,
-    sessions: HashMap<String, AgentRef>,
-    calls: JoinSet<()>,
+    sessions: Sessions,
+    /// Running calls; each ends with its session's name, if it had one.
+    calls: JoinSet<Option<String>>,
     approver: Addr<JsonlApprover>,
     approvals: Pending,
 }
@@ -120,16 +125,15 @@ impl Server {
         }
     }
 
-    fn agent(&mut self, session: String) -> AgentRef {
+    /// The agent of `session`, holding the session alive for the call it is given to.
+    fn agent(&mut self, session: &str) -> AgentRef {
         let out = self.out.clone();
-        self.sessions
-            .entry(session.clone())
-            .or_insert_with(|| {
-                session_agent(session.clone(), move |notice| {
-                    let _ = out.send(json!({"session": session, "notice": notice}).to_string());
-                })
+        self.sessions.agent(session, || {
+            let name = session.to_owned();
+            session_agent(name.clone(), move |notice| {
+                let _ = out.send(json!({"session": name, "notice": notice}).to_string());
             })
-            .clone()
+        })
     }
 
     fn start_call(
@@ -164,7 +168,7 @@ impl Server {
         if let Some(id) = &id {
             call = call.with_id(id.get());
         }
-        if let Some(session) = session {
+        if let Some(session) = &session {
             call = call.with_caller(self.agent(session));
         }
         let (runtime, out, running) =
@@ -188,7 +192,15 @@ impl Server {
                     let _ = out.send(error_reply(id.as_deref(), &err.to_string()));
                 }
             }
+            session
         });
+    }
+
+    /// A call ended: its session is forgotten if nothing else holds it.
+    fn call_ended(&mut self, session: Option<String>) {
+        if let Some(session) = session {
+            self.sessions.forget_if_idle(&session);
+        }
     }
 }
 
@@ -218,7 +230,7 @@ pub async fn main(flags: RuntimeFlags, max_line_bytes: usize) -> Result<i32, Str
         runtime: runtime.clone(),
         out: output.lines,
         running: Arc::default(),
-        sessions: HashMap::new(),
+        sessions: Sessions::default(),
         calls: JoinSet::new(),
     };
     let mut input = stdio::spawn_reader(max_line_bytes);
@@ -228,7 +240,9 @@ pub async fn main(flags: RuntimeFlags, max_line_bytes: usize) -> Result<i32, Str
                 Some(line) => server.handle_input(line),
                 None => break Stop::EndOfInput,
             },
-            Some(_) = server.calls.join_next(), if !server.calls.is_empty() => {}
+            Some(ended) = server.calls.join_next(), if !server.calls.is_empty() => {
+                server.call_ended(ended.ok().flatten());
+            }
             () = interrupts.next() => break Stop::Interrupted,
             () = disconnected.cancelled() => break Stop::Disconnected,
         }

@@ -16,6 +16,7 @@ mod json_field;
 mod jsonl;
 mod jsonl_approvals;
 mod jsonl_line;
+mod jsonl_sessions;
 mod jsonrpc_errors;
 mod limits;
 mod log_gate;

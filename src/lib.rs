@@ -36,7 +36,8 @@ pub use dsh_process::{
     WatchdogStatus, lock_unpoisoned,
 };
 pub use dsh_tasks::{
-    AgentRef, FinishedTask, Inject, RetentionLimits, RetentionLoad, RetentionPolicy, TaskSnapshot,
+    AgentRef, FinishedTask, Inject, Lease, RetentionLimits, RetentionLoad, RetentionPolicy,
+    TaskSnapshot,
 };
 pub use dsh_tool_bash::{
     ApprovalOutcome, ApprovalRequest, NoApprovalChannel, PROMPT_SECTION, ToolCall, ToolDefinition,

@@ -94,6 +94,55 @@ fn bad_usage_exits_2() {
     assert_eq!(run(&["frobnicate"]).status.code(), Some(2));
 }
 
+/// A per-command limit under which bash cannot start is refused at start, naming the minimum: the
+/// model would otherwise get every call back as a failure (at `--task-max-memory 1`, as the
+/// sandbox's `SANDBOX_UNAVAILABLE` text).
+#[test]
+fn task_limits_too_small_to_run_bash_are_usage_errors_naming_the_minimum() {
+    let cases: [(&[&str], &str); 5] = [
+        (&["--task-max-pids", "0"], "at least 4 processes are needed"),
+        (&["--task-max-pids", "3"], "at least 4 processes are needed"),
+        (&["--task-max-memory", "0"], "at least 4MiB is needed"),
+        (&["--task-max-memory", "1"], "at least 4MiB is needed"),
+        (&["--task-max-memory", "1MiB"], "at least 4MiB is needed"),
+    ];
+    for (mode, tail) in [("run", &["--", "echo hi"][..]), ("jsonl", &[][..])] {
+        for (flags, said) in cases {
+            let out = Command::new(env!("CARGO_BIN_EXE_dsh"))
+                .arg(mode)
+                .args(flags)
+                .args(tail)
+                .stdin(std::process::Stdio::null())
+                .output()
+                .expect("run dsh");
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{mode} {flags:?}: {stderr}");
+            assert!(stderr.contains(said), "{mode} {flags:?}: {stderr}");
+            assert!(stdout(&out).is_empty(), "{mode} {flags:?}: nothing ran");
+        }
+    }
+    // The minimums themselves run a pipeline, where the host can limit at all.
+    let out = run(&[
+        "run",
+        "--task-max-pids",
+        "4",
+        "--task-max-memory",
+        "4MiB",
+        "--",
+        "echo hi; ls / | wc -l >/dev/null",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if stderr.contains("is not available on this host") {
+        eprintln!("skipping the accepted minimums: {}", stderr.trim());
+        return;
+    }
+    assert_eq!(
+        (stdout(&out).as_str(), out.status.code()),
+        ("hi\n", Some(0)),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn help_states_the_defaults() {
     let help = stdout(&run(&["run", "--help"]));

@@ -231,6 +231,58 @@ fn malformed_lines_get_an_error_and_the_server_goes_on() {
     server.finish();
 }
 
+/// Well-formed JSON that cannot be decoded says what is wrong and where, for its id, instead of
+/// `"arguments" must be a JSON object`; a NUL in `session` is the session's error, not the spawn's.
+#[test]
+fn undecodable_fields_and_nul_sessions_are_named_errors_for_their_id() {
+    let mut server = Server::start(&[]);
+    let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+    let cases = [
+        (
+            r#"{"id":1,"tool":"bash","arguments":{"command":"echo \ud800","description":"t"}}"#.to_owned(),
+            "arguments",
+        ),
+        (
+            r#"{"id":2,"tool":"bash","arguments":{"command":"echo","description":"t","timeoutMs":1e400}}"#.to_owned(),
+            "arguments",
+        ),
+        (
+            format!(r#"{{"id":3,"tool":"bash","arguments":{{"command":"echo","description":"t","x":{deep}}}}}"#),
+            "arguments",
+        ),
+        (
+            r#"{"id":4,"session":"\udc00","tool":"bash","arguments":{"command":"echo","description":"t"}}"#.to_owned(),
+            "session",
+        ),
+    ];
+    for (id, (line, field)) in cases.iter().enumerate() {
+        // serde's own reason, at the position where it finds the fault in the whole line (nesting
+        // is counted from the field, which is one level less deep than from the line).
+        let reason = serde_json::from_str::<Value>(line).unwrap_err().to_string();
+        let expected = format!("invalid JSON in \"{field}\": {reason}");
+        server.send(line);
+        let reply = server.next();
+        assert_eq!(reply["id"], json!(id + 1), "{line}");
+        let error = reply["error"].as_str().unwrap();
+        if reason.starts_with("recursion limit exceeded") {
+            let (bare, _) = expected.split_once(" column ").unwrap();
+            assert!(error.starts_with(bare), "{error}");
+        } else {
+            assert_eq!(error, expected, "{line}");
+        }
+    }
+    server.send(
+        r#"{"id":5,"session":"a\u0000b","tool":"bash","arguments":{"command":"echo","description":"t"}}"#,
+    );
+    assert_eq!(
+        server.next(),
+        json!({"id": 5, "error": "\"session\" must not contain a NUL byte"})
+    );
+    server.request(json!("after"), Some("ok"), "bash", bash("echo still here"));
+    assert_eq!(server.next()["text"], "still here\n");
+    server.finish();
+}
+
 #[test]
 fn a_cancel_aborts_its_call_and_unknown_cancels_are_ignored() {
     let mut server = Server::start(&[]);

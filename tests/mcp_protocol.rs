@@ -167,6 +167,59 @@ fn bad_json_rpc_gets_the_right_error_codes() {
     client.finish();
 }
 
+/// Params that are well-formed JSON but cannot be decoded (a lone surrogate, `1e400`, nesting past
+/// serde_json's recursion limit) are answered -32602 with serde's reason and the request's id,
+/// instead of `tools/call needs a params object` (or, outside `tools/call`, no answer at all).
+#[test]
+fn undecodable_params_are_answered_with_the_reason_and_the_id() {
+    let mut client = Client::session("2025-06-18", json!({}), &[]);
+    let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+    let call = |id: i64, arguments: &str| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"bash","arguments":{arguments}}}}}"#
+        )
+    };
+    for (id, line, reason) in [
+        (
+            1,
+            call(1, r#"{"command":"echo \ud800","description":"t"}"#),
+            "unexpected end of hex escape",
+        ),
+        (
+            2,
+            call(
+                2,
+                r#"{"command":"echo","description":"t","timeoutMs":1e400}"#,
+            ),
+            "number out of range",
+        ),
+        (
+            3,
+            call(
+                3,
+                &format!(r#"{{"command":"echo","description":"t","x":{deep}}}"#),
+            ),
+            "recursion limit exceeded",
+        ),
+        (
+            4,
+            r#"{"jsonrpc":"2.0","id":4,"method":"ping","params":{"x":"\udc00"}}"#.to_owned(),
+            "lone leading surrogate in hex escape",
+        ),
+    ] {
+        client.send_raw(&line);
+        let reply = client.response(id);
+        assert_eq!(error_code(&reply), -32602, "{reply}");
+        let message = reply["error"]["message"].as_str().unwrap();
+        let said =
+            format!("Invalid params: invalid JSON in \"params\": {reason} at line 1 column ");
+        assert!(message.starts_with(&said), "{message}");
+    }
+    let ok = client.call(5, "bash", bash("echo alive"));
+    assert_eq!(ok["result"]["content"][0]["text"], "alive\n");
+    client.finish();
+}
+
 #[test]
 fn a_message_over_max_line_bytes_is_refused_unread_and_the_server_goes_on() {
     let mut client = Client::start(&["--max-line-bytes", "4096"]);

@@ -154,6 +154,112 @@ async fn a_released_session_forgets_its_mode_and_workspace() {
     rt.shutdown().await;
 }
 
+/// The fail-closed text a model reads as "this host cannot sandbox".
+const UNAVAILABLE: &str = "no sandbox backend is usable on this host";
+
+/// A confined runtime under `limits`, or `None` (said why) where the host cannot give them.
+fn limited(
+    limits: dsh::TaskLimits,
+    config: LocalSandboxConfig,
+) -> Option<(dsh::Runtime, tempfile::TempDir, tempfile::TempDir)> {
+    let ws = workspace();
+    let spill = tempfile::tempdir().unwrap();
+    let started = dsh::Runtime::builder()
+        .cwd(ws.path())
+        .timeout_ms(30_000)
+        .grace_ms(200)
+        .spill_dir(spill.path())
+        .task_limits(limits)
+        .sandbox(SandboxMode::WorkspaceWrite, config)
+        .start_in_current_system();
+    match started {
+        Ok(rt) => Some((rt, ws, spill)),
+        Err(err) => {
+            eprintln!("skipped: {err}");
+            None
+        }
+    }
+}
+
+/// A limit too small for the command to start is the command failing to start, never the sandbox
+/// being unusable: at 1 byte the Landlock restriction itself fails with `ENOMEM` (the child joined
+/// its memory cgroup first), which read as `SANDBOX_UNAVAILABLE`.
+#[actix_rt::test]
+async fn a_memory_limit_too_small_for_bash_is_a_spawn_failure_not_a_sandbox_error() {
+    if !landlock_usable() {
+        return;
+    }
+    let limits = dsh::TaskLimits {
+        max_pids: None,
+        max_memory: Some(1),
+    };
+    let config = LocalSandboxConfig {
+        backend: dsh::BackendChoice::Landlock,
+        ..LocalSandboxConfig::default()
+    };
+    let Some((rt, _ws, _spill)) = limited(limits, config) else {
+        return;
+    };
+    for background in [false, true] {
+        let result = rt
+            .call(ToolCall::new(
+                "bash",
+                json!({"command": "echo hi", "description": "t", "run_in_background": background}),
+            ))
+            .await;
+        assert!(!result.text.contains(UNAVAILABLE), "{}", result.text);
+        assert!(result.is_error, "{}", result.text);
+        assert!(
+            result
+                .text
+                .starts_with("Error: spawn \"bash\" failed: ENOMEM"),
+            "{}",
+            result.text
+        );
+    }
+    rt.shutdown().await;
+}
+
+/// bubblewrap that cannot create its sandbox because the command's process limit leaves it no
+/// process is the command's limit showing, not the sandbox failing: the result is shown as is.
+#[actix_rt::test]
+async fn a_runner_out_of_processes_is_a_result_not_a_sandbox_error() {
+    let config = LocalSandboxConfig {
+        backend: dsh::BackendChoice::Bwrap,
+        ..LocalSandboxConfig::default()
+    };
+    if let Err(reason) = dsh::LocalSandboxProvider::new(config.clone())
+        .unwrap()
+        .verdict()
+    {
+        eprintln!("skipped: bubblewrap is not usable here: {reason}");
+        return;
+    }
+    let limits = dsh::TaskLimits {
+        max_pids: Some(1),
+        max_memory: None,
+    };
+    let Some((rt, _ws, _spill)) = limited(limits, config) else {
+        return;
+    };
+    let result = rt
+        .call(ToolCall::new(
+            "bash",
+            json!({"command": "echo hi", "description": "t"}),
+        ))
+        .await;
+    assert!(!result.text.contains(UNAVAILABLE), "{}", result.text);
+    assert!(
+        result.text.contains("Resource temporarily unavailable"),
+        "{}",
+        result.text
+    );
+    let sandbox = &result.structured.as_ref().unwrap()["sandbox"];
+    assert_eq!(sandbox["mode"], "workspace-write", "{sandbox}");
+    assert_ne!(sandbox["runner_failed"], json!(true), "{sandbox}");
+    rt.shutdown().await;
+}
+
 #[actix_rt::test]
 async fn an_unsandboxed_runtime_has_no_mode_to_set() {
     let (rt, _spill) = runtime();

@@ -201,7 +201,14 @@ fn spawn_raw(
 }
 
 /// The manager's error for a failed spawn: a working directory the child could not enter names the
-/// directory; everything else names the program, with the errno first.
+/// directory; a Landlock restriction the kernel refused is [`SpawnError::Confine`]; everything else
+/// names the program, with the errno first.
+///
+/// A restriction that failed with `ENOMEM` or `EAGAIN` was not refused: the command's own memory or
+/// process limit (its cgroup is joined before the restriction) left no room to apply it, and the
+/// same command would fail unconfined too. That is the program failing to start for lack of
+/// resources, never the sandbox being unusable (which the tool reports as `SANDBOX_UNAVAILABLE` and
+/// a model reads as "this host cannot sandbox").
 fn spawn_error(program: &str, cwd: &Path, err: dsh_contain::SpawnError) -> SpawnError {
     use dsh_contain::spawn::Step;
     let source = || {
@@ -219,7 +226,7 @@ fn spawn_error(program: &str, cwd: &Path, err: dsh_contain::SpawnError) -> Spawn
         dsh_contain::SpawnError::Child {
             step: Step::Confine,
             ..
-        } => SpawnError::Confine(source()),
+        } if !out_of_resources(err.raw_os_error()) => SpawnError::Confine(source()),
         dsh_contain::SpawnError::InvalidString => SpawnError::Os {
             program: program.to_owned(),
             source: nul_byte_error(),
@@ -229,6 +236,12 @@ fn spawn_error(program: &str, cwd: &Path, err: dsh_contain::SpawnError) -> Spawn
             source: source(),
         },
     }
+}
+
+/// `ENOMEM` or `EAGAIN`: the kernel ran out of memory or processes for the child, not a refusal.
+fn out_of_resources(errno: Option<i32>) -> bool {
+    use nix::errno::Errno;
+    errno.is_some_and(|code| matches!(Errno::from_raw(code), Errno::ENOMEM | Errno::EAGAIN))
 }
 
 fn dev_null() -> io::Result<OwnedFd> {

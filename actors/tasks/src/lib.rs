@@ -25,7 +25,7 @@ mod snapshot;
 mod table;
 mod wait;
 
-pub use agent::{AgentRef, Inject, TaskOwner};
+pub use agent::{AgentRef, Inject, Lease, TaskOwner};
 pub use errors::TaskError;
 pub use messages::{
     GetTask, KillReply, KillTask, ListTasks, ReadReply, ReadTask, Register, ReleaseOwner,

@@ -3,6 +3,8 @@
 use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
+
+use crate::limits::{parse_task_memory, parse_task_pids};
 use dsh::actors::process::{ContainmentMode, TaskLimits};
 use dsh::{
     BackendChoice, LocalSandboxConfig, LocalSandboxProvider, NetworkPolicy, OnTimeout, Runtime,
@@ -152,12 +154,13 @@ pub struct RuntimeFlags {
     /// cannot give is a startup error (see `dsh doctor`).
     #[arg(long, value_enum, default_value = "auto")]
     pub containment: Containment,
-    /// Most processes (and threads) one command may have at once; needs cgroup containment.
-    #[arg(long, value_name = "N")]
-    pub task_max_pids: Option<u64>,
-    /// Most memory one command may use (e.g. 64MiB, 1G); the kernel kills it past that. Needs cgroup
+    /// Most processes (and threads) one command may have at once (at least 4); needs cgroup
     /// containment.
-    #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
+    #[arg(long, value_name = "N", value_parser = parse_task_pids)]
+    pub task_max_pids: Option<u64>,
+    /// Most memory one command may use (e.g. 64MiB, 1G; at least 4MiB); the kernel kills it past
+    /// that. Needs cgroup containment.
+    #[arg(long, value_name = "BYTES", value_parser = parse_task_memory)]
     pub task_max_memory: Option<u64>,
     /// On SIGTERM or SIGINT, everything is killed within this time (SIGKILL to what is left).
     #[arg(long, default_value_t = 1_000, value_name = "MS")]

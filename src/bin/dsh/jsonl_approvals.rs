@@ -13,7 +13,9 @@ use std::sync::{Arc, Mutex};
 use actix::prelude::*;
 use dsh::{ApprovalOutcome, ApprovalRequest, lock_unpoisoned};
 use serde_json::Value;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
+
+use crate::outbox::Outbox;
 
 /// Open questions by number, shared by the approver actor and the input loop.
 #[derive(Clone, Default)]
@@ -71,7 +73,7 @@ impl Pending {
 
 /// The approver actor of one `dsh jsonl` connection.
 pub struct JsonlApprover {
-    pub out: mpsc::UnboundedSender<String>,
+    pub out: Outbox,
     pub pending: Pending,
 }
 

@@ -2,12 +2,15 @@
 //!
 //! Ids are kept as raw JSON (`RawValue`), so any id comes back byte for byte: `18446744073709551617`
 //! is not squeezed through an `f64`, `1.0` stays `1.0`. Two ids are the same id when their JSON text
-//! is the same. Every line that carries an id and is not a valid call is an error for that id.
+//! is the same. Every line that carries an id and is not a valid call is an error for that id; a
+//! field that is well formed but cannot be decoded says so (`json_field.rs`).
 
 use std::collections::HashMap;
 
 use serde_json::Value;
 use serde_json::value::RawValue;
+
+use crate::json_field::decode;
 
 /// An id exactly as the client wrote it.
 pub type Id = Box<RawValue>;
@@ -49,9 +52,9 @@ pub fn parse_line(line: &str, tools: &[&str]) -> Line {
         return malformed(None, "expected a JSON object".into());
     };
     let id = fields.remove("id").map(RawValue::to_owned);
-    let tool = fields.remove("tool");
+    let is_call = fields.contains_key("tool");
     if let Some(number) = fields.remove("approve") {
-        if tool.is_some() {
+        if is_call {
             return malformed(
                 id,
                 "a line cannot be both an approval answer and a call".into(),
@@ -60,12 +63,10 @@ pub fn parse_line(line: &str, tools: &[&str]) -> Line {
         let Ok(number) = serde_json::from_str::<u64>(number.get()) else {
             return malformed(id, "\"approve\" must be the approval's number".into());
         };
-        let outcome = match fields
-            .remove("outcome")
-            .map(|raw| serde_json::from_str::<Value>(raw.get()))
-        {
-            Some(Ok(Value::String(outcome))) => outcome,
-            _ => return malformed(id, "\"outcome\" must be a string".into()),
+        let outcome = match take(line, &mut fields, "outcome") {
+            Ok(Some(Value::String(outcome))) => outcome,
+            Ok(_) => return malformed(id, "\"outcome\" must be a string".into()),
+            Err(error) => return malformed(id, error),
         };
         return Line::Approve {
             id,
@@ -74,7 +75,7 @@ pub fn parse_line(line: &str, tools: &[&str]) -> Line {
         };
     }
     if let Some(target) = fields.remove("cancel") {
-        if tool.is_some() {
+        if is_call {
             return malformed(id, "a line cannot be both a cancel and a call".into());
         }
         return Line::Cancel {
@@ -82,10 +83,11 @@ pub fn parse_line(line: &str, tools: &[&str]) -> Line {
             target: target.to_owned(),
         };
     }
-    let tool = match tool.map(|raw| serde_json::from_str::<Value>(raw.get())) {
-        None => return malformed(id, "missing \"tool\"".into()),
-        Some(Ok(Value::String(tool))) => tool,
-        Some(_) => return malformed(id, "\"tool\" must be a string".into()),
+    let tool = match take(line, &mut fields, "tool") {
+        Ok(None) => return malformed(id, "missing \"tool\"".into()),
+        Ok(Some(Value::String(tool))) => tool,
+        Ok(Some(_)) => return malformed(id, "\"tool\" must be a string".into()),
+        Err(error) => return malformed(id, error),
     };
     if !tools.contains(&tool.as_str()) {
         let error = format!(
@@ -94,21 +96,21 @@ pub fn parse_line(line: &str, tools: &[&str]) -> Line {
         );
         return malformed(id, error);
     }
-    let session = match fields
-        .remove("session")
-        .map(|raw| serde_json::from_str(raw.get()))
-    {
-        None | Some(Ok(Value::Null)) => None,
-        Some(Ok(Value::String(session))) => Some(session),
-        Some(_) => return malformed(id, "\"session\" must be a string".into()),
+    let session = match take(line, &mut fields, "session") {
+        Ok(None | Some(Value::Null)) => None,
+        // A session names the agent to its commands (`DSH_SESSION_ID`), which no NUL can be part of.
+        Ok(Some(Value::String(session))) if session.contains('\0') => {
+            return malformed(id, "\"session\" must not contain a NUL byte".into());
+        }
+        Ok(Some(Value::String(session))) => Some(session),
+        Ok(Some(_)) => return malformed(id, "\"session\" must be a string".into()),
+        Err(error) => return malformed(id, error),
     };
-    let arguments = match fields
-        .remove("arguments")
-        .map(|raw| serde_json::from_str(raw.get()))
-    {
-        None => Value::Object(Default::default()),
-        Some(Ok(arguments @ Value::Object(_))) => arguments,
-        Some(_) => return malformed(id, "\"arguments\" must be a JSON object".into()),
+    let arguments = match take(line, &mut fields, "arguments") {
+        Ok(None) => Value::Object(Default::default()),
+        Ok(Some(arguments @ Value::Object(_))) => arguments,
+        Ok(Some(_)) => return malformed(id, "\"arguments\" must be a JSON object".into()),
+        Err(error) => return malformed(id, error),
     };
     Line::Call {
         id,
@@ -116,6 +118,18 @@ pub fn parse_line(line: &str, tools: &[&str]) -> Line {
         tool,
         arguments,
     }
+}
+
+/// Removes field `name` and decodes it; `Err` is the line's error text when it cannot be decoded.
+fn take(
+    line: &str,
+    fields: &mut HashMap<String, &RawValue>,
+    name: &str,
+) -> Result<Option<Value>, String> {
+    fields
+        .remove(name)
+        .map(|raw| decode(line, name, raw).map_err(|err| err.to_string()))
+        .transpose()
 }
 
 fn malformed(id: Option<Id>, error: String) -> Line {
@@ -221,6 +235,21 @@ mod tests {
         assert_eq!(
             error_of(r#"{"approve": 1}"#).1,
             "\"outcome\" must be a string"
+        );
+        assert_eq!(
+            error_of(r#"{"id":2,"tool":"bash","session":"a\u0000b"}"#),
+            ("2".into(), "\"session\" must not contain a NUL byte".into())
+        );
+        let (id, error) = error_of(r#"{"id":3,"tool":"bash","arguments":{"t":1e400}}"#);
+        assert_eq!(id, "3");
+        assert!(
+            error.starts_with("invalid JSON in \"arguments\": number out of range at line 1"),
+            "{error}"
+        );
+        assert!(
+            error_of(r#"{"id":4,"tool":"bash","session":"\udc00"}"#)
+                .1
+                .starts_with("invalid JSON in \"session\": ")
         );
         assert_eq!(
             error_reply(None, "bad \"x\""),

@@ -12,17 +12,23 @@
 
 mod doctor;
 mod flags;
+mod flow;
+mod json_field;
 mod jsonl;
 mod jsonl_approvals;
 mod jsonl_line;
+mod jsonl_sessions;
 mod jsonrpc_errors;
+mod limits;
 mod log_gate;
 mod mcp;
 mod mcp_approvals;
+mod mcp_in_flight;
 mod mcp_stdio;
 mod mcp_tools;
 mod nofile;
 mod notices;
+mod outbox;
 mod progress;
 mod roots;
 mod run;
@@ -66,6 +72,12 @@ enum Mode {
         /// Longest JSON-RPC message accepted; a longer one is answered -32600 and skipped unread.
         #[arg(long, default_value_t = stdio::DEFAULT_MAX_LINE_BYTES, value_name = "BYTES")]
         max_line_bytes: usize,
+        /// Most tools/calls running at once; more are held (in order) and, once as many are held,
+        /// input is not read until one ends. Other messages (cancels, responses) always get through
+        /// while fewer are held.
+        #[arg(long, default_value_t = flow::DEFAULT_MAX_IN_FLIGHT, value_name = "N",
+              value_parser = parse_max_in_flight)]
+        max_in_flight: usize,
         /// How often a call with a progressToken reports progress.
         #[arg(long, default_value_t = progress::DEFAULT_INTERVAL_MS, value_name = "MS",
               value_parser = clap::value_parser!(u64).range(1..))]
@@ -78,6 +90,12 @@ enum Mode {
         /// Longest input line accepted; a longer one is answered with an error and skipped unread.
         #[arg(long, default_value_t = stdio::DEFAULT_MAX_LINE_BYTES, value_name = "BYTES")]
         max_line_bytes: usize,
+        /// Most calls running at once; more are held (in order) and, once as many are held, input is
+        /// not read until one ends. Cancels and approval answers always get through while fewer are
+        /// held.
+        #[arg(long, default_value_t = flow::DEFAULT_MAX_IN_FLIGHT, value_name = "N",
+              value_parser = parse_max_in_flight)]
+        max_in_flight: usize,
     },
     /// Print, one line each, what this host gives dsh, and the containment `auto` would choose.
     Doctor,
@@ -122,6 +140,9 @@ fn main() {
     // Kept alive until `exit`: dropping it would wait for a stdin read still pending on tokio's blocking
     // pool (a server stopped by a signal has not seen EOF).
     let system = actix::System::new();
+    // The servers write stdout on a thread of their own (`stdio.rs`), which holds stdout's lock for
+    // its whole life: flushing here could wait for ever on a client that does not read.
+    let flush_stdout = matches!(cli.mode, Mode::Run { .. });
     let outcome = system.block_on(async move {
         match cli.mode {
             Mode::Run {
@@ -132,15 +153,17 @@ fn main() {
             Mode::Mcp {
                 flags,
                 max_line_bytes,
+                max_in_flight,
                 progress_interval_ms,
             } => {
                 let interval = std::time::Duration::from_millis(progress_interval_ms);
-                mcp::main(flags, max_line_bytes, interval).await
+                mcp::main(flags, max_line_bytes, max_in_flight, interval).await
             }
             Mode::Jsonl {
                 flags,
                 max_line_bytes,
-            } => jsonl::main(flags, max_line_bytes).await,
+                max_in_flight,
+            } => jsonl::main(flags, max_line_bytes, max_in_flight).await,
             Mode::Doctor | Mode::Watchdog | Mode::LandlockLaunch { .. } => Ok(0),
         }
     });
@@ -152,9 +175,20 @@ fn main() {
         }
     };
     // Everything was killed and joined before the mode returned.
-    use std::io::Write;
-    let _ = std::io::stdout().flush();
+    if flush_stdout {
+        use std::io::Write;
+        let _ = std::io::stdout().flush();
+    }
     std::process::exit(code)
+}
+
+/// `--max-in-flight`: at least 1 (with 0 no call could ever run).
+fn parse_max_in_flight(text: &str) -> Result<usize, String> {
+    match text.trim().parse::<usize>() {
+        Ok(0) => Err("at least 1 call must be allowed to run".into()),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!("{text:?} is not a number of calls")),
+    }
 }
 
 /// The watchdog's whole life: its stdin is the read end of the runtime's pipe.

@@ -8,7 +8,9 @@
 //! unchanged text. Without `--cwd`, the client's first `file://` root is the workspace (`roots.rs`).
 //! Malformed JSON-RPC is answered before rmcp sees it (`jsonrpc_errors.rs`, `mcp_stdio.rs`).
 //! Sandbox escalations are approved through `elicitation/create` when the client declared it
-//! (`mcp_approvals.rs`).
+//! (`mcp_approvals.rs`). At most `--max-in-flight` `tools/call` requests are handed to rmcp at once
+//! (`mcp_stdio.rs`, `flow.rs`); rmcp serves the server wrapped in `mcp_in_flight::Counted`, which
+//! marks the end of each.
 
 use dsh::lock_unpoisoned;
 use std::path::PathBuf;
@@ -29,6 +31,7 @@ use tokio::sync::watch;
 
 use crate::flags::RuntimeFlags;
 use crate::log_gate::LogGate;
+use crate::mcp_in_flight::Counted;
 use crate::mcp_tools::{INSTRUCTIONS, mcp_tools, server_info};
 use crate::notices::session_agent;
 use crate::roots::{apply_workspace, file_uri_path, usable_root};
@@ -307,6 +310,7 @@ mod logging {
 pub async fn main(
     flags: RuntimeFlags,
     max_line_bytes: usize,
+    max_in_flight: usize,
     progress_interval: Duration,
 ) -> Result<i32, String> {
     let mut interrupts = Interrupts::install(flags.shutdown_grace());
@@ -326,6 +330,7 @@ pub async fn main(
     };
     // With --cwd the workspace is settled; otherwise it waits for the client's roots.
     let (workspace_tx, workspace) = watch::channel(flags.cwd.as_ref().map(|_| None));
+    let stdio = mcp_stdio::spawn(max_line_bytes, max_in_flight);
     let server = DshServer {
         tools: Arc::new(mcp_tools(&runtime)),
         runtime: runtime.clone(),
@@ -346,8 +351,11 @@ pub async fn main(
         progress_interval,
         uses_roots: flags.cwd.is_none(),
     };
+    let server = Counted {
+        inner: server,
+        in_flight: stdio.in_flight.clone(),
+    };
     tracing::info!(session = %session_id, "serving MCP on stdio");
-    let stdio = mcp_stdio::spawn(max_line_bytes);
     let disconnected = stdio.disconnected.clone();
     let served = tokio::select! {
         served = server.serve((stdio.read, stdio.write)) => served,

@@ -6,19 +6,33 @@
 //! whatever replies have queued up, flushing once per batch, so the runtime thread only moves strings
 //! through channels. Both work for any kind of stdin/stdout: pipe, file, terminal or socket.
 //!
-//! Two things no input may do: make the server hold an arbitrarily long line in memory (a line over
-//! the limit is skipped as it streams by and reported as [`InputLine::TooLong`]), and leave it running
-//! after the client closed the server's stdout (a failed write, or `POLLERR`/`POLLHUP` on stdout while
-//! idle, cancels [`Output::disconnected`]).
+//! Three things no input may do: make the server hold an arbitrarily long line in memory (a line over
+//! the limit is skipped as it streams by and reported as [`InputLine::TooLong`]), make it read ahead
+//! without bound (the reader waits once [`READ_AHEAD_BYTES`] or [`READ_AHEAD`] lines are queued and
+//! the server has not taken them: that is how a paused front end, `flow.rs`, stops reading), and
+//! leave it running after the client closed the server's stdout (a failed write, or
+//! `POLLERR`/`POLLHUP` on stdout while idle, cancels [`Output::disconnected`]).
 
 use std::io::{BufRead, BufWriter, ErrorKind, Write};
 use std::os::fd::AsFd;
+use std::sync::{Arc, Condvar, Mutex};
 
+use dsh::lock_unpoisoned;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
+use crate::outbox::{Outbox, OutboxReceiver};
+
 /// Lines queued between the reader thread and the server; a full queue makes the reader wait.
 const READ_AHEAD: usize = 1024;
+
+/// Bytes of lines queued between the reader thread and the server; past them the reader waits
+/// (a single longer line, up to `--max-line-bytes`, is still let through on its own).
+pub const READ_AHEAD_BYTES: usize = 1 << 20;
+
+/// How long a server that is stopping at once (a signal, the client gone) waits for its last lines
+/// to reach a client that does not read them.
+pub const FLUSH_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// The default `--max-line-bytes`: 16 MiB.
 pub const DEFAULT_MAX_LINE_BYTES: usize = 16 << 20;
@@ -34,23 +48,91 @@ pub enum InputLine {
     TooLong { limit: usize },
 }
 
+impl InputLine {
+    /// The bytes this line holds.
+    fn size(&self) -> usize {
+        match self {
+            InputLine::Text(text) => text.len(),
+            InputLine::NotUtf8 | InputLine::TooLong { .. } => 0,
+        }
+    }
+}
+
+/// Bytes queued between the reader thread and the server.
+#[derive(Default)]
+struct ReadAhead {
+    bytes: Mutex<usize>,
+    taken: Condvar,
+}
+
+impl ReadAhead {
+    /// Waits (on the reader thread) until `size` more bytes fit, or nothing is queued.
+    fn reserve(&self, size: usize) {
+        let mut bytes = lock_unpoisoned(&self.bytes);
+        while *bytes > 0 && *bytes + size > READ_AHEAD_BYTES {
+            bytes = self
+                .taken
+                .wait(bytes)
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+        }
+        *bytes += size;
+    }
+
+    /// The server took a line of `size` bytes.
+    fn release(&self, size: usize) {
+        let mut bytes = lock_unpoisoned(&self.bytes);
+        *bytes = bytes.saturating_sub(size);
+        self.taken.notify_one();
+    }
+}
+
+/// The server's end of stdin: lines in order, then `None` at end of input.
+pub struct Input {
+    lines: mpsc::Receiver<InputLine>,
+    ahead: Arc<ReadAhead>,
+}
+
+impl Input {
+    /// The next line; `None` at end of input (or once the reader failed).
+    pub async fn recv(&mut self) -> Option<InputLine> {
+        let line = self.lines.recv().await?;
+        self.ahead.release(line.size());
+        Some(line)
+    }
+}
+
 /// Reads stdin line by line on a thread of its own, never holding more than `max_line_bytes` of one
-/// line. The channel closes at end of input or at the first read error (logged). The thread may stay
-/// blocked in `read` after the server is done with it; the binary exits with `std::process::exit`,
+/// line nor reading further ahead than [`READ_AHEAD_BYTES`]. The channel closes at end of input or at
+/// the first read error (logged). The thread may stay blocked in `read` (or waiting for the server
+/// to take a line) after the server is done with it; the binary exits with `std::process::exit`,
 /// which does not wait for it.
-pub fn spawn_reader(max_line_bytes: usize) -> mpsc::Receiver<InputLine> {
+pub fn spawn_reader(max_line_bytes: usize) -> Input {
     let (tx, rx) = mpsc::channel(READ_AHEAD);
+    let ahead = Arc::new(ReadAhead::default());
+    let reserve = ahead.clone();
     let spawned = std::thread::Builder::new()
         .name("dsh-stdin".into())
-        .spawn(move || read_lines(std::io::stdin().lock(), max_line_bytes, &tx));
+        .spawn(move || {
+            let send = |line: InputLine| {
+                reserve.reserve(line.size());
+                tx.blocking_send(line).is_ok()
+            };
+            read_lines(std::io::stdin().lock(), max_line_bytes, send);
+        });
     if let Err(err) = spawned {
         // The dropped sender reads as end of input: the server answers nothing and exits cleanly.
         tracing::error!(%err, "cannot start the stdin reader thread");
     }
-    rx
+    Input { lines: rx, ahead }
 }
 
-fn read_lines(mut input: impl BufRead, max_line_bytes: usize, tx: &mpsc::Sender<InputLine>) {
+/// Reads lines from `input` and hands each to `send`, until end of input or `send` says the server
+/// is gone (`false`).
+fn read_lines(
+    mut input: impl BufRead,
+    max_line_bytes: usize,
+    mut send: impl FnMut(InputLine) -> bool,
+) {
     let mut line = Vec::new();
     let mut discarding = false;
     loop {
@@ -72,7 +154,7 @@ fn read_lines(mut input: impl BufRead, max_line_bytes: usize, tx: &mpsc::Sender<
                 (!line.is_empty()).then(|| to_line(&line))
             };
             if let Some(last) = last {
-                let _ = tx.blocking_send(last);
+                send(last);
             }
             return;
         }
@@ -99,7 +181,7 @@ fn read_lines(mut input: impl BufRead, max_line_bytes: usize, tx: &mpsc::Sender<
             to_line(&line)
         };
         line.clear();
-        if tx.blocking_send(complete).is_err() {
+        if !send(complete) {
             return;
         }
     }
@@ -117,7 +199,7 @@ fn to_line(bytes: &[u8]) -> InputLine {
 /// The server's side of stdout.
 pub struct Output {
     /// Each line sent is written followed by `\n`; lines never interleave.
-    pub lines: mpsc::UnboundedSender<String>,
+    pub lines: Outbox,
     /// Resolves once every line sent before the last sender was dropped has been written (or stdout
     /// failed).
     pub written: oneshot::Receiver<()>,
@@ -128,7 +210,7 @@ pub struct Output {
 /// Writes each queued line to stdout on a thread of its own, flushing whenever the queue runs empty,
 /// and watches stdout for the client hanging up.
 pub fn spawn_writer() -> Output {
-    let (tx, rx) = mpsc::unbounded_channel();
+    let (tx, rx) = Outbox::new();
     let (done_tx, done_rx) = oneshot::channel();
     let disconnected = CancellationToken::new();
     let token = disconnected.clone();
@@ -187,13 +269,14 @@ fn watch_for_hangup(disconnected: CancellationToken) {
     }
 }
 
-fn write_lines(output: impl Write, mut rx: mpsc::UnboundedReceiver<String>) -> std::io::Result<()> {
+fn write_lines(output: impl Write, mut rx: OutboxReceiver) -> std::io::Result<()> {
     let mut output = BufWriter::new(output);
     while let Some(line) = rx.blocking_recv() {
         let mut next = Some(line);
         while let Some(line) = next {
             writeln!(output, "{line}")?;
-            next = rx.try_recv().ok();
+            rx.written(&line);
+            next = rx.try_recv();
         }
         output.flush()?;
     }
@@ -204,14 +287,12 @@ fn write_lines(output: impl Write, mut rx: mpsc::UnboundedReceiver<String>) -> s
 mod tests {
     use super::*;
 
-    fn read_all(input: &[u8], max: usize) -> Vec<InputLine> {
-        let (tx, mut rx) = mpsc::channel(16);
-        read_lines(input, max, &tx);
-        drop(tx);
+    fn read_all(input: impl BufRead, max: usize) -> Vec<InputLine> {
         let mut got = Vec::new();
-        while let Some(line) = rx.blocking_recv() {
+        read_lines(input, max, |line| {
             got.push(line);
-        }
+            true
+        });
         got
     }
 
@@ -235,13 +316,7 @@ mod tests {
         // A small buffer makes the long line arrive in many pieces.
         let input = b"short\n0123456789abcdef\n12345678\nxxxxxxxxxxxxxxxxxxxxxx".to_vec();
         let reader = std::io::BufReader::with_capacity(3, &input[..]);
-        let (tx, mut rx) = mpsc::channel(16);
-        read_lines(reader, 8, &tx);
-        drop(tx);
-        let mut got = Vec::new();
-        while let Some(line) = rx.blocking_recv() {
-            got.push(line);
-        }
+        let got = read_all(reader, 8);
         assert_eq!(
             got,
             vec![
@@ -255,7 +330,7 @@ mod tests {
 
     #[test]
     fn every_queued_line_is_written_in_order() {
-        let (tx, rx) = mpsc::unbounded_channel();
+        let (tx, rx) = Outbox::new();
         for i in 0..1000 {
             tx.send(format!("line {i}")).unwrap();
         }
@@ -264,5 +339,28 @@ mod tests {
         write_lines(&mut written, rx).unwrap();
         let expected: String = (0..1000).map(|i| format!("line {i}\n")).collect();
         assert_eq!(String::from_utf8(written).unwrap(), expected);
+    }
+
+    #[test]
+    fn the_reader_waits_while_a_mebibyte_is_queued_but_passes_one_long_line() {
+        let ahead = Arc::new(ReadAhead::default());
+        ahead.reserve(READ_AHEAD_BYTES - 10);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let waiting = ahead.clone();
+        let reader = std::thread::spawn(move || {
+            waiting.reserve(100);
+            tx.send(()).unwrap();
+        });
+        assert!(
+            rx.recv_timeout(std::time::Duration::from_millis(200))
+                .is_err(),
+            "100 more bytes do not fit"
+        );
+        ahead.release(READ_AHEAD_BYTES - 10);
+        rx.recv_timeout(std::time::Duration::from_secs(10)).unwrap();
+        reader.join().unwrap();
+        ahead.release(100);
+        // Alone, a line longer than the budget passes.
+        ahead.reserve(READ_AHEAD_BYTES * 4);
     }
 }

@@ -3,6 +3,21 @@
 //! case-insensitively. So a clean exit or a signal death (no exit code) is never a denial and never a
 //! runner failure. Runner failure is checked first and outranks denial. Only the collected stderr
 //! tail is read: a signature that exists only in the spilled head is missed, as in the seeds.
+//!
+//! A runner that failed because the command's own limits left it no process or memory
+//! (`bwrap: Creating new namespace failed: Resource temporarily unavailable` under a tight
+//! `--task-max-pids`) is not a runner failure: the sandbox works, the command's resources ran out,
+//! and the result is shown as it is (stderr and exit code) rather than as `SANDBOX_UNAVAILABLE`,
+//! which a model reads as "this host cannot sandbox". [`out_of_resources`] tells them apart.
+
+/// What the C library prints for `EAGAIN` and `ENOMEM`, lowercased.
+const OUT_OF_RESOURCES: [&str; 2] = ["resource temporarily unavailable", "cannot allocate memory"];
+
+/// Whether `stderr` reports running out of processes or memory (`EAGAIN`, `ENOMEM`).
+pub fn out_of_resources(stderr: &str) -> bool {
+    let stderr = stderr.to_lowercase();
+    OUT_OF_RESOURCES.iter().any(|text| stderr.contains(text))
+}
 
 /// Whether `exit_code` is non-zero and `stderr` contains any of `signatures` (case-insensitive).
 pub fn matches_signatures(exit_code: Option<i32>, stderr: &str, signatures: &[String]) -> bool {
@@ -66,6 +81,17 @@ mod tests {
             Some(1),
             "sh: /x: Permission denied",
             &sigs(&["read-only file system"])
+        ));
+    }
+
+    #[test]
+    fn running_out_of_processes_or_memory_is_told_apart() {
+        assert!(out_of_resources(
+            "bwrap: Creating new namespace failed: Resource temporarily unavailable"
+        ));
+        assert!(out_of_resources("bwrap: clone: Cannot allocate memory"));
+        assert!(!out_of_resources(
+            "bwrap: execvp bash: No such file or directory"
         ));
     }
 

@@ -6,7 +6,7 @@
 use dsh_tasks::{Enforcement, SandboxFacts, SandboxMode};
 
 use crate::errors::ExecError;
-use crate::sandbox::classify::matches_signatures;
+use crate::sandbox::classify::{matches_signatures, out_of_resources};
 use crate::sandbox::policy::SandboxPolicy;
 
 /// The seeds' fail-closed text (code `SANDBOX_UNAVAILABLE`), plus ` Runner failure: <detail>` when
@@ -40,9 +40,11 @@ pub struct WrapFacts {
 }
 
 impl WrapFacts {
-    /// Whether a finished command is a runner failure.
+    /// Whether a finished command is a runner failure: a runner signature, and not a runner that
+    /// ran out of the command's processes or memory (see [`out_of_resources`]).
     pub fn runner_failed(&self, exit_code: Option<i32>, stderr: &str) -> bool {
         matches_signatures(exit_code, stderr, &self.runner_failure_signatures)
+            && !out_of_resources(stderr)
     }
 
     /// The facts of a finished command: a runner failure outranks a denial.

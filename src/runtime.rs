@@ -195,6 +195,14 @@ impl RuntimeBuilder {
         self.registry.max_retained_bytes = bytes;
         self
     }
+    /// Bytes of spill files finished background tasks keep on disk (default 1 GiB,
+    /// `dsh_tasks::DEFAULT_MAX_SPILL_BYTES`); beyond it they are discarded as by
+    /// [`RuntimeBuilder::max_finished_tasks`] and their files removed. A task read to its end still
+    /// keeps its files (its output's full text) until it is discarded.
+    pub fn retained_spill_bytes(mut self, bytes: u64) -> Self {
+        self.registry.max_spill_bytes = bytes;
+        self
+    }
     /// Adds a host's retention policy to the registry's stack, after the built-in limits: after
     /// every settlement each policy in order may name a finished task to discard.
     pub fn retention_policy(mut self, policy: Box<dyn RetentionPolicy>) -> Self {

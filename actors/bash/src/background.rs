@@ -363,6 +363,13 @@ impl TaskProducer for BashProcess {
             .map_or(0, |process| process.output.retained_bytes())
     }
 
+    fn spill_bytes(&self) -> u64 {
+        self.inner
+            .process
+            .get()
+            .map_or(0, |process| process.output.spill_bytes())
+    }
+
     fn discard(&self) {
         if let Some(process) = self.inner.process.get() {
             self.inner.manager.do_send(Discard { id: process.id });

@@ -376,6 +376,11 @@ impl TaskProducer for Supervised {
                 .map_or(0, TaskProducer::retained_bytes)
     }
 
+    fn spill_bytes(&self) -> u64 {
+        self.current()
+            .map_or(0, |current| TaskProducer::spill_bytes(&current))
+    }
+
     fn discard(&self) {
         if let Some(current) = self.current() {
             TaskProducer::discard(&current);

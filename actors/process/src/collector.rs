@@ -269,6 +269,15 @@ impl OutputCollector {
         self.current_spill_path()
     }
 
+    /// Bytes of the spill file, if one exists now: the whole stream so far (a spill holds every byte
+    /// from the first on, or is deleted).
+    pub fn spill_bytes(&self) -> u64 {
+        match self.spill {
+            Spill::Open { .. } | Spill::Closed(_) => self.total,
+            Spill::Idle(_) | Spill::Disabled => 0,
+        }
+    }
+
     /// Ends the stream: closes the spill (a failed close withholds the path) and returns the final view.
     /// Idempotent; never fails.
     pub fn finalize(&mut self) -> CollectedOutput {

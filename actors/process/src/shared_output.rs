@@ -100,6 +100,11 @@ impl SharedOutput {
         self.lock(StreamKind::Stdout).held_bytes() + self.lock(StreamKind::Stderr).held_bytes()
     }
 
+    /// Bytes of the spill files that exist now, both streams together.
+    pub fn spill_bytes(&self) -> u64 {
+        self.lock(StreamKind::Stdout).spill_bytes() + self.lock(StreamKind::Stderr).spill_bytes()
+    }
+
     /// The spill files that exist now (stdout's first).
     pub fn spill_paths(&self) -> Vec<std::path::PathBuf> {
         [StreamKind::Stdout, StreamKind::Stderr]

@@ -32,7 +32,7 @@ pub use messages::{
     ShutdownTasks, Subscribe, TaskDone, TaskKillOutcome,
 };
 pub use producer::{TaskOutput, TaskProducer, TaskStatus};
-pub use registry::{RegistryConfig, TaskRegistry};
+pub use registry::{DEFAULT_MAX_SPILL_BYTES, RegistryConfig, TaskRegistry};
 pub use retention::{FinishedTask, RetentionLimits, RetentionLoad, RetentionPolicy};
 pub use sandbox_facts::{Enforcement, SandboxFacts, SandboxMode};
 pub use snapshot::TaskSnapshot;

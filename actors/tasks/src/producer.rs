@@ -98,6 +98,12 @@ pub trait TaskProducer: Send + 'static {
         0
     }
 
+    /// Bytes of its files on disk (for bash, its spill files), asked once the work has ended;
+    /// retention bounds their sum over finished tasks and [`TaskProducer::discard`] removes them.
+    fn spill_bytes(&self) -> u64 {
+        0
+    }
+
     /// The registry forgets the finished task for good (retention): remove what it keeps elsewhere
     /// (for bash, its spill files). The default keeps nothing.
     fn discard(&self) {}

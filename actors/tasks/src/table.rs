@@ -9,11 +9,12 @@
 //! ```text
 //!   register ──► running ──finished──► completed | killed   (settled once; one TaskDone)
 //!                  └──kill──► killed (signal unknown yet; reported) ──finished──► killed by SIG…
-//!   settled records stay readable until retention discards them (over `max_finished` records or over
-//!   `max_retained_bytes` of output in memory; those whose end the owner already saw go first, then
-//!   the oldest), or their owner is released. A read that shows the end has consumed everything: the
-//!   record then drops its producer (and with it the process and its output in memory), keeping a
-//!   [`Drained`] stand-in with the spill paths. Reading a discarded task is an error of its own.
+//!   settled records stay readable until retention discards them (over `max_finished` records, over
+//!   `max_retained_bytes` of output in memory or over `max_spill_bytes` of spill files on disk; those
+//!   whose end the owner already saw go first, then the oldest), or their owner is released. A read
+//!   that shows the end has consumed everything: the record then drops its producer (and with it the
+//!   process and its output in memory), keeping a [`Drained`] stand-in with the spill paths, whose
+//!   bytes still count until the task is discarded. Reading a discarded task is an error of its own.
 //! ```
 //!
 //! Access fence: a task with an owner is visible only to callers presenting the owner's session id
@@ -79,6 +80,8 @@ struct Record {
     reported: bool,
     /// Output bytes the producer held in memory when it settled (0 once drained).
     retained: usize,
+    /// Bytes of its spill files when it settled (kept when drained: the files stay).
+    spill: u64,
     /// The producer was replaced by a [`Drained`] stand-in.
     drained: bool,
     /// Woken when the record settles (owner release, shutdown).
@@ -135,9 +138,10 @@ pub(crate) struct TaskTable {
     discard_notices: Vec<(TaskOwner, String)>,
     /// Ids forgotten because their owner was released (they read as unknown, not as discarded).
     released: std::collections::HashSet<String>,
-    /// Settled records now, and the output bytes they hold.
+    /// Settled records now, the output bytes they hold and the bytes of their spill files.
     settled_count: usize,
     retained_total: usize,
+    spill_total: u64,
     records: HashMap<String, Record>,
     /// Next ordinal per kind (`bash` → 3 means `bash-3` is next).
     counters: HashMap<String, u64>,
@@ -148,20 +152,22 @@ pub(crate) struct TaskTable {
 impl TaskTable {
     #[cfg(test)]
     pub(crate) fn new(max_finished: usize) -> Self {
-        Self::with_retention(max_finished, usize::MAX)
+        Self::with_retention(RetentionLimits {
+            max_finished,
+            max_retained_bytes: usize::MAX,
+            max_spill_bytes: u64::MAX,
+        })
     }
 
-    pub(crate) fn with_retention(max_finished: usize, max_retained_bytes: usize) -> Self {
+    pub(crate) fn with_retention(limits: RetentionLimits) -> Self {
         Self {
-            limits: RetentionLimits {
-                max_finished,
-                max_retained_bytes,
-            },
+            limits,
             retention: Vec::new(),
             released: Default::default(),
             discard_notices: Vec::new(),
             settled_count: 0,
             retained_total: 0,
+            spill_total: 0,
             records: HashMap::new(),
             counters: HashMap::new(),
             registered: 0,
@@ -237,6 +243,7 @@ impl TaskTable {
                 finished_at: None,
                 reported: false,
                 retained: 0,
+                spill: 0,
                 drained: false,
                 settle_waiters: Vec::new(),
             },
@@ -255,8 +262,10 @@ impl TaskTable {
         record.settled = true;
         record.finished_at = Some(SystemTime::now());
         record.retained = record.producer.retained_bytes();
+        record.spill = record.producer.spill_bytes();
         self.settled_count += 1;
         self.retained_total += record.retained;
+        self.spill_total += record.spill;
         let killed = matches!(record.status, TaskStatus::Killed { .. });
         record.status = end.stays_killed(killed);
         for waiter in record.settle_waiters.drain(..) {
@@ -290,8 +299,10 @@ impl TaskTable {
                 policy = %by,
                 reported = record.reported,
                 retained = record.retained,
+                spill = record.spill,
                 finished = self.settled_count,
                 retained_total = self.retained_total,
+                spill_total = self.spill_total,
                 "evict: finished task discarded (retention limit)"
             );
             record.producer.discard();
@@ -315,13 +326,8 @@ impl TaskTable {
 
     /// The first finished task a policy of the stack names, and that policy's name.
     fn retention_victim(&mut self) -> Option<(String, String)> {
-        let load = RetentionLoad {
-            finished: self.settled_count,
-            retained_bytes: self.retained_total,
-        };
-        let within_limits = load.finished <= self.limits.max_finished
-            && load.retained_bytes <= self.limits.max_retained_bytes;
-        if within_limits && self.retention.is_empty() {
+        let load = self.load();
+        if self.limits.holds(load) && self.retention.is_empty() {
             // The common case costs no walk over the records.
             return None;
         }
@@ -336,6 +342,7 @@ impl TaskTable {
                 order: r.order,
                 finished_at: r.finished_at,
                 retained_bytes: r.retained,
+                spill_bytes: r.spill,
             })
             .collect();
         let limits: &mut dyn RetentionPolicy = &mut self.limits;
@@ -351,11 +358,21 @@ impl TaskTable {
         None
     }
 
+    /// What finished tasks hold now, as retention policies see it.
+    pub(crate) fn load(&self) -> RetentionLoad {
+        RetentionLoad {
+            finished: self.settled_count,
+            retained_bytes: self.retained_total,
+            spill_bytes: self.spill_total,
+        }
+    }
+
     /// Takes a removed settled record out of the retention counts.
     fn forget_settled(&mut self, record: &Record) {
         if record.settled {
             self.settled_count -= 1;
             self.retained_total -= record.retained;
+            self.spill_total -= record.spill;
         }
     }
 
@@ -497,6 +514,7 @@ impl TaskTable {
         self.records.clear();
         self.settled_count = 0;
         self.retained_total = 0;
+        self.spill_total = 0;
     }
 }
 

@@ -173,10 +173,11 @@ fn shutdown_kills_live_tasks_sends_no_notice_and_refuses_new_ones() {
     assert!(table.list(None).is_empty());
 }
 
-/// Finished work holding `bytes` of output; counts discards.
+/// Finished work holding `bytes` of output in memory and `spill` bytes on disk; counts discards.
 #[derive(Clone, Default)]
 struct Held {
     bytes: usize,
+    spill: u64,
     discards: Arc<AtomicUsize>,
 }
 
@@ -195,6 +196,10 @@ impl TaskProducer for Held {
         self.bytes
     }
 
+    fn spill_bytes(&self) -> u64 {
+        self.spill
+    }
+
     fn discard(&self) {
         self.discards.fetch_add(1, Ordering::SeqCst);
     }
@@ -211,7 +216,7 @@ fn finished(table: &mut TaskTable, held: &Held) -> String {
 
 #[test]
 fn retention_discards_read_tasks_first_then_the_oldest_and_says_so() {
-    let mut table = TaskTable::with_retention(2, usize::MAX);
+    let mut table = TaskTable::new(2);
     let held = Held::default();
     let first = finished(&mut table, &held);
     let second = finished(&mut table, &held);
@@ -243,7 +248,11 @@ fn retention_discards_read_tasks_first_then_the_oldest_and_says_so() {
 
 #[test]
 fn retention_bounds_the_output_bytes_of_finished_tasks() {
-    let mut table = TaskTable::with_retention(100, 250);
+    let mut table = TaskTable::with_retention(RetentionLimits {
+        max_finished: 100,
+        max_retained_bytes: 250,
+        max_spill_bytes: u64::MAX,
+    });
     let big = Held {
         bytes: 100,
         ..Held::default()
@@ -258,6 +267,49 @@ fn retention_bounds_the_output_bytes_of_finished_tasks() {
     table.read(&ids[1], None).expect("readable");
     finished(&mut table, &big);
     assert!(table.get(&ids[1], None).is_ok() && table.get(&ids[2], None).is_ok());
+}
+
+#[test]
+fn retention_bounds_the_spill_bytes_of_finished_tasks_read_or_not() {
+    let mut table = TaskTable::with_retention(RetentionLimits {
+        max_finished: 100,
+        max_retained_bytes: usize::MAX,
+        max_spill_bytes: 250,
+    });
+    let spilled = Held {
+        spill: 100,
+        ..Held::default()
+    };
+    let quiet = Held::default();
+    let first = finished(&mut table, &spilled);
+    let second = finished(&mut table, &spilled);
+    let small = finished(&mut table, &quiet);
+    // Reading the second to its end frees its memory, not its files: they still count, and being
+    // read it goes first.
+    table.read(&second, None).expect("readable");
+    assert_eq!(table.load().spill_bytes, 200);
+    let third = finished(&mut table, &spilled);
+    assert!(table.get(&second, None).is_err(), "read first");
+    assert!(table.get(&first, None).is_ok() && table.get(&third, None).is_ok());
+    let fourth = finished(&mut table, &spilled);
+    assert_eq!(
+        table.read(&first, None).err().map(|e| e.to_string()),
+        Some(format!(
+            "bash task {first} finished and was discarded (retention limit)"
+        )),
+        "then the oldest that holds spill files"
+    );
+    assert!(
+        table.get(&small, None).is_ok(),
+        "a task with no spill file is no candidate"
+    );
+    assert!(table.get(&third, None).is_ok() && table.get(&fourth, None).is_ok());
+    assert_eq!(table.load().spill_bytes, 200);
+    assert_eq!(
+        spilled.discards.load(Ordering::SeqCst),
+        1,
+        "the unread one discards through its producer (the read one through its stand-in)"
+    );
 }
 
 #[test]

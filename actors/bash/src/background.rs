@@ -24,6 +24,14 @@ use dsh_tasks::{SandboxFacts, TaskOutput, TaskProducer, TaskStatus};
 use futures::future::BoxFuture;
 use tokio::sync::watch;
 
+/// What a finished background command costs in memory besides its kept output, in
+/// [`heap_block_bytes`](dsh_tasks::heap_block_bytes) terms: this handle and its state, the process
+/// manager's record of the process (its table slot, counted at the table's emptiest), the output's
+/// shared state (two collectors, the outcome with its spill paths, the settle and progress
+/// channels). Measured with a counting allocator (`tests/retained_bytes.rs`, which fails when this
+/// falls short of what a task really keeps) and rounded up.
+pub const PROCESS_BYTES: usize = 2560;
+
 /// A background `bash -c` command. Cheap to clone; clones share state.
 #[derive(Clone)]
 pub struct BashProcess {
@@ -357,10 +365,12 @@ impl TaskProducer for BashProcess {
     }
 
     fn retained_bytes(&self) -> usize {
-        self.inner
+        let output = self
+            .inner
             .process
             .get()
-            .map_or(0, |process| process.output.retained_bytes())
+            .map_or(0, |process| process.output.retained_bytes());
+        output + PROCESS_BYTES
     }
 
     fn spill_bytes(&self) -> u64 {

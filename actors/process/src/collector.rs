@@ -4,22 +4,17 @@
 //! offset read of an open stream stops before an incomplete sequence at its end, so the next read starts
 //! on a character boundary.
 //!
-//! Memory stays bounded however much a command prints: at most `max_bytes` (plus part of one chunk's
-//! allocation) are held. The spill file receives everything up to `max_spill_bytes`; a larger stream
-//! loses its spill (the file is deleted) and keeps only the tail. Small outputs never touch the disk.
+//! Memory stays bounded however much a command prints: at most `max_bytes` are held, in one buffer
+//! (`tail.rs`). The spill file receives everything up to `max_spill_bytes`; a larger stream loses its
+//! spill (the file is deleted) and keeps only the tail. Small outputs never touch the disk.
 
-use std::collections::VecDeque;
 use std::fs::File;
 use std::io::Write;
 use std::path::PathBuf;
 
-use bytes::Bytes;
-
 use crate::outcome::{CollectedOutput, ReadResult, StreamKind};
 use crate::spill::{SpillDir, create_spill_file};
-
-/// Chunks up to this size already are copies of exactly their size (the driver copies small reads).
-const COPY_MAX: usize = 16 * 1024;
+use crate::tail::Tail;
 
 /// The spill file's life: none yet, open while spilling, closed (complete), or given up.
 #[derive(Debug)]
@@ -44,10 +39,8 @@ pub struct OutputCollector {
     max_spill_bytes: u64,
     /// Every byte ever received.
     total: u64,
-    /// The retained tail as received chunks, oldest first (the oldest may be cut at the front).
-    chunks: VecDeque<Bytes>,
-    /// Sum of `chunks` lengths.
-    held: usize,
+    /// The retained tail: the last `max_bytes` bytes.
+    tail: Tail,
     /// Some bytes were dropped from memory.
     dropped: bool,
     spill: Spill,
@@ -70,8 +63,7 @@ impl OutputCollector {
             max_bytes,
             max_spill_bytes,
             total: 0,
-            chunks: VecDeque::new(),
-            held: 0,
+            tail: Tail::new(max_bytes),
             dropped: false,
             spill: Spill::Idle(spill_dir),
             finished: false,
@@ -80,52 +72,24 @@ impl OutputCollector {
         }
     }
 
-    /// Takes one chunk from the stream.
-    pub fn push(&mut self, chunk: Bytes) {
+    /// Takes one chunk from the stream (copied into the tail).
+    pub fn push(&mut self, chunk: &[u8]) {
         if chunk.is_empty() || self.finished {
             return;
         }
         self.total += chunk.len() as u64;
-        let overflows = self.held + chunk.len() > self.max_bytes;
+        let overflows = self.tail.len() + chunk.len() > self.max_bytes;
         if overflows || matches!(self.spill, Spill::Open { .. }) {
-            self.spill_chunk(&chunk);
+            self.spill_chunk(chunk);
         }
-        // A large read is kept without a copy, as a slice of the driver's read buffer, and pins that
-        // whole buffer. Once the stream has outgrown its cap only a tail is kept, and a tail cut from
-        // such slices would pin several buffers: from then on each chunk is kept as a copy of exactly
-        // its size, so the tail costs at most its cap plus the one chunk it was cut from.
-        let chunk = if self.dropped && chunk.len() > COPY_MAX {
-            Bytes::copy_from_slice(&chunk)
-        } else {
-            chunk
-        };
-        self.held += chunk.len();
-        self.chunks.push_back(chunk);
-        self.trim_to_cap();
-    }
-
-    /// Drops the oldest bytes until at most `max_bytes` remain: whole chunks first, then the front of
-    /// the oldest remaining chunk, so the kept tail is exactly the cap once the stream has overflowed.
-    fn trim_to_cap(&mut self) {
-        while let Some(front) = self.chunks.front() {
-            let excess = self.held.saturating_sub(self.max_bytes);
-            if excess == 0 {
-                break;
-            }
+        if self.tail.push(chunk) > 0 {
             self.dropped = true;
-            if front.len() <= excess {
-                self.held -= front.len();
-                self.chunks.pop_front();
-            } else if let Some(front) = self.chunks.front_mut() {
-                *front = front.slice(excess..);
-                self.held -= excess;
-            }
         }
     }
 
     /// Writes `chunk` to the spill file, opening it first (with everything held so far) if needed, or
     /// gives the spill up when the stream has outgrown the spill cap.
-    fn spill_chunk(&mut self, chunk: &Bytes) {
+    fn spill_chunk(&mut self, chunk: &[u8]) {
         if matches!(self.spill, Spill::Disabled | Spill::Closed(_)) {
             return;
         }
@@ -142,11 +106,9 @@ impl OutputCollector {
                 Ok((file, path)) => {
                     tracing::debug!(stream = self.stream.label(), path = %path.display(), "spilling output");
                     self.spill = Spill::Open { file, path };
-                    let held: Vec<Bytes> = self.chunks.iter().cloned().collect();
-                    for old in &held {
-                        if !self.write_spill(old) {
-                            return;
-                        }
+                    let held = self.tail.copy_from(0);
+                    if !self.write_spill(&held) {
+                        return;
                     }
                 }
                 Err(err) => {
@@ -215,14 +177,15 @@ impl OutputCollector {
 
     /// Reads from whole-stream offset `from` without consuming anything.
     pub fn read_from(&self, from: u64) -> ReadResult {
-        let window_start = self.total - self.held as u64;
+        let held = self.tail.len();
+        let window_start = self.total - held as u64;
         let lossy = from < window_start;
         let skip = if lossy {
             0
         } else {
-            (from - window_start).min(self.held as u64) as usize
+            (from - window_start).min(held as u64) as usize
         };
-        let mut bytes = self.retained_from(skip);
+        let mut bytes = self.tail.copy_from(skip);
         let mut start_cut = 0;
         if lossy && self.dropped {
             start_cut = leading_continuation_bytes(&bytes);
@@ -245,23 +208,9 @@ impl OutputCollector {
         }
     }
 
-    /// The retained bytes from `skip` bytes into the window.
-    fn retained_from(&self, mut skip: usize) -> Vec<u8> {
-        let mut out = Vec::with_capacity(self.held.saturating_sub(skip));
-        for chunk in &self.chunks {
-            if skip >= chunk.len() {
-                skip -= chunk.len();
-                continue;
-            }
-            out.extend_from_slice(&chunk[skip..]);
-            skip = 0;
-        }
-        out
-    }
-
-    /// Bytes of output held in memory (the kept tail).
-    pub fn held_bytes(&self) -> usize {
-        self.held
+    /// What the kept tail costs in memory: the buffer holding it (see `tail.rs`).
+    pub fn memory_bytes(&self) -> usize {
+        self.tail.memory_bytes()
     }
 
     /// The spill file, if one exists now (open or complete).
@@ -283,17 +232,8 @@ impl OutputCollector {
     pub fn finalize(&mut self) -> CollectedOutput {
         if !self.finished {
             self.finished = true;
-            // Kept chunks may be slices of larger read buffers (a large read is kept without a
-            // copy): a finished stream keeps one buffer of exactly its tail, so what it costs is
-            // its cap at most, not the buffers its tail was cut from.
-            if !self.chunks.is_empty() {
-                // `retained_from` allocates exactly `held` bytes.
-                let tail = Bytes::from(self.retained_from(0));
-                self.chunks.clear();
-                self.chunks.push_back(tail);
-                // The queue of chunks of a running stream (a few dozen slots) goes too.
-                self.chunks.shrink_to_fit();
-            }
+            // A finished stream keeps one buffer of exactly its tail.
+            self.tail.finish();
             let spill = std::mem::replace(&mut self.spill, Spill::Disabled);
             self.spill = match spill {
                 Spill::Open { file, path } => match self.close_file(file) {
@@ -306,7 +246,7 @@ impl OutputCollector {
                 other => other,
             };
         }
-        let bytes = self.retained_from(0);
+        let bytes = self.tail.copy_from(0);
         let cut = if self.dropped {
             leading_continuation_bytes(&bytes)
         } else {

@@ -30,7 +30,6 @@ use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
 use nix::sys::signal::Signal;
 use tokio::net::unix::pipe;
 use tokio::task::JoinHandle;
@@ -50,9 +49,10 @@ use crate::spill::SpillDir;
 
 /// Bytes asked for per read; a pipe holds 64 KiB.
 const READ_SIZE: usize = 64 * 1024;
-/// Reads at least this large keep their buffer (no copy); smaller ones are copied out (so a tiny chunk
-/// never pins a large allocation) and the buffer is released.
-const ZERO_COPY_MIN: usize = 16 * 1024;
+/// After a read at least this large the read buffer is kept for the next one (a flood reuses one
+/// buffer); after a smaller one it is released, so a quiet child holds none. Either way the bytes are
+/// copied into the stream's tail (`tail.rs`), never kept in the buffer.
+const KEEP_BUFFER_MIN: usize = 16 * 1024;
 
 /// Where the kill escalation stands.
 #[derive(Clone, Copy, Debug)]
@@ -64,7 +64,8 @@ enum Escalation {
 
 /// What woke the driver up.
 enum Event {
-    Output(StreamKind, io::Result<Option<Bytes>>),
+    /// A read filled the stream's buffer (`Ok(true)`), or the pipe reached end of file.
+    Output(StreamKind, io::Result<bool>),
     LeaderExited(io::Result<ExitStatus>),
     KillRequested,
     EscalateToKill,
@@ -186,8 +187,8 @@ impl Driver {
         let mut escalation = Escalation::Idle;
         let mut signals_sent = Vec::new();
         let mut kill_armed = true;
-        let mut out_buf = BytesMut::new();
-        let mut err_buf = BytesMut::new();
+        let mut out_buf = Vec::new();
+        let mut err_buf = Vec::new();
         let far_future = Instant::now() + Duration::from_secs(86400 * 365);
 
         let settlement = loop {
@@ -210,7 +211,18 @@ impl Driver {
                 () = sleep_until(drain_until.unwrap_or(far_future)), if drain_until.is_some() => Event::DrainGraceOver,
             };
             match event {
-                Event::Output(stream, Ok(Some(chunk))) => self.output.push(stream, chunk),
+                Event::Output(stream, Ok(true)) => {
+                    let buf = match stream {
+                        StreamKind::Stdout => &mut out_buf,
+                        StreamKind::Stderr => &mut err_buf,
+                    };
+                    self.output.push(stream, buf);
+                    if buf.len() >= KEEP_BUFFER_MIN {
+                        buf.clear();
+                    } else {
+                        *buf = Vec::new();
+                    }
+                }
                 Event::Output(stream, result) => {
                     if let Err(err) = result {
                         tracing::warn!(pgid = self.pgid, stream = stream.label(), %err, "pipe read failed; treating as EOF");
@@ -346,33 +358,23 @@ impl Driver {
     }
 }
 
-/// Reads one chunk; `Ok(None)` at end of file. Pending forever for a closed pipe (its branch is off).
+/// Reads one chunk into the empty `buf`; `Ok(false)` at end of file. Pending forever for a closed
+/// pipe (its branch is off).
 ///
-/// Waits for readability first and only then makes room in `buf`, and gives a buffer back after a
-/// small read: a quiet child holds no read buffer, a chatty one reuses a 64 KiB one.
-async fn read_chunk(
-    pipe: Option<&pipe::Receiver>,
-    buf: &mut BytesMut,
-) -> io::Result<Option<Bytes>> {
+/// Waits for readability first and only then makes room in `buf` (the caller gives the buffer back
+/// after a small read: a quiet child holds no read buffer, a chatty one reuses a 64 KiB one).
+async fn read_chunk(pipe: Option<&pipe::Receiver>, buf: &mut Vec<u8>) -> io::Result<bool> {
     let Some(pipe) = pipe else {
         return std::future::pending().await;
     };
     loop {
         pipe.readable().await?;
-        if buf.capacity() - buf.len() < READ_SIZE / 4 {
-            buf.reserve(READ_SIZE);
-        }
-        let n = match pipe.try_read_buf(buf) {
-            Ok(0) => return Ok(None),
-            Ok(n) => n,
+        buf.reserve(READ_SIZE);
+        match pipe.try_read_buf(buf) {
+            Ok(0) => return Ok(false),
+            Ok(_) => return Ok(true),
             Err(err) if err.kind() == io::ErrorKind::WouldBlock => continue,
             Err(err) => return Err(err),
-        };
-        if n >= ZERO_COPY_MIN {
-            return Ok(Some(buf.split().freeze()));
         }
-        let chunk = Bytes::copy_from_slice(buf);
-        *buf = BytesMut::new();
-        return Ok(Some(chunk));
     }
 }

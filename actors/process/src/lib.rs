@@ -19,7 +19,8 @@
 //!   subreaper marker or process group), the watchdog, and reaping the orphans a subreaper adopts.
 //! - `driver`, `shared_output`: the task that drives one child to settlement, and the output and
 //!   outcome it shares with readers.
-//! - `collector`, `spill`: per-stream bounded output and spill files.
+//! - `collector`, `tail`, `pages`, `spill`: per-stream bounded output (the kept tail in one buffer,
+//!   page-backed when large) and spill files.
 //! - [`signal`], `stragglers`: group signalling, `/proc` liveness probes, and killing groups that
 //!   outlived their leader.
 //! - `table`: the plain process table (records, generation ids, admission queue, stragglers, spill
@@ -51,6 +52,7 @@ mod manager;
 mod messages;
 mod orphans;
 mod outcome;
+mod pages;
 mod policy;
 mod reap;
 pub mod rlimit;
@@ -61,6 +63,7 @@ mod spec;
 mod spill;
 mod stragglers;
 mod table;
+mod tail;
 
 pub use abort::{AbortSignal, ensure_not_aborted, wait_abort};
 pub use config::ManagerConfig;
@@ -76,6 +79,7 @@ pub use messages::{
     Release, Shutdown, Spawn, SpawnedProcess, Stats, Wait,
 };
 pub use outcome::{CollectedOutput, ProcessOutcome, ReadResult, Settlement, StreamKind};
+pub use pages::page_backed_bytes;
 pub use policy::{
     Admission, AdmissionRequest, AdmitAll, Load, MaxConcurrent, MaxPerSession, PolicyStack,
     ProcessPolicy, SettledProcess, StragglerAction,

@@ -7,7 +7,6 @@
 
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
-use bytes::Bytes;
 use tokio::sync::watch;
 
 use crate::collector::OutputCollector;
@@ -81,7 +80,7 @@ impl SharedOutput {
         self.lock(stream).read_from(from)
     }
 
-    pub(crate) fn push(&self, stream: StreamKind, chunk: Bytes) {
+    pub(crate) fn push(&self, stream: StreamKind, chunk: &[u8]) {
         self.lock(stream).push(chunk);
         if self.progress.receiver_count() > 0 {
             self.progress.send_modify(|n| *n = n.wrapping_add(1));
@@ -95,9 +94,10 @@ impl SharedOutput {
         self.progress.subscribe()
     }
 
-    /// Bytes of output held in memory, both streams together.
+    /// What the output held in memory costs, both streams together: the buffers of their kept
+    /// tails (whole pages for large ones), not just the bytes in them.
     pub fn retained_bytes(&self) -> usize {
-        self.lock(StreamKind::Stdout).held_bytes() + self.lock(StreamKind::Stderr).held_bytes()
+        self.lock(StreamKind::Stdout).memory_bytes() + self.lock(StreamKind::Stderr).memory_bytes()
     }
 
     /// Bytes of the spill files that exist now, both streams together.

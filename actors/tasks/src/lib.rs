@@ -28,12 +28,14 @@ mod wait;
 pub use agent::{AgentRef, Inject, TaskOwner};
 pub use errors::TaskError;
 pub use messages::{
-    GetTask, KillReply, KillTask, ListTasks, ReadReply, ReadTask, Register, ReleaseOwner,
-    ShutdownTasks, Subscribe, TaskDone, TaskKillOutcome,
+    GetRetentionLoad, GetTask, KillReply, KillTask, ListTasks, ReadReply, ReadTask, Register,
+    ReleaseOwner, ShutdownTasks, Subscribe, TaskDone, TaskKillOutcome,
 };
 pub use producer::{TaskOutput, TaskProducer, TaskStatus};
 pub use registry::{DEFAULT_MAX_SPILL_BYTES, RegistryConfig, TaskRegistry};
-pub use retention::{FinishedTask, RetentionLimits, RetentionLoad, RetentionPolicy};
+pub use retention::{
+    FinishedTask, RetentionLimits, RetentionLoad, RetentionPolicy, heap_block_bytes,
+};
 pub use sandbox_facts::{Enforcement, SandboxFacts, SandboxMode};
 pub use snapshot::TaskSnapshot;
 pub use wait::{OutputCondition, WaitOutcome, WaitTask};

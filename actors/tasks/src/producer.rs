@@ -93,7 +93,10 @@ pub trait TaskProducer: Send + 'static {
         Vec::new()
     }
 
-    /// Bytes of output this work holds in memory; retention bounds their sum over finished tasks.
+    /// Bytes of memory this work holds once it has ended: its output in memory (the buffers, not
+    /// just the bytes in them) and its own records, in [`heap_block_bytes`](crate::heap_block_bytes)
+    /// terms; the registry adds what its own record costs. Retention bounds the sum over finished
+    /// tasks, so an honest answer is what makes `--retained-output-bytes` a bound on memory.
     fn retained_bytes(&self) -> usize {
         0
     }
@@ -107,6 +110,20 @@ pub trait TaskProducer: Send + 'static {
     /// The registry forgets the finished task for good (retention): remove what it keeps elsewhere
     /// (for bash, its spill files). The default keeps nothing.
     fn discard(&self) {}
+}
+
+/// What a [`Drained`] stand-in costs: its `Arc` block and its paths (the sandbox facts are a few
+/// words inline).
+fn drained_bytes(spill_paths: &[PathBuf]) -> usize {
+    use crate::retention::heap_block_bytes;
+    // The Arc's two counters, the trait object's data, inline.
+    let own = heap_block_bytes(16 + std::mem::size_of::<Drained>());
+    let paths = heap_block_bytes(std::mem::size_of_val(spill_paths))
+        + spill_paths
+            .iter()
+            .map(|p| heap_block_bytes(p.as_os_str().len()))
+            .sum::<usize>();
+    own + paths
 }
 
 /// What stays of a finished task once its owner has read all of it: the final status lives in the
@@ -129,6 +146,10 @@ impl TaskProducer for Drained {
 
     fn finished(&self) -> BoxFuture<'static, TaskStatus> {
         Box::pin(std::future::pending())
+    }
+
+    fn retained_bytes(&self) -> usize {
+        drained_bytes(&self.spill_paths)
     }
 
     fn discard(&self) {

@@ -10,10 +10,10 @@ use tokio::sync::oneshot;
 use crate::agent::{Inject, TaskOwner};
 use crate::errors::TaskError;
 use crate::messages::{
-    GetTask, KillReply, KillTask, ListTasks, ProducerFinished, ReadReply, ReadTask, Register,
-    ReleaseOwner, ShutdownTasks, Subscribe, TaskDone,
+    GetRetentionLoad, GetTask, KillReply, KillTask, ListTasks, ProducerFinished, ReadReply,
+    ReadTask, Register, ReleaseOwner, ShutdownTasks, Subscribe, TaskDone,
 };
-use crate::retention::{RetentionLimits, RetentionPolicy};
+use crate::retention::{RetentionLimits, RetentionLoad, RetentionPolicy};
 use crate::snapshot::TaskSnapshot;
 use crate::table::TaskTable;
 use crate::wait::{WaitOutcome, WaitTask, wait};
@@ -188,6 +188,14 @@ impl Handler<ListTasks> for TaskRegistry {
 
     fn handle(&mut self, ListTasks { caller }: ListTasks, _: &mut Self::Context) -> Self::Result {
         MessageResult(self.table.list(caller.as_deref()))
+    }
+}
+
+impl Handler<GetRetentionLoad> for TaskRegistry {
+    type Result = RetentionLoad;
+
+    fn handle(&mut self, _: GetRetentionLoad, _: &mut Self::Context) -> RetentionLoad {
+        self.table.load()
     }
 }
 

@@ -9,6 +9,17 @@
 
 use std::time::SystemTime;
 
+/// What a heap allocation of `len` bytes really costs (0 for none): glibc's malloc adds an 8-byte
+/// header and rounds each block up to 16 bytes, 32 at least. What a task holds is counted in these
+/// terms, so the memory budget bounds the heap it takes, not the sum of the lengths asked for.
+pub fn heap_block_bytes(len: usize) -> usize {
+    if len == 0 {
+        0
+    } else {
+        (len + 8).div_ceil(16).max(2) * 16
+    }
+}
+
 /// A finished task as a retention policy sees it.
 #[derive(Clone, Copy, Debug)]
 pub struct FinishedTask<'a> {
@@ -22,18 +33,19 @@ pub struct FinishedTask<'a> {
     pub order: u64,
     /// When it finished.
     pub finished_at: Option<SystemTime>,
-    /// Output bytes it holds in memory (0 once read to its end).
+    /// Bytes of memory it holds: its output in memory and what its records cost (once read to its
+    /// end, only the small record that keeps its status and spill paths).
     pub retained_bytes: usize,
     /// Bytes of its spill files on disk (they stay after a read to the end, until it is discarded).
     pub spill_bytes: u64,
 }
 
 /// Totals over every finished task the registry keeps.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, actix::MessageResponse)]
 pub struct RetentionLoad {
     /// Finished tasks kept.
     pub finished: usize,
-    /// Output bytes they hold in memory.
+    /// Bytes of memory they hold (output and records).
     pub retained_bytes: usize,
     /// Bytes of their spill files on disk.
     pub spill_bytes: u64,
@@ -58,7 +70,7 @@ pub trait RetentionPolicy: Send + 'static {
 pub struct RetentionLimits {
     /// Finished tasks kept.
     pub max_finished: usize,
-    /// Output bytes finished tasks keep in memory.
+    /// Bytes of memory finished tasks keep (output and records).
     pub max_retained_bytes: usize,
     /// Bytes of spill files finished tasks keep on disk.
     pub max_spill_bytes: u64,

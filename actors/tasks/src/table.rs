@@ -31,7 +31,9 @@ use crate::agent::TaskOwner;
 use crate::errors::TaskError;
 use crate::messages::{KillReply, ReadReply, TaskDone, TaskKillOutcome};
 use crate::producer::{Drained, TaskProducer, TaskStatus};
-use crate::retention::{FinishedTask, RetentionLimits, RetentionLoad, RetentionPolicy};
+use crate::retention::{
+    FinishedTask, RetentionLimits, RetentionLoad, RetentionPolicy, heap_block_bytes,
+};
 use crate::snapshot::TaskSnapshot;
 
 /// Bytes of a label a record keeps (a bash task's label is its command, which may be a heredoc of
@@ -52,6 +54,24 @@ fn bounded_label(mut label: String) -> String {
     }
     label.shrink_to_fit();
     label
+}
+
+/// What a record costs the registry besides its producer, in [`heap_block_bytes`] terms: its slot
+/// in the records map, counted at the map's emptiest (a hash map doubles when 7/8 full, so right
+/// after growing it has 16/7 slots per record, each slot a key, a record and a control byte), and the
+/// strings and the owner's mailbox handle it holds.
+fn record_bytes(id: &str, record: &Record) -> usize {
+    let slot = std::mem::size_of::<(String, Record)>() + 1;
+    let owner = record.owner.as_ref().map_or(0, |owner| {
+        // The weak mailbox handle is a boxed trait object of its own.
+        heap_block_bytes(owner.session_id.len())
+            + heap_block_bytes(2 * std::mem::size_of::<usize>())
+    });
+    slot * 16 / 7
+        + heap_block_bytes(id.len())
+        + heap_block_bytes(record.kind.capacity())
+        + heap_block_bytes(record.label.capacity())
+        + owner
 }
 
 /// A registered task: its id, and the future that resolves when its producer has finished.
@@ -78,7 +98,8 @@ struct Record {
     started_at: SystemTime,
     finished_at: Option<SystemTime>,
     reported: bool,
-    /// Output bytes the producer held in memory when it settled (0 once drained).
+    /// Memory it holds since it settled: what its producer reported then (once drained, what the
+    /// stand-in costs) and the record itself.
     retained: usize,
     /// Bytes of its spill files when it settled (kept when drained: the files stay).
     spill: u64,
@@ -261,7 +282,7 @@ impl TaskTable {
         }
         record.settled = true;
         record.finished_at = Some(SystemTime::now());
-        record.retained = record.producer.retained_bytes();
+        record.retained = record.producer.retained_bytes() + record_bytes(id, record);
         record.spill = record.producer.spill_bytes();
         self.settled_count += 1;
         self.retained_total += record.retained;
@@ -386,13 +407,15 @@ impl TaskTable {
         let output = record.producer.read();
         if record.settled && !record.drained {
             // The end was read and everything with it: keep only what a later discard removes.
-            record.producer = Arc::new(Drained {
+            let drained = Drained {
                 spill_paths: output.spill_paths.clone(),
                 sandbox: output.sandbox.clone(),
-            });
+            };
+            let kept = drained.retained_bytes() + record_bytes(id, record);
+            record.producer = Arc::new(drained);
             record.drained = true;
-            let freed = std::mem::take(&mut record.retained);
-            self.retained_total -= freed;
+            let before = std::mem::replace(&mut record.retained, kept);
+            self.retained_total = self.retained_total - before + kept;
         }
         Ok(ReadReply { output, snapshot })
     }

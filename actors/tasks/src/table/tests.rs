@@ -247,26 +247,49 @@ fn retention_discards_read_tasks_first_then_the_oldest_and_says_so() {
 }
 
 #[test]
-fn retention_bounds_the_output_bytes_of_finished_tasks() {
+fn retention_bounds_the_memory_of_finished_tasks_records_included() {
     let mut table = TaskTable::with_retention(RetentionLimits {
         max_finished: 100,
-        max_retained_bytes: 250,
+        max_retained_bytes: 250_000,
         max_spill_bytes: u64::MAX,
     });
     let big = Held {
-        bytes: 100,
+        bytes: 100_000,
         ..Held::default()
     };
     let ids: Vec<String> = (0..3).map(|_| finished(&mut table, &big)).collect();
     assert!(
         table.get(&ids[0], None).is_err(),
-        "300 bytes > 250: the oldest goes"
+        "300 000 bytes > 250 000: the oldest goes"
     );
     assert_eq!(big.discards.load(Ordering::SeqCst), 1);
-    // A read drains a task: its bytes no longer count, so a fourth fits beside the other two.
+    // What is counted is the producer's bytes and the record's own.
+    let load = table.load();
+    assert!(
+        load.retained_bytes > 200_000 && load.retained_bytes < 203_000,
+        "{load:?}"
+    );
+    // A read drains a task: its output no longer counts, only its small record, so a fourth fits
+    // beside the other two.
     table.read(&ids[1], None).expect("readable");
+    let drained = table.load().retained_bytes;
+    assert!(drained > 100_000 && drained < 102_000, "{drained}");
     finished(&mut table, &big);
     assert!(table.get(&ids[1], None).is_ok() && table.get(&ids[2], None).is_ok());
+    // A thousand small finished tasks are not free either: their records alone outgrow a budget.
+    let mut small = TaskTable::with_retention(RetentionLimits {
+        max_finished: 10_000,
+        max_retained_bytes: 100_000,
+        max_spill_bytes: u64::MAX,
+    });
+    let quiet = Held::default();
+    let first = finished(&mut small, &quiet);
+    for _ in 0..999 {
+        finished(&mut small, &quiet);
+    }
+    assert!(small.load().retained_bytes <= 100_000);
+    assert!(small.get(&first, None).is_err(), "the oldest went");
+    assert!(small.load().finished > 100, "{:?}", small.load());
 }
 
 #[test]

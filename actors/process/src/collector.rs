@@ -13,6 +13,7 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use crate::outcome::{CollectedOutput, ReadResult, StreamKind};
+use crate::scan::{CatchUp, Scans, StreamScan, StreamView};
 use crate::spill::{SpillDir, create_spill_file};
 use crate::tail::Tail;
 
@@ -21,12 +22,14 @@ use crate::tail::Tail;
 enum Spill {
     /// Nothing spilled yet; the target directory, or `None` when spilling is off for this stream.
     Idle(Option<SpillDir>),
+    /// Every byte so far is in the file (a scan reads it back through `dir`).
     Open {
         file: File,
         path: PathBuf,
+        dir: SpillDir,
     },
     /// Closed cleanly at finalisation: the file holds the whole stream.
-    Closed(PathBuf),
+    Closed { path: PathBuf, dir: SpillDir },
     /// Over the cap, failed, or never possible: no path is ever advertised again.
     Disabled,
 }
@@ -44,6 +47,8 @@ pub struct OutputCollector {
     /// Some bytes were dropped from memory.
     dropped: bool,
     spill: Spill,
+    /// Conditions matched against the stream as it is written (`scan.rs`).
+    scans: Scans,
     /// No more bytes will arrive.
     finished: bool,
     #[cfg(test)]
@@ -66,6 +71,7 @@ impl OutputCollector {
             tail: Tail::new(max_bytes),
             dropped: false,
             spill: Spill::Idle(spill_dir),
+            scans: Scans::default(),
             finished: false,
             #[cfg(test)]
             faults: tests::Faults::default(),
@@ -77,6 +83,7 @@ impl OutputCollector {
         if chunk.is_empty() || self.finished {
             return;
         }
+        let at = self.total;
         self.total += chunk.len() as u64;
         let overflows = self.tail.len() + chunk.len() > self.max_bytes;
         if overflows || matches!(self.spill, Spill::Open { .. }) {
@@ -85,12 +92,55 @@ impl OutputCollector {
         if self.tail.push(chunk) > 0 {
             self.dropped = true;
         }
+        self.scans.feed(at, chunk);
+    }
+
+    /// Registers `scan` on the text from whole-stream offset `from`: `None` if it already holds,
+    /// else its id and whether it must first catch up from the spill file (see `scan.rs`).
+    pub(crate) fn register_scan(
+        &mut self,
+        from: u64,
+        scan: Box<dyn StreamScan>,
+        hit: tokio::sync::oneshot::Sender<()>,
+    ) -> Option<(u64, bool)> {
+        let view = view(self.total, &self.tail, &self.spill);
+        self.scans.register(&view, from, scan, hit)
+    }
+
+    /// The next step of scan `id`'s catch-up.
+    pub(crate) fn catch_up_step(&mut self, id: u64) -> CatchUp {
+        let view = view(self.total, &self.tail, &self.spill);
+        self.scans.catch_up_step(id, &view)
+    }
+
+    /// Takes scan `id` back after a piece of its catch-up.
+    pub(crate) fn scan_returned(
+        &mut self,
+        id: u64,
+        scan: Box<dyn StreamScan>,
+        fed: usize,
+        held: bool,
+        lost: bool,
+    ) {
+        let view = view(self.total, &self.tail, &self.spill);
+        self.scans.returned(id, scan, fed, held, lost, &view);
+    }
+
+    /// Forgets scan `id`.
+    pub(crate) fn remove_scan(&mut self, id: u64) {
+        self.scans.remove(id);
+    }
+
+    /// How many scans are registered (for tests).
+    #[cfg(test)]
+    pub(crate) fn scan_count(&self) -> usize {
+        self.scans.len()
     }
 
     /// Writes `chunk` to the spill file, opening it first (with everything held so far) if needed, or
     /// gives the spill up when the stream has outgrown the spill cap.
     fn spill_chunk(&mut self, chunk: &[u8]) {
-        if matches!(self.spill, Spill::Disabled | Spill::Closed(_)) {
+        if matches!(self.spill, Spill::Disabled | Spill::Closed { .. }) {
             return;
         }
         if self.total > self.max_spill_bytes {
@@ -105,7 +155,7 @@ impl OutputCollector {
             match create_spill_file(&dir, self.stream) {
                 Ok((file, path)) => {
                     tracing::debug!(stream = self.stream.label(), path = %path.display(), "spilling output");
-                    self.spill = Spill::Open { file, path };
+                    self.spill = Spill::Open { file, path, dir };
                     let held = self.tail.copy_from(0);
                     if !self.write_spill(&held) {
                         return;
@@ -137,7 +187,7 @@ impl OutputCollector {
     /// Closes and deletes the spill file; failures are logged, never raised.
     fn discard_spill(&mut self) {
         let previous = std::mem::replace(&mut self.spill, Spill::Disabled);
-        if let Spill::Open { file, path } = previous {
+        if let Spill::Open { file, path, .. } = previous {
             if let Err(err) = self.close_file(file) {
                 tracing::warn!(path = %path.display(), error = %err, "closing a discarded spill failed");
             }
@@ -170,7 +220,7 @@ impl OutputCollector {
     /// The spill path to advertise right now, if any.
     fn current_spill_path(&self) -> Option<PathBuf> {
         match &self.spill {
-            Spill::Open { path, .. } | Spill::Closed(path) => Some(path.clone()),
+            Spill::Open { path, .. } | Spill::Closed { path, .. } => Some(path.clone()),
             Spill::Idle(_) | Spill::Disabled => None,
         }
     }
@@ -222,7 +272,7 @@ impl OutputCollector {
     /// from the first on, or is deleted).
     pub fn spill_bytes(&self) -> u64 {
         match self.spill {
-            Spill::Open { .. } | Spill::Closed(_) => self.total,
+            Spill::Open { .. } | Spill::Closed { .. } => self.total,
             Spill::Idle(_) | Spill::Disabled => 0,
         }
     }
@@ -236,8 +286,8 @@ impl OutputCollector {
             self.tail.finish();
             let spill = std::mem::replace(&mut self.spill, Spill::Disabled);
             self.spill = match spill {
-                Spill::Open { file, path } => match self.close_file(file) {
-                    Ok(()) => Spill::Closed(path),
+                Spill::Open { file, path, dir } => match self.close_file(file) {
+                    Ok(()) => Spill::Closed { path, dir },
                     Err(err) => {
                         tracing::warn!(path = %path.display(), error = %err, "spill close failed; path withheld");
                         Spill::Disabled
@@ -261,6 +311,20 @@ impl OutputCollector {
                 None
             },
         }
+    }
+}
+
+/// The stream as a scan sees it: its length, its kept tail and the spill file holding all of it.
+fn view<'a>(total: u64, tail: &'a Tail, spill: &Spill) -> StreamView<'a> {
+    StreamView {
+        total,
+        tail: tail.as_slices(),
+        spill: match spill {
+            Spill::Open { path, dir, .. } | Spill::Closed { path, dir } => {
+                Some((dir.clone(), path.clone()))
+            }
+            Spill::Idle(_) | Spill::Disabled => None,
+        },
     }
 }
 

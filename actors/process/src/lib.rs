@@ -17,8 +17,8 @@
 //!   and reaps it through its pidfd.
 //! - `containment`, `orphans`: how a process is kept together with all its descendants (cgroup leaf,
 //!   subreaper marker or process group), the watchdog, and reaping the orphans a subreaper adopts.
-//! - `driver`, `shared_output`: the task that drives one child to settlement, and the output and
-//!   outcome it shares with readers.
+//! - `driver`, `shared_output`, `scan`: the task that drives one child to settlement, the output and
+//!   outcome it shares with readers, and the conditions matched against a stream as it is written.
 //! - `collector`, `tail`, `pages`, `spill`: per-stream bounded output (the kept tail in one buffer,
 //!   page-backed when large) and spill files.
 //! - [`signal`], `stragglers`: group signalling, `/proc` liveness probes, and killing groups that
@@ -56,6 +56,7 @@ mod pages;
 mod policy;
 mod reap;
 pub mod rlimit;
+mod scan;
 mod shared_output;
 pub mod signal;
 mod spawn;
@@ -84,5 +85,6 @@ pub use policy::{
     Admission, AdmissionRequest, AdmitAll, Load, MaxConcurrent, MaxPerSession, PolicyStack,
     ProcessPolicy, SettledProcess, StragglerAction,
 };
+pub use scan::{ScanWatch, StreamScan};
 pub use shared_output::SharedOutput;
 pub use spec::{ProcessSpawnSpec, QueuedNotice};

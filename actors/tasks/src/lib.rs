@@ -11,10 +11,11 @@
 //!
 //! Layout: `messages` (the registry's protocol), `table` (the plain task table and every rule about
 //! records, unit-tested on its own), `registry` (the thin actor), `producer`, `agent`, `snapshot`,
-//! `wait` (waiting on a task until it settles or its output matches), `retention` (which finished
-//! tasks are discarded).
+//! `wait` (waiting on a task until it settles or its output matches), `condition` (what a wait
+//! matches, fed as the output is written), `retention` (which finished tasks are discarded).
 
 mod agent;
+mod condition;
 mod errors;
 mod messages;
 mod producer;
@@ -26,6 +27,7 @@ mod table;
 mod wait;
 
 pub use agent::{AgentRef, Inject, TaskOwner};
+pub use condition::{OutputCondition, OutputScan};
 pub use errors::TaskError;
 pub use messages::{
     GetRetentionLoad, GetTask, KillReply, KillTask, ListTasks, ReadReply, ReadTask, Register,
@@ -38,4 +40,4 @@ pub use retention::{
 };
 pub use sandbox_facts::{Enforcement, SandboxFacts, SandboxMode};
 pub use snapshot::TaskSnapshot;
-pub use wait::{OutputCondition, WaitOutcome, WaitTask};
+pub use wait::{WaitOutcome, WaitTask};

@@ -78,19 +78,17 @@ pub trait TaskProducer: Send + 'static {
     /// Resolves once, when the work has ended and its output is final, with its terminal status.
     fn finished(&self) -> BoxFuture<'static, TaskStatus>;
 
-    /// Resolves when new output may have arrived since this call. It must start listening when
-    /// called, not when first polled: a waiter calls it, then looks at [`TaskProducer::pending`],
-    /// then awaits it, and no output in between may be missed. It must not resolve again and again
-    /// once the work has ended (a waiter learns of the end from the registry, and would spin). The
-    /// default never resolves: a wait on such a producer sees its output only at the end.
-    fn changed(&self) -> BoxFuture<'static, ()> {
+    /// Resolves once `condition` holds on the output produced since the previous read (each stream
+    /// scanned on its own, from the read cursor on, every byte in the order it was written, also
+    /// what has left memory since), without consuming anything. It must start watching when called,
+    /// not when first polled: no write after the call may be missed. Dropping the future stops the
+    /// watch. The default never resolves: a wait on such a producer ends when the work does.
+    fn output_matches(
+        &self,
+        condition: std::sync::Arc<dyn crate::OutputCondition>,
+    ) -> BoxFuture<'static, ()> {
+        let _ = condition;
         Box::pin(std::future::pending())
-    }
-
-    /// The output produced since the previous read, one text per stream, without consuming it: what
-    /// a wait with `until` matches against. The default has none.
-    fn pending(&self) -> Vec<String> {
-        Vec::new()
     }
 
     /// Bytes of memory this work holds once it has ended: its output in memory (the buffers, not

@@ -20,7 +20,7 @@
 //! Access fence: a task with an owner is visible only to callers presenting the owner's session id
 //! (`task <id> belongs to another session`); tasks without one are open to every caller.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -164,6 +164,13 @@ pub(crate) struct TaskTable {
     retained_total: usize,
     spill_total: u64,
     records: HashMap<String, Record>,
+    /// The settled records in the built-in limits' order of discard (read ones first, then the
+    /// oldest): keyed by (not yet reported, registration order). The limits pick their victim here
+    /// instead of walking every record: past `max_finished`, every settlement discards one, and a
+    /// walk each time made a thousand settlements cost a million steps.
+    finished: BTreeMap<(bool, u64), String>,
+    /// The same, for the settled records that hold spill files (the disk budget's candidates).
+    spilled: BTreeMap<(bool, u64), String>,
     /// Next ordinal per kind (`bash` → 3 means `bash-3` is next).
     counters: HashMap<String, u64>,
     registered: u64,
@@ -190,6 +197,8 @@ impl TaskTable {
             retained_total: 0,
             spill_total: 0,
             records: HashMap::new(),
+            finished: BTreeMap::new(),
+            spilled: BTreeMap::new(),
             counters: HashMap::new(),
             registered: 0,
             shutting_down: false,
@@ -297,6 +306,11 @@ impl TaskTable {
             snapshot: record.snapshot(id),
             owner: record.owner.clone(),
         });
+        let key = (!record.reported, record.order);
+        if record.spill > 0 {
+            self.spilled.insert(key, id.to_owned());
+        }
+        self.finished.insert(key, id.to_owned());
         self.evict_over_cap();
         done
     }
@@ -345,11 +359,24 @@ impl TaskTable {
         std::mem::take(&mut self.discard_notices)
     }
 
-    /// The first finished task a policy of the stack names, and that policy's name.
+    /// The first finished task a policy of the stack names, and that policy's name. The built-in
+    /// limits' rule ([`RetentionLimits`]) is applied through the ordered indexes; only a host's
+    /// policies are shown every finished task.
     fn retention_victim(&mut self) -> Option<(String, String)> {
         let load = self.load();
-        if self.limits.holds(load) && self.retention.is_empty() {
-            // The common case costs no walk over the records.
+        if !self.limits.holds(load) {
+            let any_kind = load.finished > self.limits.max_finished
+                || load.retained_bytes > self.limits.max_retained_bytes;
+            let index = if any_kind {
+                &self.finished
+            } else {
+                &self.spilled
+            };
+            if let Some((_, id)) = index.first_key_value() {
+                return Some((id.clone(), self.limits.name().to_owned()));
+            }
+        }
+        if self.retention.is_empty() {
             return None;
         }
         let finished: Vec<FinishedTask<'_>> = self
@@ -366,9 +393,7 @@ impl TaskTable {
                 spill_bytes: r.spill,
             })
             .collect();
-        let limits: &mut dyn RetentionPolicy = &mut self.limits;
-        let hosts = self.retention.iter_mut().map(|policy| policy.as_mut());
-        for policy in std::iter::once(limits).chain(hosts) {
+        for policy in self.retention.iter_mut() {
             if let Some(task) = policy
                 .discard(load, &finished)
                 .and_then(|i| finished.get(i))
@@ -388,18 +413,32 @@ impl TaskTable {
         }
     }
 
-    /// Takes a removed settled record out of the retention counts.
+    /// Takes a removed settled record out of the retention counts and indexes.
     fn forget_settled(&mut self, record: &Record) {
         if record.settled {
             self.settled_count -= 1;
             self.retained_total -= record.retained;
             self.spill_total -= record.spill;
+            let key = (!record.reported, record.order);
+            self.finished.remove(&key);
+            self.spilled.remove(&key);
+        }
+    }
+
+    /// A settled record's owner has now seen its end: it moves ahead in the order of discard.
+    fn reported_now(&mut self, order: u64) {
+        for index in [&mut self.finished, &mut self.spilled] {
+            if let Some(id) = index.remove(&(true, order)) {
+                index.insert((false, order), id);
+            }
         }
     }
 
     /// A consuming read. The status is taken first: if it says the task has ended, the read is final.
     pub(crate) fn read(&mut self, id: &str, caller: Option<&str>) -> Result<ReadReply, TaskError> {
         let record = self.access(id, caller)?;
+        let newly_reported = record.settled && !record.reported;
+        let order = record.order;
         if record.settled {
             record.reported = true;
         }
@@ -416,6 +455,9 @@ impl TaskTable {
             record.drained = true;
             let before = std::mem::replace(&mut record.retained, kept);
             self.retained_total = self.retained_total - before + kept;
+        }
+        if newly_reported {
+            self.reported_now(order);
         }
         Ok(ReadReply { output, snapshot })
     }
@@ -441,15 +483,21 @@ impl TaskTable {
 
     pub(crate) fn kill(&mut self, id: &str, caller: Option<&str>) -> Result<KillReply, TaskError> {
         let record = self.access(id, caller)?;
+        let newly_reported = record.settled && !record.reported;
+        let order = record.order;
         let outcome = if record.kill() {
             TaskKillOutcome::Killed
         } else {
             TaskKillOutcome::AlreadyFinished
         };
-        Ok(KillReply {
+        let reply = KillReply {
             outcome,
             snapshot: record.snapshot(id),
-        })
+        };
+        if newly_reported {
+            self.reported_now(order);
+        }
+        Ok(reply)
     }
 
     pub(crate) fn get(
@@ -535,6 +583,8 @@ impl TaskTable {
     /// Forgets every task (the end of a shutdown).
     pub(crate) fn clear(&mut self) {
         self.records.clear();
+        self.finished.clear();
+        self.spilled.clear();
         self.settled_count = 0;
         self.retained_total = 0;
         self.spill_total = 0;

@@ -95,12 +95,10 @@ impl KillGuard {
     }
 
     /// The armed SIGKILL, sent only if something of the process is still alive (its timer can
-    /// fire in the same turn as the last exit). Returns whether it was sent.
-    fn sigkill_if_alive(&self) -> bool {
-        let alive = !crate::signal::live_group_members(self.pgid).is_empty()
-            || self
-                .containment
-                .remains_outside_group(self.pgid, self.contained());
+    /// fire in the same turn as the last exit). Returns whether it was sent. Asking costs no walk
+    /// over `/proc` on this thread (see `Containment::alive`).
+    async fn sigkill_if_alive(&self) -> bool {
+        let alive = self.containment.alive(self.pgid, self.contained()).await;
         if alive {
             self.signal(Signal::SIGKILL);
         }
@@ -180,8 +178,9 @@ impl Driver {
     }
 
     /// Drives the child until it settles, then stores its outcome in its [`SharedOutput`]. Returns
-    /// the containment handle, for the manager to recycle or keep as a straggler.
-    pub(crate) async fn run(mut self) -> Contained {
+    /// the containment handle, for the manager to recycle or keep as a straggler, and whether
+    /// anything of it outside its group was still alive then.
+    pub(crate) async fn run(mut self) -> (Contained, bool) {
         let mut exit: Option<io::Result<ExitStatus>> = None;
         let mut drain_until: Option<Instant> = None;
         let mut escalation = Escalation::Idle;
@@ -258,7 +257,7 @@ impl Driver {
                     }
                 }
                 Event::EscalateToKill => {
-                    if self.guard.sigkill_if_alive() {
+                    if self.guard.sigkill_if_alive().await {
                         signals_sent.push("SIGKILL");
                         tracing::debug!(pgid = self.pgid, "grace over; sent SIGKILL");
                     }
@@ -274,10 +273,11 @@ impl Driver {
             }
         };
 
-        if !matches!(escalation, Escalation::Idle) {
-            self.await_all_gone(&mut escalation, &mut signals_sent)
+        // A killed process settles once all of it is gone: then nothing of it remains anywhere.
+        let all_gone = !matches!(escalation, Escalation::Idle)
+            && self
+                .await_all_gone(&mut escalation, &mut signals_sent)
                 .await;
-        }
         self.guard.armed = false;
         // Settled: nothing more is signalled, so the leader's pid (the group's number) may go.
         self.exit.reap();
@@ -319,16 +319,25 @@ impl Driver {
         let contained = self.guard.contained.take().unwrap_or(Contained::Group);
         let contained = self.guard.containment.recycle_if_empty(contained);
         self.output.settle(self.settle_signal, outcome);
-        contained
+        // Settled and told: whether something outlived the group is the manager's to judge (a
+        // straggler), asked after, so no reader waits for it.
+        let remains = !all_gone
+            && self
+                .guard
+                .containment
+                .remains_beyond_group(self.pgid, &contained)
+                .await;
+        (contained, remains)
     }
 
     /// `AwaitingAllGone`: a killed process whose leader and pipes are done waits until every process
-    /// of it is gone, sending the armed SIGKILL when its time comes.
+    /// of it is gone, sending the armed SIGKILL when its time comes. Returns whether all of it is
+    /// gone (`false`: it survived SIGKILL, and is settled anyway).
     async fn await_all_gone(
         &mut self,
         escalation: &mut Escalation,
         signals_sent: &mut Vec<&'static str>,
-    ) {
+    ) -> bool {
         loop {
             let deadline = match *escalation {
                 Escalation::TermSent { kill_at } => kill_at,
@@ -338,11 +347,11 @@ impl Driver {
             tokio::select! {
                 // All gone wins over a timer that fired in the same turn.
                 biased;
-                () = guard.containment.all_gone(guard.pgid, guard.contained()) => return,
+                () = guard.containment.all_gone(guard.pgid, guard.contained()) => return true,
                 () = sleep_until(deadline) => {}
             }
             if let Escalation::TermSent { .. } = escalation {
-                if self.guard.sigkill_if_alive() {
+                if self.guard.sigkill_if_alive().await {
                     signals_sent.push("SIGKILL");
                     tracing::debug!(pgid = self.pgid, "grace over; sent SIGKILL to what is left");
                 }
@@ -352,7 +361,7 @@ impl Driver {
                     pgid = self.pgid,
                     "processes survive SIGKILL; settling anyway"
                 );
-                return;
+                return false;
             }
         }
     }

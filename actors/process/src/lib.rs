@@ -15,8 +15,9 @@
 //! - `spawn`, `child_env`, `reap`: plain nix code that starts one child (through `dsh_contain::spawn`,
 //!   into a new session and its containment, with the ambient environment rendered once per manager)
 //!   and reaps it through its pidfd.
-//! - `containment`, `orphans`: how a process is kept together with all its descendants (cgroup leaf,
-//!   subreaper marker or process group), the watchdog, and reaping the orphans a subreaper adopts.
+//! - `containment`, `liveness`, `orphans`: how a process is kept together with all its descendants
+//!   (cgroup leaf, subreaper marker or process group), the watchdog, the `/proc` questions asked off
+//!   the runtime's thread, and reaping the orphans a subreaper adopts.
 //! - `driver`, `shared_output`, `scan`: the task that drives one child to settlement, the output and
 //!   outcome it shares with readers, and the conditions matched against a stream as it is written.
 //! - `collector`, `tail`, `pages`, `spill`: per-stream bounded output (the kept tail in one buffer,
@@ -47,6 +48,7 @@ mod driver;
 mod env;
 mod errors;
 mod ids;
+mod liveness;
 mod lock;
 mod manager;
 mod messages;

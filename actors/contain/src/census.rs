@@ -115,18 +115,27 @@ mod tests {
             .spawn()
             .unwrap();
         let pid = child.id() as i32;
+        // Until it has exec'd, the child shows this process's environment.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|env| marker.matches(&env)) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the child never exec'd"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
         let other = Marker::task("census-test", "2");
         let census = Census::take(
             &HashSet::from([pid, 1 << 30]),
             &HashSet::from([marker.clone(), other.clone()]),
         );
-        assert_eq!(census.live_groups, HashSet::from([pid]));
-        assert_eq!(census.marked.get(&marker), Some(&vec![pid]));
+        assert_eq!(census.live_groups, HashSet::from([pid]), "{census:?}");
+        assert_eq!(census.marked.get(&marker), Some(&vec![pid]), "{census:?}");
         assert!(census.alive(Some(pid), None) && census.alive(None, Some(&marker)));
         assert!(!census.alive(Some(1 << 30), Some(&other)));
         child.kill().unwrap();
         let _ = child.wait();
         let census = Census::take(&HashSet::from([pid]), &HashSet::from([marker.clone()]));
-        assert!(!census.alive(Some(pid), Some(&marker)));
+        assert!(!census.alive(Some(pid), Some(&marker)), "{census:?}");
     }
 }

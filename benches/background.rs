@@ -6,6 +6,11 @@
 //!   once, and the p99 from exit to notice. Beside it, the raw baseline: the same commands in the same
 //!   bursts through tokio, timed from the printed time to `wait` returning, which shows how much of the
 //!   figure is the children's own exit competing for the cores.
+//! - kills (issue 19): 100 and 1,000 background `sleep 30` tasks killed with `bash_kill` one after
+//!   another, each reply awaited before the next call (as a client does over one connection): the
+//!   time until the last reply, and until every process is gone. Beside it, paired round by round
+//!   (which arm goes first alternates), the raw baseline: tokio kills as many `sleep 30` children it
+//!   spawned, one after another, each kill awaited until the child is reaped (`Child::kill`).
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -236,6 +241,98 @@ async fn raw_exit_cycle(batch: usize) -> (f64, f64) {
     )
 }
 
+/// One dsh arm of the kills bench: starts `n` background `sleep 30` tasks (100 starts at a time),
+/// then kills them one after another. Returns the time until the last reply and until every
+/// process is gone.
+async fn dsh_kills(runtime: &Runtime, n: usize) -> (Duration, Duration) {
+    let mut ids = Vec::with_capacity(n);
+    for batch in (0..n).collect::<Vec<_>>().chunks(100) {
+        let starts = batch.iter().map(|_| {
+            runtime.call(ToolCall::new(
+                "bash",
+                json!({"command": "sleep 30", "description": "bench", "run_in_background": true}),
+            ))
+        });
+        for result in futures::future::join_all(starts).await {
+            ids.push(
+                result
+                    .text
+                    .strip_prefix("started background task ")
+                    .expect(&result.text)
+                    .to_owned(),
+            );
+        }
+    }
+    assert_eq!(runtime.process_stats().await.live, n);
+    let start = Instant::now();
+    for id in &ids {
+        let result = runtime
+            .call(ToolCall::new("bash_kill", json!({"task_id": id})))
+            .await;
+        assert_eq!(result.text, format!("killed background task {id}"));
+    }
+    let replies = start.elapsed();
+    while runtime.process_stats().await.live > 0 {
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "kills never ended"
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    (replies, start.elapsed())
+}
+
+/// The raw arm: tokio spawns `n` `sleep 30` children, then kills them one after another, each kill
+/// awaited until the child is reaped.
+async fn raw_kills(n: usize) -> Duration {
+    let mut children: Vec<tokio::process::Child> = (0..n)
+        .map(|_| {
+            tokio::process::Command::new("sleep")
+                .arg("30")
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .expect("raw sleep")
+        })
+        .collect();
+    let start = Instant::now();
+    for child in &mut children {
+        child.kill().await.expect("raw kill");
+    }
+    start.elapsed()
+}
+
+/// Paired rounds of both kill arms for `n` tasks; prints the medians and returns dsh's (replies,
+/// all gone) medians in ms.
+fn kills(system: &actix::SystemRunner, runtime: &Runtime, n: usize, rounds: usize) -> (f64, f64) {
+    let (mut replies, mut gone, mut raw) = (Vec::new(), Vec::new(), Vec::new());
+    for round in 0..rounds {
+        if round % 2 == 1 {
+            raw.push(system.block_on(raw_kills(n)));
+        }
+        let (r, g) = system.block_on(dsh_kills(runtime, n));
+        replies.push(r);
+        gone.push(g);
+        if round % 2 == 0 {
+            raw.push(system.block_on(raw_kills(n)));
+        }
+    }
+    let (replies, gone, raw) = (
+        support::median_ms(&mut replies),
+        support::median_ms(&mut gone),
+        support::median_ms(&mut raw),
+    );
+    println!(
+        "RESULT kills x{n}, one after another, paired x{rounds} (medians): dsh replies {replies:.1} ms, \
+         all gone {gone:.1} ms; raw tokio kill+reap {raw:.1} ms; replies/raw {:.2}, all gone/raw {:.2} \
+         (target <= 2)",
+        replies / raw,
+        gone / raw
+    );
+    (replies, gone)
+}
+
 /// The median over cycles of each cycle's p99, from `(p50, p99)` pairs.
 fn median_p99(cycles: &[(f64, f64)]) -> f64 {
     let mut p99s: Vec<f64> = cycles.iter().map(|c| c.1).collect();
@@ -297,6 +394,19 @@ fn main() {
     } else {
         Some(system.block_on(notices_cycle(&runtime, "bench-sequential", 1)))
     };
+    // Kills at scale, paired with the raw baseline (a smoke run of 10 in criterion's test mode).
+    if !support::listing() {
+        if support::measuring() {
+            let (_, small) = kills(&system, &runtime, 100, 10);
+            let (_, large) = kills(&system, &runtime, 1000, 3);
+            println!(
+                "RESULT kills, 1,000 against 100 (all gone): {:.1}x the time for 10x the kills",
+                large / small
+            );
+        } else {
+            kills(&system, &runtime, 10, 1);
+        }
+    }
     system.block_on(runtime.shutdown());
 
     let fleet = fleet.lock().unwrap();

@@ -17,8 +17,8 @@ use dsh_process::{
     TaskLimits, WatchdogCommand,
 };
 use dsh_tasks::{
-    AgentRef, ListTasks, Register, RegistryConfig, ReleaseOwner, RetentionPolicy, TaskRegistry,
-    TaskSnapshot,
+    AgentRef, GetRetentionLoad, ListTasks, Register, RegistryConfig, ReleaseOwner, RetentionLoad,
+    RetentionPolicy, TaskRegistry, TaskSnapshot,
 };
 use dsh_tool_bash::{
     ExecutorRef, SetSessionSandboxMode, SetSessionWorkspace, StandingSandboxPolicy, ToolBash,
@@ -189,10 +189,19 @@ impl RuntimeBuilder {
         self.registry.max_finished = n;
         self
     }
-    /// Output bytes finished background tasks keep in memory (default 64 MiB); beyond it they are
-    /// discarded as by [`RuntimeBuilder::max_finished_tasks`].
+    /// Bytes of memory finished background tasks keep (default 64 MiB): their output in memory and
+    /// their records, counted as allocated (`Runtime::retention_load`); beyond it they are discarded
+    /// as by [`RuntimeBuilder::max_finished_tasks`].
     pub fn retained_output_bytes(mut self, bytes: usize) -> Self {
         self.registry.max_retained_bytes = bytes;
+        self
+    }
+    /// Bytes of spill files finished background tasks keep on disk (default 1 GiB,
+    /// `dsh_tasks::DEFAULT_MAX_SPILL_BYTES`); beyond it they are discarded as by
+    /// [`RuntimeBuilder::max_finished_tasks`] and their files removed. A task read to its end still
+    /// keeps its files (its output's full text) until it is discarded.
+    pub fn retained_spill_bytes(mut self, bytes: u64) -> Self {
+        self.registry.max_spill_bytes = bytes;
         self
     }
     /// Adds a host's retention policy to the registry's stack, after the built-in limits: after
@@ -547,6 +556,16 @@ impl Runtime {
     /// Process counters (live, queued, peak, stragglers).
     pub async fn process_stats(&self) -> ManagerStats {
         self.inner.manager.send(Stats).await.unwrap_or_default()
+    }
+
+    /// What the finished background tasks hold now (how many, their memory as retention counts it,
+    /// their spill files), as the retention limits see it.
+    pub async fn retention_load(&self) -> RetentionLoad {
+        self.inner
+            .registry
+            .send(GetRetentionLoad)
+            .await
+            .unwrap_or_default()
     }
 
     /// Admission work so far: spawns submitted, policy decisions, time spent.

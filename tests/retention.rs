@@ -1,6 +1,7 @@
-//! Retention of finished background tasks: at most `max_finished_tasks` records and
-//! `retained_output_bytes` of output in memory; tasks whose end the owner read go first, then the
-//! oldest; a discarded task reads as an error of its own and its spill files go with it.
+//! Retention of finished background tasks: at most `max_finished_tasks` records,
+//! `retained_output_bytes` of output in memory and `retained_spill_bytes` of spill files on disk;
+//! tasks whose end the owner read go first, then the oldest; a discarded task reads as an error of
+//! its own and its spill files go with it.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -104,6 +105,89 @@ async fn retained_output_bytes_bound_unread_finished_tasks() {
     finish(rt).await;
 }
 
+/// Bytes of every file in `dir`.
+fn spill_bytes(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().metadata().unwrap().len())
+        .sum()
+}
+
+/// The full-output path a read names (`[… full output: <path>]`).
+fn spill_path_in(text: &str) -> std::path::PathBuf {
+    let start = text.find("full output: ").expect(text) + "full output: ".len();
+    let end = start + text[start..].find(']').expect(text);
+    std::path::PathBuf::from(&text[start..end])
+}
+
+/// Waits until the spill files in `dir` hold at most `budget` bytes (a discard removes them
+/// through the process manager's mailbox, just after the settlement that caused it).
+async fn spill_within(dir: &Path, budget: u64) {
+    let deadline = Instant::now() + SOON;
+    while spill_bytes(dir) > budget {
+        assert!(
+            Instant::now() < deadline,
+            "spill files keep {} bytes over a budget of {budget}: {:?}",
+            spill_bytes(dir),
+            spill_files(dir)
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[actix_rt::test]
+async fn retained_spill_bytes_bound_the_files_of_finished_tasks_read_or_not() {
+    const BUDGET: u64 = 250_000;
+    const FLOOD: &str = "head -c 100000 /dev/zero | tr '\\0' x";
+    let (rt, spill) = runtime_with(|b| b.max_output_bytes(1000).retained_spill_bytes(BUDGET));
+    let unread = start_bg(&rt, None, FLOOD).await;
+    settled(&rt, &unread).await;
+    // The second is read to its end: its memory goes, its 100 000-byte file stays and counts.
+    let read = start_bg(&rt, None, FLOOD).await;
+    let r = call(&rt, "bash_output", json!({"task_id": read, "wait": true})).await;
+    assert!(
+        r.text.ends_with("[status: completed, exit code: 0]"),
+        "{}",
+        r.text
+    );
+    let read_file = spill_path_in(&r.text);
+    assert!(read_file.exists());
+    assert_eq!(spill_bytes(spill.path()), 200_000);
+
+    // 300 000 bytes: over the budget; the read task goes first, and its file with it.
+    let third = start_bg(&rt, None, FLOOD).await;
+    settled(&rt, &third).await;
+    spill_within(spill.path(), BUDGET).await;
+    assert!(!read_file.exists(), "the discarded task's file stayed");
+    let r = call(&rt, "bash_output", json!({"task_id": read})).await;
+    assert!(r.is_error);
+    assert_eq!(
+        r.text,
+        format!("Error: bash task {read} finished and was discarded (retention limit)")
+    );
+
+    // Then the oldest: the unread first task.
+    let fourth = start_bg(&rt, None, FLOOD).await;
+    settled(&rt, &fourth).await;
+    spill_within(spill.path(), BUDGET).await;
+    let r = call(&rt, "bash_output", json!({"task_id": unread})).await;
+    assert_eq!(
+        r.text,
+        format!("Error: bash task {unread} finished and was discarded (retention limit)")
+    );
+    assert_eq!(spill_files(spill.path()).len(), 2);
+    for id in [&third, &fourth] {
+        let r = call(&rt, "bash_output", json!({"task_id": id})).await;
+        assert!(
+            r.text.ends_with("[status: completed, exit code: 0]"),
+            "{id}: {}",
+            r.text
+        );
+        assert!(spill_path_in(&r.text).exists(), "{id}");
+    }
+    finish(rt).await;
+}
+
 #[actix_rt::test]
 async fn an_owner_hears_when_a_task_it_never_read_is_discarded() {
     let (rt, _spill) = runtime_with(|b| b.max_finished_tasks(1));
@@ -166,6 +250,8 @@ fn the_binary_takes_the_retention_flags() {
         "1",
         "--retained-output-bytes",
         "1MiB",
+        "--retained-spill-bytes",
+        "512MiB",
     ])
     .unwrap();
     for (n, id) in [(1, "bash-1"), (2, "bash-2")] {

@@ -18,11 +18,19 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use actix::Addr;
 use dsh_process::{
     AbortSignal, Discard, Kill, ProcessManager, Release, SpawnError, SpawnedProcess, StreamKind,
-    lock_unpoisoned,
+    StreamScan, lock_unpoisoned,
 };
-use dsh_tasks::{SandboxFacts, TaskOutput, TaskProducer, TaskStatus};
+use dsh_tasks::{OutputCondition, OutputScan, SandboxFacts, TaskOutput, TaskProducer, TaskStatus};
 use futures::future::BoxFuture;
 use tokio::sync::watch;
+
+/// What a finished background command costs in memory besides its kept output, in
+/// [`heap_block_bytes`](dsh_tasks::heap_block_bytes) terms: this handle and its state, the process
+/// manager's record of the process (its table slot, counted at the table's emptiest), the output's
+/// shared state (two collectors, the outcome with its spill paths, the settle and progress
+/// channels). Measured with a counting allocator (`tests/retained_bytes.rs`, which fails when this
+/// falls short of what a task really keeps) and rounded up.
+pub const PROCESS_BYTES: usize = 2560;
 
 /// A background `bash -c` command. Cheap to clone; clones share state.
 #[derive(Clone)]
@@ -357,10 +365,19 @@ impl TaskProducer for BashProcess {
     }
 
     fn retained_bytes(&self) -> usize {
+        let output = self
+            .inner
+            .process
+            .get()
+            .map_or(0, |process| process.output.retained_bytes());
+        output + PROCESS_BYTES
+    }
+
+    fn spill_bytes(&self) -> u64 {
         self.inner
             .process
             .get()
-            .map_or(0, |process| process.output.retained_bytes())
+            .map_or(0, |process| process.output.spill_bytes())
     }
 
     fn discard(&self) {
@@ -378,47 +395,62 @@ impl TaskProducer for BashProcess {
         Box::pin(async move { handle.done().await })
     }
 
-    /// Subscribes to the process's stored chunks now; resolves on the next one. (Settlement reaches
-    /// a waiter through the registry, so this never resolves for a process that has ended: a waiter
-    /// looping on it cannot spin.)
-    fn changed(&self) -> BoxFuture<'static, ()> {
-        let Some(process) = self.inner.process.get() else {
-            // Queued: the start is the next change; a command that never started has none.
-            let mut decided = self.inner.decided.clone();
-            let inner = self.inner.clone();
-            return Box::pin(async move {
-                if !*decided.borrow_and_update() && decided.changed().await.is_err() {
-                    std::future::pending::<()>().await;
-                }
-                // Decided (now, or just before this was called): a start is a change, a failed
-                // spawn is not (the registry reports its end; resolving again and again would spin).
-                if inner.process.get().is_none() {
-                    std::future::pending::<()>().await;
-                }
-            });
-        };
-        let mut progress = process.output.progress();
+    /// Registers a scan on each stream from the read cursors now (`SharedOutput::watch`): each
+    /// chunk is fed to it as the driver stores it. A queued command is watched from its start.
+    fn output_matches(&self, condition: Arc<dyn OutputCondition>) -> BoxFuture<'static, ()> {
+        if self.inner.process.get().is_some() {
+            return self.watch_streams(&condition);
+        }
+        // Queued: nothing is written before the start; a spawn that failed has only its note.
+        let mut decided = self.inner.decided.clone();
+        let handle = self.clone();
         Box::pin(async move {
-            if progress.changed().await.is_err() {
+            if decided.wait_for(|decided| *decided).await.is_err() {
+                std::future::pending::<()>().await;
+            }
+            if handle.inner.process.get().is_some() {
+                return handle.watch_streams(&condition).await;
+            }
+            let note = handle.state().failure_note.clone().unwrap_or_default();
+            if !condition.scan().feed(note.as_bytes()) {
                 std::future::pending::<()>().await;
             }
         })
     }
+}
 
-    fn pending(&self) -> Vec<String> {
-        let state = self.state();
+impl BashProcess {
+    /// Resolves once `condition` holds on stdout's or stderr's text since the previous read; the
+    /// scans are registered before this returns.
+    fn watch_streams(&self, condition: &Arc<dyn OutputCondition>) -> BoxFuture<'static, ()> {
         let Some(process) = self.inner.process.get() else {
-            return state.failure_note.iter().cloned().collect();
+            return Box::pin(std::future::pending());
         };
-        vec![
-            process
-                .output
-                .read(StreamKind::Stdout, state.stdout_offset)
-                .text,
-            process
-                .output
-                .read(StreamKind::Stderr, state.stderr_offset)
-                .text,
+        let state = self.state();
+        let [stdout, stderr] = [
+            (StreamKind::Stdout, state.stdout_offset),
+            (StreamKind::Stderr, state.stderr_offset),
         ]
+        .map(|(stream, from)| {
+            process
+                .output
+                .watch(stream, from, Box::new(Scan(condition.scan())))
+        });
+        Box::pin(async move {
+            futures::future::select(stdout, stderr).await;
+        })
+    }
+}
+
+/// A task's output scan, fed by the process layer's collector.
+struct Scan(Box<dyn OutputScan>);
+
+impl StreamScan for Scan {
+    fn feed(&mut self, bytes: &[u8]) -> bool {
+        self.0.feed(bytes)
+    }
+
+    fn gap(&mut self) {
+        self.0.gap();
     }
 }

@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use dsh_process::lock_unpoisoned;
-use dsh_tasks::{AgentRef, Inject, TaskOutput, TaskProducer, TaskStatus};
+use dsh_tasks::{AgentRef, Inject, OutputCondition, TaskOutput, TaskProducer, TaskStatus};
 use futures::future::BoxFuture;
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -152,6 +152,19 @@ impl Supervised {
 
     fn current(&self) -> Option<BashProcess> {
         self.state().current.clone()
+    }
+
+    /// Watches the earlier runs' unread text and the current run: `None` if the condition already
+    /// holds on the earlier text, else what resolves when it holds on the current run.
+    fn watch_run(&self, condition: &Arc<dyn OutputCondition>) -> Option<BoxFuture<'static, ()>> {
+        let state = self.state();
+        if condition.scan().feed(state.carried.as_bytes()) {
+            return None;
+        }
+        Some(match &state.current {
+            Some(current) => TaskProducer::output_matches(current, condition.clone()),
+            None => Box::pin(std::future::pending()),
+        })
     }
 }
 
@@ -337,30 +350,28 @@ impl TaskProducer for Supervised {
         })
     }
 
-    fn changed(&self) -> BoxFuture<'static, ()> {
+    /// The unread text of earlier runs is one text, the current run's streams two more; a new run
+    /// is watched as it starts (its predecessor's unread rest then joins the earlier runs' text).
+    fn output_matches(&self, condition: Arc<dyn OutputCondition>) -> BoxFuture<'static, ()> {
+        let task = self.clone();
         let mut runs = self.inner.runs.subscribe();
-        let current = self.current().map(|c| c.changed());
+        let mut watching = task.watch_run(&condition);
         Box::pin(async move {
-            let output = async {
-                match current {
-                    Some(changed) => changed.await,
-                    None => std::future::pending().await,
+            loop {
+                let Some(current) = watching.as_mut() else {
+                    return;
+                };
+                tokio::select! {
+                    () = current => return,
+                    changed = runs.changed() => {
+                        if changed.is_err() {
+                            std::future::pending::<()>().await;
+                        }
+                        watching = task.watch_run(&condition);
+                    }
                 }
-            };
-            tokio::select! {
-                () = output => {}
-                Ok(()) = runs.changed() => {}
             }
         })
-    }
-
-    fn pending(&self) -> Vec<String> {
-        let state = self.state();
-        let mut pending = vec![state.carried.clone()];
-        if let Some(current) = &state.current {
-            pending.extend(current.pending());
-        }
-        pending
     }
 
     fn queued(&self) -> bool {
@@ -374,6 +385,11 @@ impl TaskProducer for Supervised {
                 .current
                 .as_ref()
                 .map_or(0, TaskProducer::retained_bytes)
+    }
+
+    fn spill_bytes(&self) -> u64 {
+        self.current()
+            .map_or(0, |current| TaskProducer::spill_bytes(&current))
     }
 
     fn discard(&self) {

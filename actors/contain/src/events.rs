@@ -110,9 +110,13 @@ impl Watch {
     }
 }
 
-/// Resolves once `events` (a `cgroup.events` file) says `populated 0`.
+/// Resolves once `events` (a `cgroup.events` file) says `populated 0`. Costs an inotify instance
+/// only if the cgroup is populated at first: closing one waits for an RCU grace period.
 pub async fn wait_unpopulated(events: &Path) -> Result<()> {
-    // The watch is set up before the first read, so no change between the two is missed.
+    if !populated(events)? {
+        return Ok(());
+    }
+    // The watch is set up before the next read, so no change between the two is missed.
     let watch = Watch::new(events).and_then(register);
     loop {
         if !populated(events)? {

@@ -7,7 +7,7 @@
 //! - [`spawn`](mod@spawn): starting a child in a new session with a clean signal state, only fds 0–2, and
 //!   inside its cgroup leaf before it can fork;
 //! - [`subreaper`]: without cgroups, the runtime adopts escaped descendants and attributes them by
-//!   an inherited environment marker;
+//!   an inherited environment marker; [`census`]: one `/proc` walk that answers for many tasks;
 //! - [`watchdog`]: a small process that kills everything when the runtime dies without goodbye;
 //! - [`landlock`]: Landlock rulesets built in the parent and applied by the spawned child to itself
 //!   right before exec (the sandbox executor's in-spawn confinement).
@@ -33,13 +33,15 @@
 //!   it after reaping); send `Registration::Group(pid)` to the watchdog.
 //! - **Kill:** SIGTERM to the group as today; at the grace's end [`Leaf::kill`] (cgroup) or
 //!   `kill(-pgid, SIGKILL)` plus [`subreaper::kill_marked`] with the task's marker (subreaper).
-//! - **Settle:** the shell's exit is not the end: await [`Leaf::wait_empty`] (cgroup) or poll
-//!   [`subreaper::wait_unmarked`] (subreaper); then [`Leaf::oom_kills`] says whether
+//! - **Settle:** the shell's exit is not the end: await [`Leaf::wait_empty`] (cgroup) or ask
+//!   [`census::Census::take`] until nothing of the task is alive (subreaper and group: the process
+//!   crate batches the questions of every task into one census); then [`Leaf::oom_kills`] says whether
 //!   the kernel killed for memory; then [`LeafPool::release`].
 //! - **Shutdown:** kill every leaf (or [`CgroupTree::destroy`]) / every marker of the runtime, then
 //!   [`watchdog::Watchdog::goodbye`]. Dying without it makes the watchdog do the same.
 #![deny(missing_docs)]
 
+pub mod census;
 pub mod cgroup;
 pub mod error;
 pub mod events;

@@ -25,6 +25,19 @@ pub fn open(pid: i32) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
 }
 
+/// Resolves once the process of `pidfd` has exited (its pidfd is readable then); needs a tokio
+/// runtime with IO enabled.
+pub async fn exited(pidfd: OwnedFd) -> io::Result<()> {
+    // SAFETY: the descriptor moves into the `AsyncFd`, which keeps it open and unchanged until it
+    // drops.
+    let watched = unsafe {
+        tokio::io::unix::AsyncFd::register_with_interest(pidfd, tokio::io::Interest::READABLE)
+    }
+    .map_err(|err| err.into_parts().1)?;
+    let _ready = watched.readable().await?;
+    Ok(())
+}
+
 /// `pidfd_send_signal(pidfd, signal, NULL, 0)`: whether the signal was delivered.
 pub fn send_signal(pidfd: &OwnedFd, signal: i32) -> bool {
     // SAFETY: a valid pidfd, a signal number, no siginfo and no flags.

@@ -39,7 +39,7 @@ pub fn become_subreaper() -> io::Result<()> {
 }
 
 /// Which processes a scan selects.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Marker {
     /// Exactly one task: `DSH_TASK=<runtime>:<task>`.
     Task(String),
@@ -150,7 +150,7 @@ pub fn kill_marked(marker: &Marker, signal: i32) -> usize {
 
 /// Opens a pidfd for `pid`, checks through it that the process still carries `marker`, and signals
 /// it. `false` when it is gone or no longer matches.
-fn signal_verified(pid: i32, marker: &Marker, signal: i32) -> bool {
+pub fn signal_verified(pid: i32, marker: &Marker, signal: i32) -> bool {
     let Ok(pidfd) = crate::pidfd::open(pid) else {
         return false;
     };

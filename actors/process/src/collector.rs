@@ -4,34 +4,32 @@
 //! offset read of an open stream stops before an incomplete sequence at its end, so the next read starts
 //! on a character boundary.
 //!
-//! Memory stays bounded however much a command prints: at most `max_bytes` (plus part of one chunk's
-//! allocation) are held. The spill file receives everything up to `max_spill_bytes`; a larger stream
-//! loses its spill (the file is deleted) and keeps only the tail. Small outputs never touch the disk.
+//! Memory stays bounded however much a command prints: at most `max_bytes` are held, in one buffer
+//! (`tail.rs`). The spill file receives everything up to `max_spill_bytes`; a larger stream loses its
+//! spill (the file is deleted) and keeps only the tail. Small outputs never touch the disk.
 
-use std::collections::VecDeque;
 use std::fs::File;
 use std::io::Write;
 use std::path::PathBuf;
 
-use bytes::Bytes;
-
 use crate::outcome::{CollectedOutput, ReadResult, StreamKind};
+use crate::scan::{CatchUp, Scans, StreamScan, StreamView};
 use crate::spill::{SpillDir, create_spill_file};
-
-/// Chunks up to this size already are copies of exactly their size (the driver copies small reads).
-const COPY_MAX: usize = 16 * 1024;
+use crate::tail::Tail;
 
 /// The spill file's life: none yet, open while spilling, closed (complete), or given up.
 #[derive(Debug)]
 enum Spill {
     /// Nothing spilled yet; the target directory, or `None` when spilling is off for this stream.
     Idle(Option<SpillDir>),
+    /// Every byte so far is in the file (a scan reads it back through `dir`).
     Open {
         file: File,
         path: PathBuf,
+        dir: SpillDir,
     },
     /// Closed cleanly at finalisation: the file holds the whole stream.
-    Closed(PathBuf),
+    Closed { path: PathBuf, dir: SpillDir },
     /// Over the cap, failed, or never possible: no path is ever advertised again.
     Disabled,
 }
@@ -44,13 +42,13 @@ pub struct OutputCollector {
     max_spill_bytes: u64,
     /// Every byte ever received.
     total: u64,
-    /// The retained tail as received chunks, oldest first (the oldest may be cut at the front).
-    chunks: VecDeque<Bytes>,
-    /// Sum of `chunks` lengths.
-    held: usize,
+    /// The retained tail: the last `max_bytes` bytes.
+    tail: Tail,
     /// Some bytes were dropped from memory.
     dropped: bool,
     spill: Spill,
+    /// Conditions matched against the stream as it is written (`scan.rs`).
+    scans: Scans,
     /// No more bytes will arrive.
     finished: bool,
     #[cfg(test)]
@@ -70,63 +68,79 @@ impl OutputCollector {
             max_bytes,
             max_spill_bytes,
             total: 0,
-            chunks: VecDeque::new(),
-            held: 0,
+            tail: Tail::new(max_bytes),
             dropped: false,
             spill: Spill::Idle(spill_dir),
+            scans: Scans::default(),
             finished: false,
             #[cfg(test)]
             faults: tests::Faults::default(),
         }
     }
 
-    /// Takes one chunk from the stream.
-    pub fn push(&mut self, chunk: Bytes) {
+    /// Takes one chunk from the stream (copied into the tail).
+    pub fn push(&mut self, chunk: &[u8]) {
         if chunk.is_empty() || self.finished {
             return;
         }
+        let at = self.total;
         self.total += chunk.len() as u64;
-        let overflows = self.held + chunk.len() > self.max_bytes;
+        let overflows = self.tail.len() + chunk.len() > self.max_bytes;
         if overflows || matches!(self.spill, Spill::Open { .. }) {
-            self.spill_chunk(&chunk);
+            self.spill_chunk(chunk);
         }
-        // A large read is kept without a copy, as a slice of the driver's read buffer, and pins that
-        // whole buffer. Once the stream has outgrown its cap only a tail is kept, and a tail cut from
-        // such slices would pin several buffers: from then on each chunk is kept as a copy of exactly
-        // its size, so the tail costs at most its cap plus the one chunk it was cut from.
-        let chunk = if self.dropped && chunk.len() > COPY_MAX {
-            Bytes::copy_from_slice(&chunk)
-        } else {
-            chunk
-        };
-        self.held += chunk.len();
-        self.chunks.push_back(chunk);
-        self.trim_to_cap();
+        if self.tail.push(chunk) > 0 {
+            self.dropped = true;
+        }
+        self.scans.feed(at, chunk);
     }
 
-    /// Drops the oldest bytes until at most `max_bytes` remain: whole chunks first, then the front of
-    /// the oldest remaining chunk, so the kept tail is exactly the cap once the stream has overflowed.
-    fn trim_to_cap(&mut self) {
-        while let Some(front) = self.chunks.front() {
-            let excess = self.held.saturating_sub(self.max_bytes);
-            if excess == 0 {
-                break;
-            }
-            self.dropped = true;
-            if front.len() <= excess {
-                self.held -= front.len();
-                self.chunks.pop_front();
-            } else if let Some(front) = self.chunks.front_mut() {
-                *front = front.slice(excess..);
-                self.held -= excess;
-            }
-        }
+    /// Registers `scan` on the text from whole-stream offset `from`: `None` if it already holds,
+    /// else its id and whether it must first catch up from the spill file (see `scan.rs`).
+    pub(crate) fn register_scan(
+        &mut self,
+        from: u64,
+        scan: Box<dyn StreamScan>,
+        hit: tokio::sync::oneshot::Sender<()>,
+    ) -> Option<(u64, bool)> {
+        let view = view(self.total, &self.tail, &self.spill);
+        self.scans.register(&view, from, scan, hit)
+    }
+
+    /// The next step of scan `id`'s catch-up.
+    pub(crate) fn catch_up_step(&mut self, id: u64) -> CatchUp {
+        let view = view(self.total, &self.tail, &self.spill);
+        self.scans.catch_up_step(id, &view)
+    }
+
+    /// Takes scan `id` back after a piece of its catch-up.
+    pub(crate) fn scan_returned(
+        &mut self,
+        id: u64,
+        scan: Box<dyn StreamScan>,
+        fed: usize,
+        held: bool,
+        lost: bool,
+    ) {
+        let view = view(self.total, &self.tail, &self.spill);
+        self.scans.returned(id, scan, fed, held, lost, &view);
+    }
+
+    /// Forgets scan `id`.
+    pub(crate) fn remove_scan(&mut self, id: u64) {
+        self.scans.remove(id);
+    }
+
+    /// How many scans are registered (for tests).
+    #[cfg(test)]
+    pub(crate) fn scan_count(&self) -> usize {
+        self.scans.len()
     }
 
     /// Writes `chunk` to the spill file, opening it first (with everything held so far) if needed, or
     /// gives the spill up when the stream has outgrown the spill cap.
-    fn spill_chunk(&mut self, chunk: &Bytes) {
-        if matches!(self.spill, Spill::Disabled | Spill::Closed(_)) {
+    fn spill_chunk(&mut self, chunk: &[u8]) {
+        if matches!(self.spill, Spill::Disabled | Spill::Closed { .. }) {
             return;
         }
         if self.total > self.max_spill_bytes {
@@ -141,12 +155,10 @@ impl OutputCollector {
             match create_spill_file(&dir, self.stream) {
                 Ok((file, path)) => {
                     tracing::debug!(stream = self.stream.label(), path = %path.display(), "spilling output");
-                    self.spill = Spill::Open { file, path };
-                    let held: Vec<Bytes> = self.chunks.iter().cloned().collect();
-                    for old in &held {
-                        if !self.write_spill(old) {
-                            return;
-                        }
+                    self.spill = Spill::Open { file, path, dir };
+                    let held = self.tail.copy_from(0);
+                    if !self.write_spill(&held) {
+                        return;
                     }
                 }
                 Err(err) => {
@@ -175,7 +187,7 @@ impl OutputCollector {
     /// Closes and deletes the spill file; failures are logged, never raised.
     fn discard_spill(&mut self) {
         let previous = std::mem::replace(&mut self.spill, Spill::Disabled);
-        if let Spill::Open { file, path } = previous {
+        if let Spill::Open { file, path, .. } = previous {
             if let Err(err) = self.close_file(file) {
                 tracing::warn!(path = %path.display(), error = %err, "closing a discarded spill failed");
             }
@@ -208,21 +220,22 @@ impl OutputCollector {
     /// The spill path to advertise right now, if any.
     fn current_spill_path(&self) -> Option<PathBuf> {
         match &self.spill {
-            Spill::Open { path, .. } | Spill::Closed(path) => Some(path.clone()),
+            Spill::Open { path, .. } | Spill::Closed { path, .. } => Some(path.clone()),
             Spill::Idle(_) | Spill::Disabled => None,
         }
     }
 
     /// Reads from whole-stream offset `from` without consuming anything.
     pub fn read_from(&self, from: u64) -> ReadResult {
-        let window_start = self.total - self.held as u64;
+        let held = self.tail.len();
+        let window_start = self.total - held as u64;
         let lossy = from < window_start;
         let skip = if lossy {
             0
         } else {
-            (from - window_start).min(self.held as u64) as usize
+            (from - window_start).min(held as u64) as usize
         };
-        let mut bytes = self.retained_from(skip);
+        let mut bytes = self.tail.copy_from(skip);
         let mut start_cut = 0;
         if lossy && self.dropped {
             start_cut = leading_continuation_bytes(&bytes);
@@ -245,23 +258,9 @@ impl OutputCollector {
         }
     }
 
-    /// The retained bytes from `skip` bytes into the window.
-    fn retained_from(&self, mut skip: usize) -> Vec<u8> {
-        let mut out = Vec::with_capacity(self.held.saturating_sub(skip));
-        for chunk in &self.chunks {
-            if skip >= chunk.len() {
-                skip -= chunk.len();
-                continue;
-            }
-            out.extend_from_slice(&chunk[skip..]);
-            skip = 0;
-        }
-        out
-    }
-
-    /// Bytes of output held in memory (the kept tail).
-    pub fn held_bytes(&self) -> usize {
-        self.held
+    /// What the kept tail costs in memory: the buffer holding it (see `tail.rs`).
+    pub fn memory_bytes(&self) -> usize {
+        self.tail.memory_bytes()
     }
 
     /// The spill file, if one exists now (open or complete).
@@ -269,26 +268,26 @@ impl OutputCollector {
         self.current_spill_path()
     }
 
+    /// Bytes of the spill file, if one exists now: the whole stream so far (a spill holds every byte
+    /// from the first on, or is deleted).
+    pub fn spill_bytes(&self) -> u64 {
+        match self.spill {
+            Spill::Open { .. } | Spill::Closed { .. } => self.total,
+            Spill::Idle(_) | Spill::Disabled => 0,
+        }
+    }
+
     /// Ends the stream: closes the spill (a failed close withholds the path) and returns the final view.
     /// Idempotent; never fails.
     pub fn finalize(&mut self) -> CollectedOutput {
         if !self.finished {
             self.finished = true;
-            // Kept chunks may be slices of larger read buffers (a large read is kept without a
-            // copy): a finished stream keeps one buffer of exactly its tail, so what it costs is
-            // its cap at most, not the buffers its tail was cut from.
-            if !self.chunks.is_empty() {
-                // `retained_from` allocates exactly `held` bytes.
-                let tail = Bytes::from(self.retained_from(0));
-                self.chunks.clear();
-                self.chunks.push_back(tail);
-                // The queue of chunks of a running stream (a few dozen slots) goes too.
-                self.chunks.shrink_to_fit();
-            }
+            // A finished stream keeps one buffer of exactly its tail.
+            self.tail.finish();
             let spill = std::mem::replace(&mut self.spill, Spill::Disabled);
             self.spill = match spill {
-                Spill::Open { file, path } => match self.close_file(file) {
-                    Ok(()) => Spill::Closed(path),
+                Spill::Open { file, path, dir } => match self.close_file(file) {
+                    Ok(()) => Spill::Closed { path, dir },
                     Err(err) => {
                         tracing::warn!(path = %path.display(), error = %err, "spill close failed; path withheld");
                         Spill::Disabled
@@ -297,7 +296,7 @@ impl OutputCollector {
                 other => other,
             };
         }
-        let bytes = self.retained_from(0);
+        let bytes = self.tail.copy_from(0);
         let cut = if self.dropped {
             leading_continuation_bytes(&bytes)
         } else {
@@ -312,6 +311,20 @@ impl OutputCollector {
                 None
             },
         }
+    }
+}
+
+/// The stream as a scan sees it: its length, its kept tail and the spill file holding all of it.
+fn view<'a>(total: u64, tail: &'a Tail, spill: &Spill) -> StreamView<'a> {
+    StreamView {
+        total,
+        tail: tail.as_slices(),
+        spill: match spill {
+            Spill::Open { path, dir, .. } | Spill::Closed { path, dir } => {
+                Some((dir.clone(), path.clone()))
+            }
+            Spill::Idle(_) | Spill::Disabled => None,
+        },
     }
 }
 

@@ -11,6 +11,10 @@
 //!   adopted orphans are reaped on SIGCHLD (`orphans.rs`).
 //! - [`Mode::Group`]: the process group only.
 //!
+//! In subreaper and group modes, what needs a walk over `/proc` (the marked processes to signal,
+//! "alive?", "all gone?") is asked of `liveness.rs`, which answers many at once off the runtime's
+//! thread; the group itself is signalled here, at once.
+//!
 //! The process group is always signalled too: it is free and catches a command that scrubbed its
 //! environment in subreaper mode. One [`Containment`] is shared by a manager, its table and its
 //! drivers; it also owns the link to the watchdog (`watchdog_link`), which kills everything if the
@@ -20,7 +24,6 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use dsh_contain::subreaper::{self, Marker};
 use dsh_contain::watchdog::Registration;
@@ -29,13 +32,12 @@ use nix::libc;
 use nix::sys::signal::Signal;
 
 use crate::errors::SpawnError;
+use crate::liveness;
 use crate::lock::lock_unpoisoned;
 use crate::messages::WatchdogStatus;
 use crate::signal::{live_group_members, signal_group};
 use crate::watchdog_link::{self, WatchdogLink};
 
-/// How often "all gone" is re-checked where the kernel gives no event (subreaper and group modes).
-const POLL: Duration = Duration::from_millis(20);
 /// Emptied cgroup leaves kept for reuse.
 const MAX_IDLE_LEAVES: usize = 64;
 
@@ -268,21 +270,39 @@ impl Containment {
                     tracing::warn!(%err, "waiting for a cgroup leaf to empty");
                 }
             }
+            Contained::Marker(marker) => liveness::gone(Some(pgid), Some(marker.clone())).await,
+            Contained::Group => liveness::gone(Some(pgid), None).await,
+        }
+    }
+
+    /// Whether any process of `pgid` / `contained` is alive: in cgroup mode the leaf holds them all
+    /// (group members included); otherwise the group's live members and the marked processes.
+    pub(crate) async fn alive(&self, pgid: i32, contained: &Contained) -> bool {
+        match contained {
+            Contained::Leaf(leaf) => leaf.is_populated().unwrap_or(true),
+            Contained::Marker(marker) => liveness::alive(Some(pgid), Some(marker.clone())).await,
+            Contained::Group => liveness::alive(Some(pgid), None).await,
+        }
+    }
+
+    /// Whether anything of a settled `contained` (led by `pgid`) outside its group is alive, asked
+    /// off the runtime's thread (the group is asked separately): the cgroup leaf is populated, or
+    /// (subreaper) a process carrying the marker lives, looked for only if the leader may have
+    /// started any ([`subreaper::may_have_descendants`]).
+    pub(crate) async fn remains_beyond_group(&self, pgid: i32, contained: &Contained) -> bool {
+        match contained {
+            Contained::Group => false,
+            Contained::Leaf(leaf) => leaf.is_populated().unwrap_or(false),
             Contained::Marker(marker) => {
-                while !live_group_members(pgid).is_empty() || marked_remain(pgid, marker) {
-                    tokio::time::sleep(POLL).await;
-                }
-            }
-            Contained::Group => {
-                while !live_group_members(pgid).is_empty() {
-                    tokio::time::sleep(POLL).await;
-                }
+                subreaper::may_have_descendants(pgid)
+                    && liveness::alive(None, Some(marker.clone())).await
             }
         }
     }
 
     /// Whether anything of `contained` (led by `pgid`) outside the group `pgid` is alive (the group
-    /// is asked separately).
+    /// is asked separately). Walks `/proc` on this thread in subreaper mode: for the straggler
+    /// list's occasional pruning only.
     pub(crate) fn remains_outside_group(&self, pgid: i32, contained: &Contained) -> bool {
         match contained {
             Contained::Group => false,
@@ -381,7 +401,7 @@ fn signal_beyond_group(contained: &Contained, signal: Signal) {
             }
         }
         Contained::Marker(marker) => {
-            subreaper::kill_marked(marker, signal as libc::c_int);
+            liveness::signal_marked(marker.clone(), signal as libc::c_int);
         }
     }
 }

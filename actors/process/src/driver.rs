@@ -30,7 +30,6 @@ use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
 use nix::sys::signal::Signal;
 use tokio::net::unix::pipe;
 use tokio::task::JoinHandle;
@@ -50,9 +49,10 @@ use crate::spill::SpillDir;
 
 /// Bytes asked for per read; a pipe holds 64 KiB.
 const READ_SIZE: usize = 64 * 1024;
-/// Reads at least this large keep their buffer (no copy); smaller ones are copied out (so a tiny chunk
-/// never pins a large allocation) and the buffer is released.
-const ZERO_COPY_MIN: usize = 16 * 1024;
+/// After a read at least this large the read buffer is kept for the next one (a flood reuses one
+/// buffer); after a smaller one it is released, so a quiet child holds none. Either way the bytes are
+/// copied into the stream's tail (`tail.rs`), never kept in the buffer.
+const KEEP_BUFFER_MIN: usize = 16 * 1024;
 
 /// Where the kill escalation stands.
 #[derive(Clone, Copy, Debug)]
@@ -64,7 +64,8 @@ enum Escalation {
 
 /// What woke the driver up.
 enum Event {
-    Output(StreamKind, io::Result<Option<Bytes>>),
+    /// A read filled the stream's buffer (`Ok(true)`), or the pipe reached end of file.
+    Output(StreamKind, io::Result<bool>),
     LeaderExited(io::Result<ExitStatus>),
     KillRequested,
     EscalateToKill,
@@ -94,12 +95,10 @@ impl KillGuard {
     }
 
     /// The armed SIGKILL, sent only if something of the process is still alive (its timer can
-    /// fire in the same turn as the last exit). Returns whether it was sent.
-    fn sigkill_if_alive(&self) -> bool {
-        let alive = !crate::signal::live_group_members(self.pgid).is_empty()
-            || self
-                .containment
-                .remains_outside_group(self.pgid, self.contained());
+    /// fire in the same turn as the last exit). Returns whether it was sent. Asking costs no walk
+    /// over `/proc` on this thread (see `Containment::alive`).
+    async fn sigkill_if_alive(&self) -> bool {
+        let alive = self.containment.alive(self.pgid, self.contained()).await;
         if alive {
             self.signal(Signal::SIGKILL);
         }
@@ -179,15 +178,16 @@ impl Driver {
     }
 
     /// Drives the child until it settles, then stores its outcome in its [`SharedOutput`]. Returns
-    /// the containment handle, for the manager to recycle or keep as a straggler.
-    pub(crate) async fn run(mut self) -> Contained {
+    /// the containment handle, for the manager to recycle or keep as a straggler, and whether
+    /// anything of it outside its group was still alive then.
+    pub(crate) async fn run(mut self) -> (Contained, bool) {
         let mut exit: Option<io::Result<ExitStatus>> = None;
         let mut drain_until: Option<Instant> = None;
         let mut escalation = Escalation::Idle;
         let mut signals_sent = Vec::new();
         let mut kill_armed = true;
-        let mut out_buf = BytesMut::new();
-        let mut err_buf = BytesMut::new();
+        let mut out_buf = Vec::new();
+        let mut err_buf = Vec::new();
         let far_future = Instant::now() + Duration::from_secs(86400 * 365);
 
         let settlement = loop {
@@ -210,7 +210,18 @@ impl Driver {
                 () = sleep_until(drain_until.unwrap_or(far_future)), if drain_until.is_some() => Event::DrainGraceOver,
             };
             match event {
-                Event::Output(stream, Ok(Some(chunk))) => self.output.push(stream, chunk),
+                Event::Output(stream, Ok(true)) => {
+                    let buf = match stream {
+                        StreamKind::Stdout => &mut out_buf,
+                        StreamKind::Stderr => &mut err_buf,
+                    };
+                    self.output.push(stream, buf);
+                    if buf.len() >= KEEP_BUFFER_MIN {
+                        buf.clear();
+                    } else {
+                        *buf = Vec::new();
+                    }
+                }
                 Event::Output(stream, result) => {
                     if let Err(err) = result {
                         tracing::warn!(pgid = self.pgid, stream = stream.label(), %err, "pipe read failed; treating as EOF");
@@ -246,7 +257,7 @@ impl Driver {
                     }
                 }
                 Event::EscalateToKill => {
-                    if self.guard.sigkill_if_alive() {
+                    if self.guard.sigkill_if_alive().await {
                         signals_sent.push("SIGKILL");
                         tracing::debug!(pgid = self.pgid, "grace over; sent SIGKILL");
                     }
@@ -262,10 +273,11 @@ impl Driver {
             }
         };
 
-        if !matches!(escalation, Escalation::Idle) {
-            self.await_all_gone(&mut escalation, &mut signals_sent)
+        // A killed process settles once all of it is gone: then nothing of it remains anywhere.
+        let all_gone = !matches!(escalation, Escalation::Idle)
+            && self
+                .await_all_gone(&mut escalation, &mut signals_sent)
                 .await;
-        }
         self.guard.armed = false;
         // Settled: nothing more is signalled, so the leader's pid (the group's number) may go.
         self.exit.reap();
@@ -307,16 +319,25 @@ impl Driver {
         let contained = self.guard.contained.take().unwrap_or(Contained::Group);
         let contained = self.guard.containment.recycle_if_empty(contained);
         self.output.settle(self.settle_signal, outcome);
-        contained
+        // Settled and told: whether something outlived the group is the manager's to judge (a
+        // straggler), asked after, so no reader waits for it.
+        let remains = !all_gone
+            && self
+                .guard
+                .containment
+                .remains_beyond_group(self.pgid, &contained)
+                .await;
+        (contained, remains)
     }
 
     /// `AwaitingAllGone`: a killed process whose leader and pipes are done waits until every process
-    /// of it is gone, sending the armed SIGKILL when its time comes.
+    /// of it is gone, sending the armed SIGKILL when its time comes. Returns whether all of it is
+    /// gone (`false`: it survived SIGKILL, and is settled anyway).
     async fn await_all_gone(
         &mut self,
         escalation: &mut Escalation,
         signals_sent: &mut Vec<&'static str>,
-    ) {
+    ) -> bool {
         loop {
             let deadline = match *escalation {
                 Escalation::TermSent { kill_at } => kill_at,
@@ -326,11 +347,11 @@ impl Driver {
             tokio::select! {
                 // All gone wins over a timer that fired in the same turn.
                 biased;
-                () = guard.containment.all_gone(guard.pgid, guard.contained()) => return,
+                () = guard.containment.all_gone(guard.pgid, guard.contained()) => return true,
                 () = sleep_until(deadline) => {}
             }
             if let Escalation::TermSent { .. } = escalation {
-                if self.guard.sigkill_if_alive() {
+                if self.guard.sigkill_if_alive().await {
                     signals_sent.push("SIGKILL");
                     tracing::debug!(pgid = self.pgid, "grace over; sent SIGKILL to what is left");
                 }
@@ -340,39 +361,29 @@ impl Driver {
                     pgid = self.pgid,
                     "processes survive SIGKILL; settling anyway"
                 );
-                return;
+                return false;
             }
         }
     }
 }
 
-/// Reads one chunk; `Ok(None)` at end of file. Pending forever for a closed pipe (its branch is off).
+/// Reads one chunk into the empty `buf`; `Ok(false)` at end of file. Pending forever for a closed
+/// pipe (its branch is off).
 ///
-/// Waits for readability first and only then makes room in `buf`, and gives a buffer back after a
-/// small read: a quiet child holds no read buffer, a chatty one reuses a 64 KiB one.
-async fn read_chunk(
-    pipe: Option<&pipe::Receiver>,
-    buf: &mut BytesMut,
-) -> io::Result<Option<Bytes>> {
+/// Waits for readability first and only then makes room in `buf` (the caller gives the buffer back
+/// after a small read: a quiet child holds no read buffer, a chatty one reuses a 64 KiB one).
+async fn read_chunk(pipe: Option<&pipe::Receiver>, buf: &mut Vec<u8>) -> io::Result<bool> {
     let Some(pipe) = pipe else {
         return std::future::pending().await;
     };
     loop {
         pipe.readable().await?;
-        if buf.capacity() - buf.len() < READ_SIZE / 4 {
-            buf.reserve(READ_SIZE);
-        }
-        let n = match pipe.try_read_buf(buf) {
-            Ok(0) => return Ok(None),
-            Ok(n) => n,
+        buf.reserve(READ_SIZE);
+        match pipe.try_read_buf(buf) {
+            Ok(0) => return Ok(false),
+            Ok(_) => return Ok(true),
             Err(err) if err.kind() == io::ErrorKind::WouldBlock => continue,
             Err(err) => return Err(err),
-        };
-        if n >= ZERO_COPY_MIN {
-            return Ok(Some(buf.split().freeze()));
         }
-        let chunk = Bytes::copy_from_slice(buf);
-        *buf = BytesMut::new();
-        return Ok(Some(chunk));
     }
 }

@@ -15,13 +15,15 @@
 //! - `spawn`, `child_env`, `reap`: plain nix code that starts one child (through `dsh_contain::spawn`,
 //!   into a new session and its containment, with the ambient environment rendered once per manager)
 //!   and reaps it through its pidfd.
-//! - `containment`, `orphans`: how a process is kept together with all its descendants (cgroup leaf,
-//!   subreaper marker or process group), the watchdog, and reaping the orphans a subreaper adopts.
+//! - `containment`, `liveness`, `orphans`: how a process is kept together with all its descendants
+//!   (cgroup leaf, subreaper marker or process group), the watchdog, the `/proc` questions asked off
+//!   the runtime's thread, and reaping the orphans a subreaper adopts.
 //! - `watchdog_link`: the watchdog kept alive: everything registered is booked, and a watchdog that
 //!   dies is replaced and told it all again (bounded restarts).
-//! - `driver`, `shared_output`: the task that drives one child to settlement, and the output and
-//!   outcome it shares with readers.
-//! - `collector`, `spill`: per-stream bounded output and spill files.
+//! - `driver`, `shared_output`, `scan`: the task that drives one child to settlement, the output and
+//!   outcome it shares with readers, and the conditions matched against a stream as it is written.
+//! - `collector`, `tail`, `pages`, `spill`: per-stream bounded output (the kept tail in one buffer,
+//!   page-backed when large) and spill files.
 //! - [`signal`], `stragglers`: group signalling, `/proc` liveness probes, and killing groups that
 //!   outlived their leader.
 //! - `table`: the plain process table (records, generation ids, admission queue, stragglers, spill
@@ -48,14 +50,17 @@ mod driver;
 mod env;
 mod errors;
 mod ids;
+mod liveness;
 mod lock;
 mod manager;
 mod messages;
 mod orphans;
 mod outcome;
+mod pages;
 mod policy;
 mod reap;
 pub mod rlimit;
+mod scan;
 mod shared_output;
 pub mod signal;
 mod spawn;
@@ -63,6 +68,7 @@ mod spec;
 mod spill;
 mod stragglers;
 mod table;
+mod tail;
 mod watchdog_link;
 
 pub use abort::{AbortSignal, ensure_not_aborted, wait_abort};
@@ -79,10 +85,12 @@ pub use messages::{
     Release, Shutdown, Spawn, SpawnedProcess, Stats, Wait, WatchdogStatus,
 };
 pub use outcome::{CollectedOutput, ProcessOutcome, ReadResult, Settlement, StreamKind};
+pub use pages::page_backed_bytes;
 pub use policy::{
     Admission, AdmissionRequest, AdmitAll, Load, MaxConcurrent, MaxPerSession, PolicyStack,
     ProcessPolicy, SettledProcess, StragglerAction,
 };
+pub use scan::{ScanWatch, StreamScan};
 pub use shared_output::SharedOutput;
 pub use spec::{ProcessSpawnSpec, QueuedNotice};
 pub use watchdog_link::MAX_RESTARTS_IN_A_ROW as WATCHDOG_RESTARTS_IN_A_ROW;

@@ -121,8 +121,12 @@ impl ProcessManager {
 /// Runs a child's driver as a task of its own on this arbiter, then tells the manager it settled.
 fn drive(id: ProcessId, driver: Driver, manager: Addr<ProcessManager>) {
     actix::spawn(async move {
-        let contained = driver.run().await;
-        manager.do_send(ProcessSettled { id, contained });
+        let (contained, remains) = driver.run().await;
+        manager.do_send(ProcessSettled {
+            id,
+            contained,
+            remains,
+        });
     });
 }
 
@@ -184,7 +188,9 @@ impl Handler<ProcessSettled> for ProcessManager {
     type Result = ();
 
     fn handle(&mut self, settled: ProcessSettled, ctx: &mut Self::Context) {
-        let after = self.table.settled(settled.id, settled.contained);
+        let after = self
+            .table
+            .settled(settled.id, settled.contained, settled.remains);
         if let Some(pgid) = after.kill_straggler {
             self.table.kill_straggler(pgid);
             tracing::debug!(pgid, "policy: killed straggler now");

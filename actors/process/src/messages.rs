@@ -185,4 +185,6 @@ pub(crate) struct ProcessSettled {
     pub id: ProcessId,
     /// Its containment handle, to recycle or keep as a straggler.
     pub contained: crate::containment::Contained,
+    /// Something of it outside its process group was alive when it settled (the driver asked).
+    pub remains: bool,
 }

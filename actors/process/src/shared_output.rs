@@ -1,18 +1,19 @@
 //! The output of one process, shared between its driver (the only writer) and any number of readers,
 //! and the one place its outcome is stored once it has settled.
 //!
-//! Readers that wait for output (a `bash_output` with `until`) subscribe to [`SharedOutput::progress`]:
-//! a counter the driver bumps after each chunk it stores, so a waiter wakes on the write itself instead
-//! of polling. Nobody subscribed, nothing is sent.
+//! Readers that wait for output (a `bash_output` with `until`) register a scan on a stream
+//! ([`SharedOutput::watch`], `scan.rs`): the collector feeds it each chunk as the driver stores it, so
+//! a waiter is woken by the write that makes its condition hold, never by polling, and sees every
+//! byte even when the stream floods past what memory keeps.
 
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
-use bytes::Bytes;
 use tokio::sync::watch;
 
 use crate::collector::OutputCollector;
 use crate::lock::lock_unpoisoned;
 use crate::outcome::{CollectedOutput, ProcessOutcome, ReadResult, StreamKind};
+use crate::scan::{ScanWatch, StreamScan};
 
 /// The two collectors of one process and, once it has settled, its outcome: shared between its driver
 /// (the only writer) and any number of readers, so reads never wait for an actor's mailbox.
@@ -23,8 +24,6 @@ pub struct SharedOutput {
     outcome: Arc<OnceLock<ProcessOutcome>>,
     /// Flips to `true` right after `outcome` is set; closed if the driver is dropped unsettled.
     settled: watch::Receiver<bool>,
-    /// Bumped after every stored chunk while someone listens.
-    progress: Arc<watch::Sender<u64>>,
 }
 
 /// The driver's end of [`SharedOutput::settled`]: dropping it unsettled wakes waiters with `None`.
@@ -38,7 +37,6 @@ impl SharedOutput {
             stderr: Arc::new(Mutex::new(stderr)),
             outcome: Arc::new(OnceLock::new()),
             settled: rx,
-            progress: Arc::new(watch::Sender::new(0)),
         };
         (output, SettleSignal(tx))
     }
@@ -81,23 +79,30 @@ impl SharedOutput {
         self.lock(stream).read_from(from)
     }
 
-    pub(crate) fn push(&self, stream: StreamKind, chunk: Bytes) {
+    pub(crate) fn push(&self, stream: StreamKind, chunk: &[u8]) {
         self.lock(stream).push(chunk);
-        if self.progress.receiver_count() > 0 {
-            self.progress.send_modify(|n| *n = n.wrapping_add(1));
-        }
     }
 
-    /// A receiver that sees a change after each chunk stored from now on (`changed().await`); it
-    /// starts with the current state marked as seen, so subscribe first, then look at the output, then
-    /// wait: no write in between is missed.
-    pub fn progress(&self) -> watch::Receiver<u64> {
-        self.progress.subscribe()
+    /// Resolves once `scan` holds on `stream`'s text from whole-stream offset `from` on (a reader's
+    /// cursor): fed what is already there (read back from the spill file where it has left memory),
+    /// then each chunk as it is stored. Watching starts with this call; dropping the future stops it.
+    pub fn watch(&self, stream: StreamKind, from: u64, scan: Box<dyn StreamScan>) -> ScanWatch {
+        let collector = match stream {
+            StreamKind::Stdout => self.stdout.clone(),
+            StreamKind::Stderr => self.stderr.clone(),
+        };
+        crate::scan::watch(collector, from, scan)
     }
 
-    /// Bytes of output held in memory, both streams together.
+    /// What the output held in memory costs, both streams together: the buffers of their kept
+    /// tails (whole pages for large ones), not just the bytes in them.
     pub fn retained_bytes(&self) -> usize {
-        self.lock(StreamKind::Stdout).held_bytes() + self.lock(StreamKind::Stderr).held_bytes()
+        self.lock(StreamKind::Stdout).memory_bytes() + self.lock(StreamKind::Stderr).memory_bytes()
+    }
+
+    /// Bytes of the spill files that exist now, both streams together.
+    pub fn spill_bytes(&self) -> u64 {
+        self.lock(StreamKind::Stdout).spill_bytes() + self.lock(StreamKind::Stderr).spill_bytes()
     }
 
     /// The spill files that exist now (stdout's first).

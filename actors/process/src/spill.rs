@@ -85,6 +85,49 @@ pub fn create_spill_file(dir: &SpillDir, stream: StreamKind) -> io::Result<(File
     Ok((file, dir.path.join(name)))
 }
 
+/// Reads up to `len` bytes at `offset` of the spill file `path` in `dir`, opened relative to the
+/// directory's descriptor without following a symlink (a command cannot point a read back at another
+/// file). Fewer bytes at the end of the file.
+pub(crate) fn read_spill(
+    dir: &SpillDir,
+    path: &Path,
+    offset: u64,
+    len: usize,
+) -> io::Result<Vec<u8>> {
+    use std::os::unix::fs::FileExt;
+    let name = path
+        .file_name()
+        .ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let c_name = std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(name))
+        .map_err(io::Error::other)?;
+    // SAFETY: openat with a directory descriptor we hold, a NUL-terminated name and flags; it
+    // returns a new descriptor or -1.
+    let fd = unsafe {
+        libc::openat(
+            dir.fd.as_raw_fd(),
+            c_name.as_ptr(),
+            libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the descriptor is new and owned by nobody else.
+    let file = File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+    let mut bytes = vec![0; len];
+    let mut filled = 0;
+    while filled < len {
+        match file.read_at(&mut bytes[filled..], offset + filled as u64) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
+            Err(err) => return Err(err),
+        }
+    }
+    bytes.truncate(filled);
+    Ok(bytes)
+}
+
 /// Twelve lowercase hex characters from six random bytes.
 fn random_hex12() -> String {
     let mut bytes = [0u8; 6];

@@ -187,9 +187,15 @@ impl ProcessTable {
     }
 
     /// The driver of `id` has settled: wake waiters, free a released slot, ask the policy about its
-    /// group, and admit waiting spawns.
-    /// Something still running keeps `contained` as a straggler; otherwise it is finished.
-    pub(crate) fn settled(&mut self, id: ProcessId, contained: Contained) -> AfterSettle {
+    /// group, and admit waiting spawns. Something still running (its group, or `remains`: the
+    /// driver found some of it alive outside the group) keeps `contained` as a straggler; otherwise
+    /// it is finished.
+    pub(crate) fn settled(
+        &mut self,
+        id: ProcessId,
+        contained: Contained,
+        remains: bool,
+    ) -> AfterSettle {
         let Ok(slot) = self.slot_mut(id) else {
             tracing::warn!(%id, "settlement for an unknown record");
             self.containment.finish(0, contained);
@@ -227,8 +233,7 @@ impl ProcessTable {
             self.slots.remove(id.slot);
         }
         let mut kill_straggler = None;
-        let group_remains =
-            (self.group_exists)(pid) || self.containment.remains_outside_group(pid, &contained);
+        let group_remains = (self.group_exists)(pid) || remains;
         if let Some(outcome) = &outcome {
             let action = self.config.policy.on_settled(&SettledProcess {
                 pid,

@@ -11,10 +11,11 @@
 //!
 //! Layout: `messages` (the registry's protocol), `table` (the plain task table and every rule about
 //! records, unit-tested on its own), `registry` (the thin actor), `producer`, `agent`, `snapshot`,
-//! `wait` (waiting on a task until it settles or its output matches), `retention` (which finished
-//! tasks are discarded).
+//! `wait` (waiting on a task until it settles or its output matches), `condition` (what a wait
+//! matches, fed as the output is written), `retention` (which finished tasks are discarded).
 
 mod agent;
+mod condition;
 mod errors;
 mod messages;
 mod producer;
@@ -26,14 +27,17 @@ mod table;
 mod wait;
 
 pub use agent::{AgentRef, Inject, Lease, TaskOwner};
+pub use condition::{OutputCondition, OutputScan};
 pub use errors::TaskError;
 pub use messages::{
-    GetTask, KillReply, KillTask, ListTasks, ReadReply, ReadTask, Register, ReleaseOwner,
-    ShutdownTasks, Subscribe, TaskDone, TaskKillOutcome,
+    GetRetentionLoad, GetTask, KillReply, KillTask, ListTasks, ReadReply, ReadTask, Register,
+    ReleaseOwner, ShutdownTasks, Subscribe, TaskDone, TaskKillOutcome,
 };
 pub use producer::{TaskOutput, TaskProducer, TaskStatus};
-pub use registry::{RegistryConfig, TaskRegistry};
-pub use retention::{FinishedTask, RetentionLimits, RetentionLoad, RetentionPolicy};
+pub use registry::{DEFAULT_MAX_SPILL_BYTES, RegistryConfig, TaskRegistry};
+pub use retention::{
+    FinishedTask, RetentionLimits, RetentionLoad, RetentionPolicy, heap_block_bytes,
+};
 pub use sandbox_facts::{Enforcement, SandboxFacts, SandboxMode};
 pub use snapshot::TaskSnapshot;
-pub use wait::{OutputCondition, WaitOutcome, WaitTask};
+pub use wait::{WaitOutcome, WaitTask};

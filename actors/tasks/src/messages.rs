@@ -9,6 +9,7 @@ use actix::prelude::*;
 use crate::agent::{AgentRef, TaskOwner};
 use crate::errors::TaskError;
 use crate::producer::{TaskOutput, TaskProducer, TaskStatus};
+use crate::retention::RetentionLoad;
 use crate::snapshot::TaskSnapshot;
 
 /// Register running work as a task; replies with its id.
@@ -90,6 +91,12 @@ pub struct ListTasks {
     /// The caller's session id; `None` lists only the tasks without an owner.
     pub caller: Option<String>,
 }
+
+/// What the finished tasks hold now (count, memory, spill files), as retention sees it: for tests,
+/// benchmarks and health checks.
+#[derive(Message, Debug)]
+#[rtype(result = "RetentionLoad")]
+pub struct GetRetentionLoad;
 
 /// Be told about every task that ends.
 #[derive(Message)]

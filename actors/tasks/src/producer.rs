@@ -78,29 +78,50 @@ pub trait TaskProducer: Send + 'static {
     /// Resolves once, when the work has ended and its output is final, with its terminal status.
     fn finished(&self) -> BoxFuture<'static, TaskStatus>;
 
-    /// Resolves when new output may have arrived since this call. It must start listening when
-    /// called, not when first polled: a waiter calls it, then looks at [`TaskProducer::pending`],
-    /// then awaits it, and no output in between may be missed. It must not resolve again and again
-    /// once the work has ended (a waiter learns of the end from the registry, and would spin). The
-    /// default never resolves: a wait on such a producer sees its output only at the end.
-    fn changed(&self) -> BoxFuture<'static, ()> {
+    /// Resolves once `condition` holds on the output produced since the previous read (each stream
+    /// scanned on its own, from the read cursor on, every byte in the order it was written, also
+    /// what has left memory since), without consuming anything. It must start watching when called,
+    /// not when first polled: no write after the call may be missed. Dropping the future stops the
+    /// watch. The default never resolves: a wait on such a producer ends when the work does.
+    fn output_matches(
+        &self,
+        condition: std::sync::Arc<dyn crate::OutputCondition>,
+    ) -> BoxFuture<'static, ()> {
+        let _ = condition;
         Box::pin(std::future::pending())
     }
 
-    /// The output produced since the previous read, one text per stream, without consuming it: what
-    /// a wait with `until` matches against. The default has none.
-    fn pending(&self) -> Vec<String> {
-        Vec::new()
+    /// Bytes of memory this work holds once it has ended: its output in memory (the buffers, not
+    /// just the bytes in them) and its own records, in [`heap_block_bytes`](crate::heap_block_bytes)
+    /// terms; the registry adds what its own record costs. Retention bounds the sum over finished
+    /// tasks, so an honest answer is what makes `--retained-output-bytes` a bound on memory.
+    fn retained_bytes(&self) -> usize {
+        0
     }
 
-    /// Bytes of output this work holds in memory; retention bounds their sum over finished tasks.
-    fn retained_bytes(&self) -> usize {
+    /// Bytes of its files on disk (for bash, its spill files), asked once the work has ended;
+    /// retention bounds their sum over finished tasks and [`TaskProducer::discard`] removes them.
+    fn spill_bytes(&self) -> u64 {
         0
     }
 
     /// The registry forgets the finished task for good (retention): remove what it keeps elsewhere
     /// (for bash, its spill files). The default keeps nothing.
     fn discard(&self) {}
+}
+
+/// What a [`Drained`] stand-in costs: its `Arc` block and its paths (the sandbox facts are a few
+/// words inline).
+fn drained_bytes(spill_paths: &[PathBuf]) -> usize {
+    use crate::retention::heap_block_bytes;
+    // The Arc's two counters, the trait object's data, inline.
+    let own = heap_block_bytes(16 + std::mem::size_of::<Drained>());
+    let paths = heap_block_bytes(std::mem::size_of_val(spill_paths))
+        + spill_paths
+            .iter()
+            .map(|p| heap_block_bytes(p.as_os_str().len()))
+            .sum::<usize>();
+    own + paths
 }
 
 /// What stays of a finished task once its owner has read all of it: the final status lives in the
@@ -123,6 +144,10 @@ impl TaskProducer for Drained {
 
     fn finished(&self) -> BoxFuture<'static, TaskStatus> {
         Box::pin(std::future::pending())
+    }
+
+    fn retained_bytes(&self) -> usize {
+        drained_bytes(&self.spill_paths)
     }
 
     fn discard(&self) {

@@ -10,13 +10,20 @@ use tokio::sync::oneshot;
 use crate::agent::{Inject, TaskOwner};
 use crate::errors::TaskError;
 use crate::messages::{
-    GetTask, KillReply, KillTask, ListTasks, ProducerFinished, ReadReply, ReadTask, Register,
-    ReleaseOwner, ShutdownTasks, Subscribe, TaskDone,
+    GetRetentionLoad, GetTask, KillReply, KillTask, ListTasks, ProducerFinished, ReadReply,
+    ReadTask, Register, ReleaseOwner, ShutdownTasks, Subscribe, TaskDone,
 };
-use crate::retention::RetentionPolicy;
+use crate::retention::{RetentionLimits, RetentionLoad, RetentionPolicy};
 use crate::snapshot::TaskSnapshot;
 use crate::table::TaskTable;
 use crate::wait::{WaitOutcome, WaitTask, wait};
+
+/// The default disk budget of finished tasks' spill files: 1 GiB. It holds the whole output of 8
+/// finished tasks whose two streams both reached the per-stream spill cap (64 MiB), or of hundreds of
+/// ordinary ones (a build log of a few MiB), sixteen times what they may keep in memory; and it
+/// keeps a runaway agent from filling a small `/tmp` (often a tmpfs, so RAM, sized at half of it),
+/// where a day of 60 MB floods kept 1.8 GB before there was a budget.
+pub const DEFAULT_MAX_SPILL_BYTES: u64 = 1 << 30;
 
 /// Registry settings.
 #[derive(Clone, Debug)]
@@ -25,6 +32,9 @@ pub struct RegistryConfig {
     pub max_finished: usize,
     /// Output bytes kept in memory by settled records; beyond it records are evicted likewise.
     pub max_retained_bytes: usize,
+    /// Bytes of spill files kept on disk by settled records (read ones included: their files stay
+    /// until they are discarded); beyond it records are evicted likewise and their files removed.
+    pub max_spill_bytes: u64,
     /// How often the registry looks for owners whose mailbox closed.
     pub owner_check_interval: Duration,
 }
@@ -34,6 +44,7 @@ impl Default for RegistryConfig {
         Self {
             max_finished: 1000,
             max_retained_bytes: 64 << 20,
+            max_spill_bytes: DEFAULT_MAX_SPILL_BYTES,
             owner_check_interval: Duration::from_millis(500),
         }
     }
@@ -51,7 +62,11 @@ impl TaskRegistry {
     pub fn new(config: RegistryConfig) -> Self {
         Self {
             owner_check_interval: config.owner_check_interval,
-            table: TaskTable::with_retention(config.max_finished, config.max_retained_bytes),
+            table: TaskTable::with_retention(RetentionLimits {
+                max_finished: config.max_finished,
+                max_retained_bytes: config.max_retained_bytes,
+                max_spill_bytes: config.max_spill_bytes,
+            }),
             subscribers: Vec::new(),
         }
     }
@@ -173,6 +188,14 @@ impl Handler<ListTasks> for TaskRegistry {
 
     fn handle(&mut self, ListTasks { caller }: ListTasks, _: &mut Self::Context) -> Self::Result {
         MessageResult(self.table.list(caller.as_deref()))
+    }
+}
+
+impl Handler<GetRetentionLoad> for TaskRegistry {
+    type Result = RetentionLoad;
+
+    fn handle(&mut self, _: GetRetentionLoad, _: &mut Self::Context) -> RetentionLoad {
+        self.table.load()
     }
 }
 

@@ -9,17 +9,18 @@
 //! ```text
 //!   register ──► running ──finished──► completed | killed   (settled once; one TaskDone)
 //!                  └──kill──► killed (signal unknown yet; reported) ──finished──► killed by SIG…
-//!   settled records stay readable until retention discards them (over `max_finished` records or over
-//!   `max_retained_bytes` of output in memory; those whose end the owner already saw go first, then
-//!   the oldest), or their owner is released. A read that shows the end has consumed everything: the
-//!   record then drops its producer (and with it the process and its output in memory), keeping a
-//!   [`Drained`] stand-in with the spill paths. Reading a discarded task is an error of its own.
+//!   settled records stay readable until retention discards them (over `max_finished` records, over
+//!   `max_retained_bytes` of output in memory or over `max_spill_bytes` of spill files on disk; those
+//!   whose end the owner already saw go first, then the oldest), or their owner is released. A read
+//!   that shows the end has consumed everything: the record then drops its producer (and with it the
+//!   process and its output in memory), keeping a [`Drained`] stand-in with the spill paths, whose
+//!   bytes still count until the task is discarded. Reading a discarded task is an error of its own.
 //! ```
 //!
 //! Access fence: a task with an owner is visible only to callers presenting the owner's session id
 //! (`task <id> belongs to another session`); tasks without one are open to every caller.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -30,7 +31,9 @@ use crate::agent::TaskOwner;
 use crate::errors::TaskError;
 use crate::messages::{KillReply, ReadReply, TaskDone, TaskKillOutcome};
 use crate::producer::{Drained, TaskProducer, TaskStatus};
-use crate::retention::{FinishedTask, RetentionLimits, RetentionLoad, RetentionPolicy};
+use crate::retention::{
+    FinishedTask, RetentionLimits, RetentionLoad, RetentionPolicy, heap_block_bytes,
+};
 use crate::snapshot::TaskSnapshot;
 
 /// Bytes of a label a record keeps (a bash task's label is its command, which may be a heredoc of
@@ -51,6 +54,24 @@ fn bounded_label(mut label: String) -> String {
     }
     label.shrink_to_fit();
     label
+}
+
+/// What a record costs the registry besides its producer, in [`heap_block_bytes`] terms: its slot
+/// in the records map, counted at the map's emptiest (a hash map doubles when 7/8 full, so right
+/// after growing it has 16/7 slots per record, each slot a key, a record and a control byte), and the
+/// strings and the owner's mailbox handle it holds.
+fn record_bytes(id: &str, record: &Record) -> usize {
+    let slot = std::mem::size_of::<(String, Record)>() + 1;
+    let owner = record.owner.as_ref().map_or(0, |owner| {
+        // The weak mailbox handle is a boxed trait object of its own.
+        heap_block_bytes(owner.session_id.len())
+            + heap_block_bytes(2 * std::mem::size_of::<usize>())
+    });
+    slot * 16 / 7
+        + heap_block_bytes(id.len())
+        + heap_block_bytes(record.kind.capacity())
+        + heap_block_bytes(record.label.capacity())
+        + owner
 }
 
 /// A registered task: its id, and the future that resolves when its producer has finished.
@@ -77,8 +98,11 @@ struct Record {
     started_at: SystemTime,
     finished_at: Option<SystemTime>,
     reported: bool,
-    /// Output bytes the producer held in memory when it settled (0 once drained).
+    /// Memory it holds since it settled: what its producer reported then (once drained, what the
+    /// stand-in costs) and the record itself.
     retained: usize,
+    /// Bytes of its spill files when it settled (kept when drained: the files stay).
+    spill: u64,
     /// The producer was replaced by a [`Drained`] stand-in.
     drained: bool,
     /// Woken when the record settles (owner release, shutdown).
@@ -135,10 +159,18 @@ pub(crate) struct TaskTable {
     discard_notices: Vec<(TaskOwner, String)>,
     /// Ids forgotten because their owner was released (they read as unknown, not as discarded).
     released: std::collections::HashSet<String>,
-    /// Settled records now, and the output bytes they hold.
+    /// Settled records now, the output bytes they hold and the bytes of their spill files.
     settled_count: usize,
     retained_total: usize,
+    spill_total: u64,
     records: HashMap<String, Record>,
+    /// The settled records in the built-in limits' order of discard (read ones first, then the
+    /// oldest): keyed by (not yet reported, registration order). The limits pick their victim here
+    /// instead of walking every record: past `max_finished`, every settlement discards one, and a
+    /// walk each time made a thousand settlements cost a million steps.
+    finished: BTreeMap<(bool, u64), String>,
+    /// The same, for the settled records that hold spill files (the disk budget's candidates).
+    spilled: BTreeMap<(bool, u64), String>,
     /// Next ordinal per kind (`bash` → 3 means `bash-3` is next).
     counters: HashMap<String, u64>,
     registered: u64,
@@ -148,21 +180,25 @@ pub(crate) struct TaskTable {
 impl TaskTable {
     #[cfg(test)]
     pub(crate) fn new(max_finished: usize) -> Self {
-        Self::with_retention(max_finished, usize::MAX)
+        Self::with_retention(RetentionLimits {
+            max_finished,
+            max_retained_bytes: usize::MAX,
+            max_spill_bytes: u64::MAX,
+        })
     }
 
-    pub(crate) fn with_retention(max_finished: usize, max_retained_bytes: usize) -> Self {
+    pub(crate) fn with_retention(limits: RetentionLimits) -> Self {
         Self {
-            limits: RetentionLimits {
-                max_finished,
-                max_retained_bytes,
-            },
+            limits,
             retention: Vec::new(),
             released: Default::default(),
             discard_notices: Vec::new(),
             settled_count: 0,
             retained_total: 0,
+            spill_total: 0,
             records: HashMap::new(),
+            finished: BTreeMap::new(),
+            spilled: BTreeMap::new(),
             counters: HashMap::new(),
             registered: 0,
             shutting_down: false,
@@ -237,6 +273,7 @@ impl TaskTable {
                 finished_at: None,
                 reported: false,
                 retained: 0,
+                spill: 0,
                 drained: false,
                 settle_waiters: Vec::new(),
             },
@@ -254,9 +291,11 @@ impl TaskTable {
         }
         record.settled = true;
         record.finished_at = Some(SystemTime::now());
-        record.retained = record.producer.retained_bytes();
+        record.retained = record.producer.retained_bytes() + record_bytes(id, record);
+        record.spill = record.producer.spill_bytes();
         self.settled_count += 1;
         self.retained_total += record.retained;
+        self.spill_total += record.spill;
         let killed = matches!(record.status, TaskStatus::Killed { .. });
         record.status = end.stays_killed(killed);
         for waiter in record.settle_waiters.drain(..) {
@@ -267,6 +306,11 @@ impl TaskTable {
             snapshot: record.snapshot(id),
             owner: record.owner.clone(),
         });
+        let key = (!record.reported, record.order);
+        if record.spill > 0 {
+            self.spilled.insert(key, id.to_owned());
+        }
+        self.finished.insert(key, id.to_owned());
         self.evict_over_cap();
         done
     }
@@ -290,8 +334,10 @@ impl TaskTable {
                 policy = %by,
                 reported = record.reported,
                 retained = record.retained,
+                spill = record.spill,
                 finished = self.settled_count,
                 retained_total = self.retained_total,
+                spill_total = self.spill_total,
                 "evict: finished task discarded (retention limit)"
             );
             record.producer.discard();
@@ -313,16 +359,24 @@ impl TaskTable {
         std::mem::take(&mut self.discard_notices)
     }
 
-    /// The first finished task a policy of the stack names, and that policy's name.
+    /// The first finished task a policy of the stack names, and that policy's name. The built-in
+    /// limits' rule ([`RetentionLimits`]) is applied through the ordered indexes; only a host's
+    /// policies are shown every finished task.
     fn retention_victim(&mut self) -> Option<(String, String)> {
-        let load = RetentionLoad {
-            finished: self.settled_count,
-            retained_bytes: self.retained_total,
-        };
-        let within_limits = load.finished <= self.limits.max_finished
-            && load.retained_bytes <= self.limits.max_retained_bytes;
-        if within_limits && self.retention.is_empty() {
-            // The common case costs no walk over the records.
+        let load = self.load();
+        if !self.limits.holds(load) {
+            let any_kind = load.finished > self.limits.max_finished
+                || load.retained_bytes > self.limits.max_retained_bytes;
+            let index = if any_kind {
+                &self.finished
+            } else {
+                &self.spilled
+            };
+            if let Some((_, id)) = index.first_key_value() {
+                return Some((id.clone(), self.limits.name().to_owned()));
+            }
+        }
+        if self.retention.is_empty() {
             return None;
         }
         let finished: Vec<FinishedTask<'_>> = self
@@ -336,11 +390,10 @@ impl TaskTable {
                 order: r.order,
                 finished_at: r.finished_at,
                 retained_bytes: r.retained,
+                spill_bytes: r.spill,
             })
             .collect();
-        let limits: &mut dyn RetentionPolicy = &mut self.limits;
-        let hosts = self.retention.iter_mut().map(|policy| policy.as_mut());
-        for policy in std::iter::once(limits).chain(hosts) {
+        for policy in self.retention.iter_mut() {
             if let Some(task) = policy
                 .discard(load, &finished)
                 .and_then(|i| finished.get(i))
@@ -351,17 +404,41 @@ impl TaskTable {
         None
     }
 
-    /// Takes a removed settled record out of the retention counts.
+    /// What finished tasks hold now, as retention policies see it.
+    pub(crate) fn load(&self) -> RetentionLoad {
+        RetentionLoad {
+            finished: self.settled_count,
+            retained_bytes: self.retained_total,
+            spill_bytes: self.spill_total,
+        }
+    }
+
+    /// Takes a removed settled record out of the retention counts and indexes.
     fn forget_settled(&mut self, record: &Record) {
         if record.settled {
             self.settled_count -= 1;
             self.retained_total -= record.retained;
+            self.spill_total -= record.spill;
+            let key = (!record.reported, record.order);
+            self.finished.remove(&key);
+            self.spilled.remove(&key);
+        }
+    }
+
+    /// A settled record's owner has now seen its end: it moves ahead in the order of discard.
+    fn reported_now(&mut self, order: u64) {
+        for index in [&mut self.finished, &mut self.spilled] {
+            if let Some(id) = index.remove(&(true, order)) {
+                index.insert((false, order), id);
+            }
         }
     }
 
     /// A consuming read. The status is taken first: if it says the task has ended, the read is final.
     pub(crate) fn read(&mut self, id: &str, caller: Option<&str>) -> Result<ReadReply, TaskError> {
         let record = self.access(id, caller)?;
+        let newly_reported = record.settled && !record.reported;
+        let order = record.order;
         if record.settled {
             record.reported = true;
         }
@@ -369,13 +446,18 @@ impl TaskTable {
         let output = record.producer.read();
         if record.settled && !record.drained {
             // The end was read and everything with it: keep only what a later discard removes.
-            record.producer = Arc::new(Drained {
+            let drained = Drained {
                 spill_paths: output.spill_paths.clone(),
                 sandbox: output.sandbox.clone(),
-            });
+            };
+            let kept = drained.retained_bytes() + record_bytes(id, record);
+            record.producer = Arc::new(drained);
             record.drained = true;
-            let freed = std::mem::take(&mut record.retained);
-            self.retained_total -= freed;
+            let before = std::mem::replace(&mut record.retained, kept);
+            self.retained_total = self.retained_total - before + kept;
+        }
+        if newly_reported {
+            self.reported_now(order);
         }
         Ok(ReadReply { output, snapshot })
     }
@@ -401,15 +483,21 @@ impl TaskTable {
 
     pub(crate) fn kill(&mut self, id: &str, caller: Option<&str>) -> Result<KillReply, TaskError> {
         let record = self.access(id, caller)?;
+        let newly_reported = record.settled && !record.reported;
+        let order = record.order;
         let outcome = if record.kill() {
             TaskKillOutcome::Killed
         } else {
             TaskKillOutcome::AlreadyFinished
         };
-        Ok(KillReply {
+        let reply = KillReply {
             outcome,
             snapshot: record.snapshot(id),
-        })
+        };
+        if newly_reported {
+            self.reported_now(order);
+        }
+        Ok(reply)
     }
 
     pub(crate) fn get(
@@ -495,8 +583,11 @@ impl TaskTable {
     /// Forgets every task (the end of a shutdown).
     pub(crate) fn clear(&mut self) {
         self.records.clear();
+        self.finished.clear();
+        self.spilled.clear();
         self.settled_count = 0;
         self.retained_total = 0;
+        self.spill_total = 0;
     }
 }
 

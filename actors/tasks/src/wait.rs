@@ -3,25 +3,26 @@
 //!
 //! The wait is event-driven: it listens to the task's settlement (the record's settle waiters, so a
 //! read after a `Settled` wait sees the final status) and, with a condition, to its producer's
-//! [`changed`](crate::TaskProducer::changed) signal, which a bash task fires on every stored chunk.
-//! It never consumes output: the caller reads afterwards, as it would without waiting.
+//! [`output_matches`](crate::TaskProducer::output_matches), which for a bash task feeds the condition
+//! every chunk of each stream as the driver stores it, from the read cursor on (reading back from the
+//! spill file what has left memory). It never consumes output: the caller reads afterwards, as it
+//! would without waiting.
 //!
 //! ```text
-//!   subscribe to changes ─► condition holds on pending output? ──yes──► Matched
-//!          ▲                        │ no
-//!          └──── output changed ◄── wait for: settled ► Settled · deadline ► TimedOut · cancel ► Aborted
+//!   watch the output ─► wait for: holds ► Matched · settled ► Settled (Matched if it held by then)
+//!                                 deadline ► TimedOut · cancel ► Aborted
 //! ```
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use actix::prelude::*;
+use futures::FutureExt;
 use futures::future::BoxFuture;
 
+use crate::condition::OutputCondition;
 use crate::errors::TaskError;
 use crate::table::Watch;
-
-/// A condition on the output produced since the previous read; called once per stream's text.
-pub type OutputCondition = Box<dyn Fn(&str) -> bool + Send>;
 
 /// Wait until task `id` settles (or `until` holds on its unread output), at most `timeout`, or until
 /// `cancel` resolves. Does not read: send a [`ReadTask`](crate::ReadTask) afterwards.
@@ -35,7 +36,7 @@ pub struct WaitTask {
     /// The longest the wait may last.
     pub timeout: Duration,
     /// Also stop waiting once this holds on the output produced since the previous read.
-    pub until: Option<OutputCondition>,
+    pub until: Option<Arc<dyn OutputCondition>>,
     /// Resolving ends the wait with [`WaitOutcome::Aborted`] (the tool call was cancelled).
     pub cancel: BoxFuture<'static, ()>,
 }
@@ -57,43 +58,33 @@ pub enum WaitOutcome {
 pub(crate) async fn wait(
     watch: Watch,
     timeout: Duration,
-    until: Option<OutputCondition>,
+    until: Option<Arc<dyn OutputCondition>>,
     cancel: BoxFuture<'static, ()>,
 ) -> WaitOutcome {
     let Watch { producer, settled } = watch;
-    let holds = |until: &OutputCondition| producer.pending().iter().any(|text| until(text));
+    // Watching starts here, before anything else is looked at.
+    let mut matched: BoxFuture<'static, ()> = match until {
+        Some(condition) => producer.output_matches(condition),
+        None => Box::pin(std::future::pending()),
+    };
+    let held_or_settled = |matched: &mut BoxFuture<'static, ()>| {
+        if matched.now_or_never().is_some() {
+            WaitOutcome::Matched
+        } else {
+            WaitOutcome::Settled
+        }
+    };
     let Some(mut settled) = settled else {
-        return match &until {
-            Some(until) if holds(until) => WaitOutcome::Matched,
-            _ => WaitOutcome::Settled,
-        };
+        return held_or_settled(&mut matched);
     };
     let deadline = tokio::time::sleep(timeout);
     tokio::pin!(deadline);
     let mut cancel = cancel;
-    loop {
-        // Listen first, then look: a chunk stored between the two still wakes the next wait.
-        let changed: BoxFuture<'static, ()> = match &until {
-            Some(until) => {
-                let changed = producer.changed();
-                if holds(until) {
-                    return WaitOutcome::Matched;
-                }
-                changed
-            }
-            None => Box::pin(std::future::pending()),
-        };
-        tokio::select! {
-            biased;
-            _ = &mut settled => {
-                return match &until {
-                    Some(until) if holds(until) => WaitOutcome::Matched,
-                    _ => WaitOutcome::Settled,
-                };
-            }
-            () = &mut cancel => return WaitOutcome::Aborted,
-            () = changed => {}
-            () = &mut deadline => return WaitOutcome::TimedOut,
-        }
+    tokio::select! {
+        biased;
+        _ = &mut settled => held_or_settled(&mut matched),
+        () = &mut cancel => WaitOutcome::Aborted,
+        () = &mut matched => WaitOutcome::Matched,
+        () = &mut deadline => WaitOutcome::TimedOut,
     }
 }

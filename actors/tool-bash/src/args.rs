@@ -7,6 +7,8 @@
 
 use serde_json::{Map, Value};
 
+use crate::until::UntilPattern;
+
 /// Validated `bash` arguments. `description` is display-only and not kept.
 #[derive(Clone, Debug, PartialEq)]
 pub struct BashArgs {
@@ -186,7 +188,7 @@ pub struct ReadArgs {
     /// Wait this long at most before reading (`wait: true` or `until`); `None` reads at once.
     pub wait_ms: Option<u64>,
     /// Stop waiting once the output produced since the previous read matches.
-    pub until: Option<regex::Regex>,
+    pub until: Option<UntilPattern>,
 }
 
 /// Validates `bash_output` arguments: `task_id`, and optionally `wait`, `timeout_ms`, `until`.
@@ -214,9 +216,7 @@ pub fn parse_read_args(arguments: &Value) -> Result<ReadArgs, String> {
     };
     let until = match object.get("until").and_then(Value::as_str) {
         Some(pattern) => Some(
-            regex::RegexBuilder::new(pattern)
-                .size_limit(UNTIL_SIZE_LIMIT)
-                .build()
+            UntilPattern::new(pattern, UNTIL_SIZE_LIMIT)
                 .map_err(|err| format!("invalid until: {err}"))?,
         ),
         None => None,

@@ -11,6 +11,7 @@ mod managed_env;
 mod render;
 mod structured;
 mod tool;
+mod until;
 
 pub use approval::{ApprovalOutcome, ApprovalRequest, NoApprovalChannel, approval_reason};
 pub use args::{
@@ -32,6 +33,7 @@ pub use tool::{
     ExecutorRef, SetSessionSandboxMode, SetSessionWorkspace, StandingSandboxPolicy, ToolBash,
     ToolBashConfig, ToolCall, ToolResult,
 };
+pub use until::UntilPattern;
 
 pub use dsh_bash::{OutputPeek, PeekSnapshot};
 pub use dsh_tasks::{AgentRef, Inject};

@@ -5,6 +5,7 @@
 //! (bad arguments, spawn errors, aborts, unknown or foreign tasks) are errors, rendered `Error: <message>`.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use actix::prelude::*;
 use dsh_bash::{
@@ -460,9 +461,9 @@ async fn bash_output(
     let caller = call.caller.map(|c| c.session_id);
     if let Some(wait_ms) = args.wait_ms {
         let cancel = call.cancel.clone();
-        let until = args.until.map(|until| {
-            Box::new(move |text: &str| until.is_match(text)) as dsh_tasks::OutputCondition
-        });
+        let until = args
+            .until
+            .map(|until| Arc::new(until) as Arc<dyn dsh_tasks::OutputCondition>);
         let wait = WaitTask {
             id: id.clone(),
             caller: caller.clone(),

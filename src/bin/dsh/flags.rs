@@ -144,6 +144,10 @@ pub struct RuntimeFlags {
     /// discarded likewise.
     #[arg(long, default_value = "64MiB", value_name = "BYTES", value_parser = parse_bytes)]
     pub retained_output_bytes: u64,
+    /// Bytes of spill files (full outputs) finished background tasks keep on disk; beyond it they
+    /// are discarded likewise, with their files.
+    #[arg(long, default_value = "1GiB", value_name = "BYTES", value_parser = parse_bytes)]
+    pub retained_spill_bytes: u64,
     /// Keep the spill directory (full outputs) after exit.
     #[arg(long)]
     pub keep_spill: bool,
@@ -210,6 +214,7 @@ impl RuntimeFlags {
             .retained_output_bytes(
                 usize::try_from(self.retained_output_bytes).unwrap_or(usize::MAX),
             )
+            .retained_spill_bytes(self.retained_spill_bytes)
             .containment(match self.containment {
                 Containment::Auto => None,
                 Containment::Cgroup => Some(ContainmentMode::Cgroup),

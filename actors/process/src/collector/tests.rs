@@ -37,7 +37,7 @@ fn collector(cap: usize, spill_cap: u64, dir: &tempfile::TempDir) -> OutputColle
 }
 
 fn push(c: &mut OutputCollector, s: &str) {
-    c.push(Bytes::copy_from_slice(s.as_bytes()));
+    c.push(s.as_bytes());
 }
 
 #[test]
@@ -184,10 +184,10 @@ fn offset_reads_hold_back_an_incomplete_character_until_it_completes() {
     let dir = tempfile::tempdir().unwrap();
     let mut c = collector(100, 1000, &dir);
     let euro = "€".as_bytes(); // 3 bytes
-    c.push(Bytes::from(vec![b'x', euro[0]]));
+    c.push(&[b'x', euro[0]]);
     let r = c.read_from(0);
     assert_eq!((r.text.as_str(), r.next_offset), ("x", 1));
-    c.push(Bytes::copy_from_slice(&euro[1..]));
+    c.push(&euro[1..]);
     let r = c.read_from(1);
     assert_eq!((r.text.as_str(), r.next_offset), ("€", 4));
 }
@@ -196,7 +196,7 @@ fn offset_reads_hold_back_an_incomplete_character_until_it_completes() {
 fn a_finished_stream_returns_even_an_incomplete_tail() {
     let dir = tempfile::tempdir().unwrap();
     let mut c = collector(100, 1000, &dir);
-    c.push(Bytes::from_static(&[b'o', b'k', 0xE2]));
+    c.push(&[b'o', b'k', 0xE2]);
     c.finalize();
     let r = c.read_from(0);
     assert_eq!(r.text, "ok\u{FFFD}");
@@ -207,7 +207,7 @@ fn a_finished_stream_returns_even_an_incomplete_tail() {
 fn binary_output_is_replaced_not_lost() {
     let dir = tempfile::tempdir().unwrap();
     let mut c = collector(100, 1000, &dir);
-    c.push(Bytes::from_static(&[0xFF, 0x00, b'a']));
+    c.push(&[0xFF, 0x00, b'a']);
     let out = c.finalize();
     assert_eq!(out.text, "\u{FFFD}\u{0}a");
 }

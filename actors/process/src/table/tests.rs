@@ -67,8 +67,8 @@ async fn launch_and_settle(table: &mut ProcessTable) -> (ProcessId, Pacing) {
     let launched = table.launched(launch, started);
     let (id, driver) = launched.driver.expect("a started child");
     assert_eq!(table.stats().live, 1);
-    let contained = driver.run().await;
-    (id, table.settled(id, contained).pacing)
+    let (contained, remains) = driver.run().await;
+    (id, table.settled(id, contained, remains).pacing)
 }
 
 #[test]
@@ -215,10 +215,10 @@ async fn a_launched_child_nobody_waits_for_is_killed_and_released() {
     )
     .map(|started| (started, Contained::Group));
     let (id, driver) = table.launched(launch, started).driver.unwrap();
-    let contained = tokio::time::timeout(Duration::from_secs(30), driver.run())
+    let (contained, remains) = tokio::time::timeout(Duration::from_secs(30), driver.run())
         .await
         .expect("the kill token was fired at launch");
-    table.settled(id, contained);
+    table.settled(id, contained, remains);
     assert_eq!(
         table.stats(),
         ManagerStats {

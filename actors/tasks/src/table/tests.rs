@@ -173,10 +173,11 @@ fn shutdown_kills_live_tasks_sends_no_notice_and_refuses_new_ones() {
     assert!(table.list(None).is_empty());
 }
 
-/// Finished work holding `bytes` of output; counts discards.
+/// Finished work holding `bytes` of output in memory and `spill` bytes on disk; counts discards.
 #[derive(Clone, Default)]
 struct Held {
     bytes: usize,
+    spill: u64,
     discards: Arc<AtomicUsize>,
 }
 
@@ -195,6 +196,10 @@ impl TaskProducer for Held {
         self.bytes
     }
 
+    fn spill_bytes(&self) -> u64 {
+        self.spill
+    }
+
     fn discard(&self) {
         self.discards.fetch_add(1, Ordering::SeqCst);
     }
@@ -211,7 +216,7 @@ fn finished(table: &mut TaskTable, held: &Held) -> String {
 
 #[test]
 fn retention_discards_read_tasks_first_then_the_oldest_and_says_so() {
-    let mut table = TaskTable::with_retention(2, usize::MAX);
+    let mut table = TaskTable::new(2);
     let held = Held::default();
     let first = finished(&mut table, &held);
     let second = finished(&mut table, &held);
@@ -242,22 +247,92 @@ fn retention_discards_read_tasks_first_then_the_oldest_and_says_so() {
 }
 
 #[test]
-fn retention_bounds_the_output_bytes_of_finished_tasks() {
-    let mut table = TaskTable::with_retention(100, 250);
+fn retention_bounds_the_memory_of_finished_tasks_records_included() {
+    let mut table = TaskTable::with_retention(RetentionLimits {
+        max_finished: 100,
+        max_retained_bytes: 250_000,
+        max_spill_bytes: u64::MAX,
+    });
     let big = Held {
-        bytes: 100,
+        bytes: 100_000,
         ..Held::default()
     };
     let ids: Vec<String> = (0..3).map(|_| finished(&mut table, &big)).collect();
     assert!(
         table.get(&ids[0], None).is_err(),
-        "300 bytes > 250: the oldest goes"
+        "300 000 bytes > 250 000: the oldest goes"
     );
     assert_eq!(big.discards.load(Ordering::SeqCst), 1);
-    // A read drains a task: its bytes no longer count, so a fourth fits beside the other two.
+    // What is counted is the producer's bytes and the record's own.
+    let load = table.load();
+    assert!(
+        load.retained_bytes > 200_000 && load.retained_bytes < 203_000,
+        "{load:?}"
+    );
+    // A read drains a task: its output no longer counts, only its small record, so a fourth fits
+    // beside the other two.
     table.read(&ids[1], None).expect("readable");
+    let drained = table.load().retained_bytes;
+    assert!(drained > 100_000 && drained < 102_000, "{drained}");
     finished(&mut table, &big);
     assert!(table.get(&ids[1], None).is_ok() && table.get(&ids[2], None).is_ok());
+    // A thousand small finished tasks are not free either: their records alone outgrow a budget.
+    let mut small = TaskTable::with_retention(RetentionLimits {
+        max_finished: 10_000,
+        max_retained_bytes: 100_000,
+        max_spill_bytes: u64::MAX,
+    });
+    let quiet = Held::default();
+    let first = finished(&mut small, &quiet);
+    for _ in 0..999 {
+        finished(&mut small, &quiet);
+    }
+    assert!(small.load().retained_bytes <= 100_000);
+    assert!(small.get(&first, None).is_err(), "the oldest went");
+    assert!(small.load().finished > 100, "{:?}", small.load());
+}
+
+#[test]
+fn retention_bounds_the_spill_bytes_of_finished_tasks_read_or_not() {
+    let mut table = TaskTable::with_retention(RetentionLimits {
+        max_finished: 100,
+        max_retained_bytes: usize::MAX,
+        max_spill_bytes: 250,
+    });
+    let spilled = Held {
+        spill: 100,
+        ..Held::default()
+    };
+    let quiet = Held::default();
+    let first = finished(&mut table, &spilled);
+    let second = finished(&mut table, &spilled);
+    let small = finished(&mut table, &quiet);
+    // Reading the second to its end frees its memory, not its files: they still count, and being
+    // read it goes first.
+    table.read(&second, None).expect("readable");
+    assert_eq!(table.load().spill_bytes, 200);
+    let third = finished(&mut table, &spilled);
+    assert!(table.get(&second, None).is_err(), "read first");
+    assert!(table.get(&first, None).is_ok() && table.get(&third, None).is_ok());
+    let fourth = finished(&mut table, &spilled);
+    assert_eq!(
+        table.read(&first, None).err().map(|e| e.to_string()),
+        Some(format!(
+            "bash task {first} finished and was discarded (retention limit)"
+        )),
+        "then the oldest that holds spill files"
+    );
+    assert!(
+        table.get(&small, None).is_ok(),
+        "a task with no spill file is no candidate"
+    );
+    assert!(table.get(&third, None).is_ok() && table.get(&fourth, None).is_ok());
+    assert_eq!(table.load().spill_bytes, 200);
+    assert_eq!(
+        spilled.discards.load(Ordering::SeqCst),
+        1,
+        "the unread one discards through its producer (the read one through its stand-in)"
+    );
 }
 
 #[test]

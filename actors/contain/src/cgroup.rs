@@ -72,8 +72,8 @@ pub struct Leaf {
 }
 
 /// Why an emptied leaf may not take another process: it is removed and a fresh one is made instead.
-/// [`crate::LeafPool`] asks [`Leaf::check_reusable`] before parking a leaf and again before issuing
-/// it.
+/// [`crate::LeafPool`] asks [`Leaf::check_reusable`] before parking a leaf and
+/// [`Leaf::check_still_idle`] before issuing it again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Spent {
     /// `cgroup.kill` was written for it. On the kernels dsh runs on (seen on 6.18) a process created
@@ -423,14 +423,7 @@ impl Leaf {
         if self.kill_sent.load(Ordering::Relaxed) {
             return Err(Spent::Killed);
         }
-        let events = std::fs::read_to_string(self.v2.join("cgroup.events"))
-            .map_err(|_| Spent::Unreadable)?;
-        if events::field(&events, "populated").is_none_or(|v| v != 0) {
-            return Err(Spent::Populated);
-        }
-        if events::field(&events, "frozen").is_some_and(|v| v != 0) {
-            return Err(Spent::Frozen);
-        }
+        self.check_still_idle()?;
         for dir in self.v1.iter().chain(std::iter::once(&self.v2)) {
             let procs =
                 std::fs::read_to_string(dir.join("cgroup.procs")).map_err(|_| Spent::Unreadable)?;
@@ -443,6 +436,23 @@ impl Leaf {
             Ok(Some(_)) => Err(Spent::OomKilled),
             Err(_) => Err(Spent::Unreadable),
         }
+    }
+
+    /// The check a parked leaf gets again when it is taken off the shelf: it passed
+    /// [`Leaf::check_reusable`] when it was parked, and while parked dsh neither spawns into it nor
+    /// kills it, so only an outside writer can have changed it; a process moved in (and so anything it
+    /// could have done there) shows in `cgroup.events`, which is the one read this costs on the spawn
+    /// path.
+    pub fn check_still_idle(&self) -> std::result::Result<(), Spent> {
+        let events = std::fs::read_to_string(self.v2.join("cgroup.events"))
+            .map_err(|_| Spent::Unreadable)?;
+        if events::field(&events, "populated").is_none_or(|v| v != 0) {
+            return Err(Spent::Populated);
+        }
+        if events::field(&events, "frozen").is_some_and(|v| v != 0) {
+            return Err(Spent::Frozen);
+        }
+        Ok(())
     }
 
     /// Sends `signal` to every process in the leaf (`cgroup.kill` sends only SIGKILL). Each pid of

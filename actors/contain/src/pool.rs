@@ -79,7 +79,7 @@ impl LeafPool {
                     continue;
                 }
             };
-            match leaf.check_reusable() {
+            match leaf.check_still_idle() {
                 Ok(()) => return Ok(leaf),
                 Err(spent) => {
                     tracing::debug!(leaf = %leaf.path().display(), %spent, "a parked cgroup leaf is not reused");

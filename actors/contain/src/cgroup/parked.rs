@@ -27,7 +27,7 @@ impl ParkedLeaf {
         self.limits
     }
 
-    /// Reopens the descriptors: the leaf as it was parked, for [`Leaf::check_reusable`] to judge.
+    /// Reopens the descriptors: the leaf as it was parked, for [`Leaf::check_still_idle`] to judge.
     pub(crate) fn unpark(self) -> Result<Leaf> {
         Ok(Leaf {
             v2_dir: open_dir(&self.v2)?,

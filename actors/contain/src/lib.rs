@@ -10,9 +10,16 @@
 //!   an inherited environment marker; [`census`]: one `/proc` walk that answers for many tasks;
 //! - [`watchdog`]: a small process that kills everything when the runtime dies without goodbye;
 //! - [`landlock`]: Landlock rulesets built in the parent and applied by the spawned child to itself
-//!   right before exec (the sandbox executor's in-spawn confinement).
+//!   right before exec (the sandbox executor's in-spawn confinement);
+//! - [`reap`]: waiting for a child's exit through its pidfd and reaping it only when told;
+//!   [`orphans`]: the process-wide registry of direct children and the reaper of adopted orphans;
+//!   [`rlimit`]: the open-files limit children start with;
+//! - [`pages`]: page-backed byte buffers (a private anonymous mapping), for the process crate's
+//!   output tails.
 //!
-//! Nothing here knows about actors or tasks: the process manager decides when to call what.
+//! Every `unsafe` block of dsh's process layer is in this crate, each with a note on why it holds,
+//! so the crates above it are safe Rust. Nothing here knows about actors or tasks: the process manager
+//! decides when to call what; the one thread of its own is the orphan reaper's.
 //!
 //! ## How the process manager uses it
 //!
@@ -48,8 +55,12 @@ pub mod events;
 pub mod host;
 pub mod landlock;
 pub mod mountinfo;
+pub mod orphans;
+pub mod pages;
 pub mod pidfd;
 pub mod pool;
+pub mod reap;
+pub mod rlimit;
 pub mod spawn;
 pub mod subreaper;
 pub mod watchdog;

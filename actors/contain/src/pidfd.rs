@@ -25,15 +25,21 @@ pub fn open(pid: i32) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
 }
 
+/// Registers `pidfd` with tokio's reactor for readability (its process's exit); needs a tokio
+/// runtime with IO enabled.
+pub fn watch(pidfd: OwnedFd) -> io::Result<tokio::io::unix::AsyncFd<OwnedFd>> {
+    // SAFETY: the descriptor moves into the `AsyncFd`, which keeps it open and unchanged until it
+    // drops.
+    unsafe {
+        tokio::io::unix::AsyncFd::register_with_interest(pidfd, tokio::io::Interest::READABLE)
+    }
+    .map_err(|err| err.into_parts().1)
+}
+
 /// Resolves once the process of `pidfd` has exited (its pidfd is readable then); needs a tokio
 /// runtime with IO enabled.
 pub async fn exited(pidfd: OwnedFd) -> io::Result<()> {
-    // SAFETY: the descriptor moves into the `AsyncFd`, which keeps it open and unchanged until it
-    // drops.
-    let watched = unsafe {
-        tokio::io::unix::AsyncFd::register_with_interest(pidfd, tokio::io::Interest::READABLE)
-    }
-    .map_err(|err| err.into_parts().1)?;
+    let watched = watch(pidfd)?;
     let _ready = watched.readable().await?;
     Ok(())
 }
@@ -70,19 +76,26 @@ pub fn wait_status(info: &libc::siginfo_t) -> ExitStatus {
 /// through its pid: if someone else reaped the child first, this fails with ECHILD instead of
 /// reaping a stranger that reused the pid. Retries on EINTR.
 pub fn reap(pidfd: BorrowedFd<'_>, flags: i32) -> io::Result<Option<ExitStatus>> {
+    waitid(libc::P_PIDFD, pidfd.as_raw_fd() as libc::id_t, flags)
+}
+
+/// `waitid(idtype, id, WEXITED | flags)`: the status of the child once it has exited; `Ok(None)`
+/// while it runs (with `WNOHANG` in `flags`). Retries on EINTR.
+///
+/// The raw call rather than nix's `waitid`: nix turns the status into a `WaitStatus`, which cannot
+/// hold a real-time signal (the conversion fails with EINVAL), and a child ended by one must still
+/// settle with its signal.
+pub(crate) fn waitid(
+    idtype: libc::idtype_t,
+    id: libc::id_t,
+    flags: i32,
+) -> io::Result<Option<ExitStatus>> {
     loop {
         // SAFETY: an all-zero siginfo is a valid out-buffer; with WNOHANG its pid stays 0 while the
         // child runs.
         let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-        // SAFETY: waitid on one pidfd with a valid out-pointer.
-        let result = unsafe {
-            libc::waitid(
-                libc::P_PIDFD,
-                pidfd.as_raw_fd() as libc::id_t,
-                &mut info,
-                libc::WEXITED | flags,
-            )
-        };
+        // SAFETY: waitid on one child (by pid or pidfd) with a valid out-pointer.
+        let result = unsafe { libc::waitid(idtype, id, &mut info, libc::WEXITED | flags) };
         if result == 0 {
             // SAFETY: waitid filled in a SIGCHLD siginfo or left it zeroed.
             if unsafe { info.si_pid() } == 0 {

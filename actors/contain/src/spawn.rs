@@ -305,6 +305,22 @@ pub fn spawn_with(
     result
 }
 
+/// A close-on-exec pipe (read end, write end) whose descriptors are both above 2, so `dup2` onto
+/// 0–2 in the child always makes a fresh, inheritable descriptor (a host that closed its own stdio
+/// could otherwise get fd 1).
+pub fn pipe_above_stdio() -> io::Result<(OwnedFd, OwnedFd)> {
+    let (read, write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
+    Ok((above_stdio(read)?, above_stdio(write)?))
+}
+
+/// `fd` itself when it is above 2, else a close-on-exec duplicate above 2 (`fd` is closed).
+pub fn above_stdio(fd: OwnedFd) -> io::Result<OwnedFd> {
+    if fd.as_raw_fd() > 2 {
+        return Ok(fd);
+    }
+    dup_above_stdio(fd.as_raw_fd())
+}
+
 /// `F_DUPFD_CLOEXEC` onto the lowest free descriptor above 2.
 fn dup_above_stdio(fd: RawFd) -> io::Result<OwnedFd> {
     // SAFETY: fcntl with F_DUPFD_CLOEXEC returns a new descriptor or -1.

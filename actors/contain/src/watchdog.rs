@@ -191,11 +191,7 @@ impl Watchdog {
             return Err(io::Error::other("not inside a tokio runtime"));
         }
         let duplicate = pidfd.try_clone()?;
-        // SAFETY: the duplicate moves into the `AsyncFd`, which keeps it open and unchanged until
-        // it drops.
-        unsafe { AsyncFd::register_with_interest(duplicate, tokio::io::Interest::READABLE) }
-            .map(ExitNotice)
-            .map_err(|err| err.into_parts().1)
+        crate::pidfd::watch(duplicate).map(ExitNotice)
     }
 
     /// Reaps the watchdog if it has exited (without blocking); otherwise hands the handle back.

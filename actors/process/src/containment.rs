@@ -163,7 +163,7 @@ impl Containment {
                     mode,
                     reason: e.to_string(),
                 })?;
-                crate::orphans::registry().add_runtime(Marker::runtime(&containment.nonce));
+                dsh_contain::orphans::registry().add_runtime(Marker::runtime(&containment.nonce));
             }
             Mode::Group => {}
         }

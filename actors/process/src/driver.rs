@@ -39,13 +39,13 @@ use tokio_util::sync::CancellationToken;
 use crate::collector::OutputCollector;
 use crate::containment::{Contained, SharedContainment};
 use crate::outcome::{ProcessOutcome, Settlement, StreamKind};
-use crate::reap::ExitWatcher;
 use crate::shared_output::SettleSignal;
 use crate::shared_output::SharedOutput;
 use crate::signal::signal_name;
 use crate::spawn::Started;
 use crate::spec::ProcessSpawnSpec;
 use crate::spill::SpillDir;
+use dsh_contain::reap::ExitWatcher;
 
 /// Bytes asked for per read; a pipe holds 64 KiB.
 const READ_SIZE: usize = 64 * 1024;

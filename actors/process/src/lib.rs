@@ -12,18 +12,18 @@
 //!
 //! Layout:
 //! - `spec`, `env`, `abort`: what a spawn is given; the credential scrub and `DSH_*` channels.
-//! - `spawn`, `child_env`, `reap`: plain nix code that starts one child (through `dsh_contain::spawn`,
-//!   into a new session and its containment, with the ambient environment rendered once per manager)
-//!   and reaps it through its pidfd.
-//! - `containment`, `liveness`, `orphans`: how a process is kept together with all its descendants
-//!   (cgroup leaf, subreaper marker or process group), the watchdog, the `/proc` questions asked off
-//!   the runtime's thread, and reaping the orphans a subreaper adopts.
+//! - `spawn`, `child_env`: starting one child (through `dsh_contain::spawn`, into a new session and
+//!   its containment, with the ambient environment rendered once per manager); it is reaped through
+//!   its pidfd by `dsh_contain::reap`.
+//! - `containment`, `liveness`: how a process is kept together with all its descendants (cgroup
+//!   leaf, subreaper marker or process group), the watchdog, and the `/proc` questions asked off the
+//!   runtime's thread; `dsh_contain::orphans` reaps the orphans a subreaper adopts.
 //! - `watchdog_link`: the watchdog kept alive: everything registered is booked, and a watchdog that
 //!   dies is replaced and told it all again (bounded restarts).
 //! - `driver`, `shared_output`, `scan`: the task that drives one child to settlement, the output and
 //!   outcome it shares with readers, and the conditions matched against a stream as it is written.
-//! - `collector`, `tail`, `pages`, `spill`: per-stream bounded output (the kept tail in one buffer,
-//!   page-backed when large) and spill files.
+//! - `collector`, `tail`, `spill`: per-stream bounded output (the kept tail in one buffer,
+//!   page-backed when large through `dsh_contain::pages`) and spill files.
 //! - [`signal`], `stragglers`: group signalling, `/proc` liveness probes, and killing groups that
 //!   outlived their leader.
 //! - `table`: the plain process table (records, generation ids, admission queue, stragglers, spill
@@ -32,8 +32,12 @@
 //! - `policy`: the policy the manager asks about admission and stragglers.
 //!
 //! Hosts use the items re-exported here; of the modules only [`signal`] is public (its `/proc` probes
-//! serve tests and health checks). The manager runs on an actix arbiter; nothing else here depends on actix. Linux only: the layer
-//! relies on `clone3`, pidfds, cgroups or `PR_SET_CHILD_SUBREAPER`, and `/proc`.
+//! serve tests and health checks), and [`rlimit`] is `dsh_contain`'s, re-exported. This crate has no
+//! `unsafe` (`forbid(unsafe_code)`): the raw syscalls it needs are `dsh_contain`'s. The manager
+//! runs on an actix arbiter; nothing else here depends on actix. Linux only: the layer relies on
+//! `clone3`, pidfds, cgroups or `PR_SET_CHILD_SUBREAPER`, and `/proc`.
+
+#![forbid(unsafe_code)]
 
 #[cfg(not(target_os = "linux"))]
 compile_error!(
@@ -54,12 +58,8 @@ mod liveness;
 mod lock;
 mod manager;
 mod messages;
-mod orphans;
 mod outcome;
-mod pages;
 mod policy;
-mod reap;
-pub mod rlimit;
 mod scan;
 mod shared_output;
 pub mod signal;
@@ -74,6 +74,8 @@ mod watchdog_link;
 pub use abort::{AbortSignal, ensure_not_aborted, wait_abort};
 pub use config::ManagerConfig;
 pub use containment::{ContainmentConfig, ContainmentError, WatchdogCommand};
+pub use dsh_contain::pages::page_backed_bytes;
+pub use dsh_contain::rlimit;
 pub use dsh_contain::{Limits as TaskLimits, Mode as ContainmentMode};
 pub use env::DSH_ENV_PREFIX;
 pub use errors::{ProcessError, SpawnError, os_error_text};
@@ -85,7 +87,6 @@ pub use messages::{
     Release, Shutdown, Spawn, SpawnedProcess, Stats, Wait, WatchdogStatus,
 };
 pub use outcome::{CollectedOutput, ProcessOutcome, ReadResult, Settlement, StreamKind};
-pub use pages::page_backed_bytes;
 pub use policy::{
     Admission, AdmissionRequest, AdmitAll, Load, MaxConcurrent, MaxPerSession, PolicyStack,
     ProcessPolicy, SettledProcess, StragglerAction,

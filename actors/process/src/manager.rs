@@ -54,7 +54,7 @@ impl ProcessManager {
 
     fn with(config: ManagerConfig, containment: Containment) -> Self {
         if containment.mode() == dsh_contain::Mode::Subreaper {
-            crate::orphans::reap_on_sigchld();
+            dsh_contain::orphans::reap_on_sigchld();
         }
         Self {
             table: ProcessTable::with_containment(

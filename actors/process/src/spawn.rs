@@ -20,22 +20,22 @@
 use std::collections::HashMap;
 use std::ffi::{CString, OsStr, OsString};
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use nix::fcntl::{FcntlArg, OFlag, fcntl};
 use nix::libc;
 use tokio::io::AsyncWriteExt;
 use tokio::net::unix::pipe;
 use tokio::task::JoinHandle;
 
+use dsh_contain::reap::ExitWatcher;
+use dsh_contain::spawn::{above_stdio, pipe_above_stdio};
 use dsh_contain::{Program, Stdio};
 
 use crate::child_env::ChildEnv;
 use crate::containment::Contained;
 use crate::errors::SpawnError;
-use crate::reap::ExitWatcher;
 
 /// A child that has just started.
 pub(crate) struct Started {
@@ -163,7 +163,7 @@ fn spawn_raw(
     let cwd_c = c_string(cwd.as_os_str().as_bytes()).map_err(os)?;
     let program_c = c_string(program.as_os_str().as_bytes()).map_err(os)?;
     let child = Program::from_c_strings(program_c, argv_c, envp, Some(cwd_c))
-        .with_nofile_soft_limit(crate::rlimit::child_soft_limit())
+        .with_nofile_soft_limit(dsh_contain::rlimit::child_soft_limit())
         .with_landlock(landlock.cloned());
     let (out_r, out_w) = pipe_above_stdio().map_err(os)?;
     let (err_r, err_w) = pipe_above_stdio().map_err(os)?;
@@ -183,7 +183,7 @@ fn spawn_raw(
         stderr: err_w.as_fd(),
     };
     // Held from before the spawn until the pid is recorded, so the orphan reaper never takes it.
-    let registration = crate::orphans::registry().spawning();
+    let registration = dsh_contain::orphans::registry().spawning();
     let spawned = dsh_contain::spawn(&child, stdio, cgroup);
     let spawned = match spawned {
         Ok(spawned) => spawned,
@@ -317,20 +317,4 @@ fn find_program(name: &str, path: Option<&OsStr>) -> Option<PathBuf> {
 fn is_executable_file(path: &Path) -> bool {
     std::fs::metadata(path).is_ok_and(|m| m.is_file())
         && nix::unistd::access(path, nix::unistd::AccessFlags::X_OK).is_ok()
-}
-
-/// A close-on-exec pipe whose descriptors are both above 2, so `dup2` onto 0–2 in the child always
-/// makes a fresh, inheritable descriptor (a host that closed its own stdio could otherwise get fd 1).
-fn pipe_above_stdio() -> io::Result<(OwnedFd, OwnedFd)> {
-    let (read, write) = nix::unistd::pipe2(OFlag::O_CLOEXEC)?;
-    Ok((above_stdio(read)?, above_stdio(write)?))
-}
-
-fn above_stdio(fd: OwnedFd) -> io::Result<OwnedFd> {
-    if fd.as_raw_fd() > 2 {
-        return Ok(fd);
-    }
-    let moved = fcntl(&fd, FcntlArg::F_DUPFD_CLOEXEC(3))?;
-    // SAFETY: F_DUPFD_CLOEXEC returned a new descriptor that nothing else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(moved) })
 }

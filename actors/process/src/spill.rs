@@ -8,12 +8,12 @@
 
 use std::fs::File;
 use std::io::{self, Read};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use nix::fcntl::{OFlag, open};
+use nix::fcntl::{OFlag, open, openat};
 use nix::libc;
 use nix::sys::stat::Mode;
 
@@ -66,22 +66,13 @@ pub fn create_spill_file(dir: &SpillDir, stream: StreamKind) -> io::Result<(File
         random_hex12(),
         stream.label()
     );
-    let c_name = std::ffi::CString::new(name.as_str()).map_err(io::Error::other)?;
-    // SAFETY: openat with a directory descriptor we hold, a NUL-terminated name, flags and a mode;
-    // it returns a new descriptor or -1.
-    let fd = unsafe {
-        libc::openat(
-            dir.fd.as_raw_fd(),
-            c_name.as_ptr(),
-            libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-            0o600 as libc::c_uint,
-        )
-    };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: the descriptor is new and owned by nobody else.
-    let file = File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+    let fd = openat(
+        &*dir.fd,
+        name.as_str(),
+        OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::from_bits_truncate(0o600),
+    )?;
+    let file = File::from(fd);
     Ok((file, dir.path.join(name)))
 }
 
@@ -98,22 +89,13 @@ pub(crate) fn read_spill(
     let name = path
         .file_name()
         .ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))?;
-    let c_name = std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(name))
-        .map_err(io::Error::other)?;
-    // SAFETY: openat with a directory descriptor we hold, a NUL-terminated name and flags; it
-    // returns a new descriptor or -1.
-    let fd = unsafe {
-        libc::openat(
-            dir.fd.as_raw_fd(),
-            c_name.as_ptr(),
-            libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-        )
-    };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: the descriptor is new and owned by nobody else.
-    let file = File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+    let fd = openat(
+        &*dir.fd,
+        name,
+        OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )?;
+    let file = File::from(fd);
     let mut bytes = vec![0; len];
     let mut filled = 0;
     while filled < len {

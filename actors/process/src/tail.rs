@@ -17,7 +17,7 @@
 //! Large buffers are page-backed (`pages.rs`): freed, they go back to the system at once instead of
 //! leaving holes in the heap.
 
-use crate::pages::Pages;
+use dsh_contain::pages::Pages;
 
 /// A running stream keeps up to this many bytes in a small vector on the heap (most commands print
 /// a line or two); past it, a ring of its whole cap.
@@ -178,7 +178,7 @@ impl Tail {
                 buf: Buf::Pages(mut pages),
                 head,
                 len,
-            } if crate::pages::round_to_pages(len) == pages.len() => {
+            } if dsh_contain::pages::round_to_pages(len) == pages.len() => {
                 // A full ring already costs exactly the pages its bytes need: put them in order in
                 // place.
                 pages.as_mut_slice()[..self.cap].rotate_left(head);
@@ -287,10 +287,10 @@ mod tests {
             tail.push(line);
         }
         assert_eq!(kept(&tail), &all[all.len() - cap..]);
-        assert_eq!(tail.memory_bytes(), crate::pages::round_to_pages(cap));
+        assert_eq!(tail.memory_bytes(), dsh_contain::pages::round_to_pages(cap));
         tail.finish();
         assert_eq!(kept(&tail), &all[all.len() - cap..]);
-        assert_eq!(tail.memory_bytes(), crate::pages::round_to_pages(cap));
+        assert_eq!(tail.memory_bytes(), dsh_contain::pages::round_to_pages(cap));
 
         // Between the vector's limit and the cap: a ring that never wrapped, finished in pages of
         // its own length.
@@ -298,7 +298,10 @@ mod tests {
         tail.push(&[b'x'; 20_000]);
         assert_eq!(tail.len(), 20_000);
         tail.finish();
-        assert_eq!(tail.memory_bytes(), crate::pages::round_to_pages(20_000));
+        assert_eq!(
+            tail.memory_bytes(),
+            dsh_contain::pages::round_to_pages(20_000)
+        );
         assert_eq!(kept(&tail), vec![b'x'; 20_000]);
     }
 

@@ -241,7 +241,7 @@ impl WatchdogLink {
                 Noticed::StillRunning
             }
             Exit::Exited(status) => {
-                crate::orphans::registry().forget(pid);
+                dsh_contain::orphans::registry().forget(pid);
                 let lived = started.elapsed();
                 let quick_deaths = if lived >= STABLE { 0 } else { quick_deaths + 1 };
                 let how = describe(status);
@@ -389,7 +389,7 @@ fn backoff(quick_deaths: u32) -> Duration {
 /// Starts a watchdog process, registered as a direct child whose status is its own to reap (the
 /// subreaper's orphan reaper leaves it alone).
 fn start_process(command: &WatchdogCommand) -> Result<Watchdog, dsh_contain::SpawnError> {
-    let guard = crate::orphans::registry().spawning();
+    let guard = dsh_contain::orphans::registry().spawning();
     let watchdog = Watchdog::start(&command.program, &command.args)?;
     guard.register(watchdog.pid());
     Ok(watchdog)
@@ -401,7 +401,7 @@ fn say_goodbye(watchdog: Watchdog) {
     if let Err(err) = watchdog.goodbye() {
         tracing::warn!(%err, "watchdog goodbye failed");
     }
-    crate::orphans::registry().forget(pid);
+    dsh_contain::orphans::registry().forget(pid);
 }
 
 /// How a watchdog ended, for the log.

@@ -1,7 +1,7 @@
 //! Waiting for and reaping our own children, without tokio's `Child`.
 //!
-//! Children are started with `posix_spawn` (see `spawn.rs`), so tokio does not know them. Each child
-//! gets a pidfd, which becomes readable when the child exits. Its exit status is then read with
+//! Children are started with `clone3` ([`crate::spawn()`]), so tokio does not know them. Each child
+//! comes with a pidfd (`CLONE_PIDFD`), which becomes readable when the child exits. Its exit status is then read with
 //! `waitid(WNOWAIT)`, which leaves it a zombie, and it is reaped only when [`ExitWatcher::reap`] is
 //! called (the driver does so when the process has settled): while the zombie is there, its pid —
 //! which is also its process group's number — cannot be handed to another process, so every group
@@ -32,7 +32,7 @@ enum Watch {
 
 /// Waits for one child's exit, and reaps it when told to. If dropped first, it reaps the child then
 /// (or a background task does once it exits), so no zombie is left behind.
-pub(crate) struct ExitWatcher {
+pub struct ExitWatcher {
     pid: i32,
     watch: Option<Watch>,
 }
@@ -40,7 +40,7 @@ pub(crate) struct ExitWatcher {
 impl ExitWatcher {
     /// Must be called inside a tokio runtime with IO enabled. `pidfd` is the child's pidfd if the
     /// spawn gave one; otherwise one is opened here.
-    pub(crate) fn new(pid: i32, pidfd: Option<OwnedFd>) -> Self {
+    pub fn new(pid: i32, pidfd: Option<OwnedFd>) -> Self {
         let pidfd = match pidfd {
             Some(fd) => Ok(fd),
             None => pidfd_open(pid),
@@ -69,7 +69,7 @@ impl ExitWatcher {
 
     /// Resolves with the exit status once the child has exited; it stays a zombie until
     /// [`ExitWatcher::reap`]. Cancel-safe.
-    pub(crate) async fn wait(&mut self) -> io::Result<ExitStatus> {
+    pub async fn wait(&mut self) -> io::Result<ExitStatus> {
         loop {
             match &mut self.watch {
                 Some(Watch::Exited(status)) | Some(Watch::Reaped(status)) => return Ok(*status),
@@ -93,7 +93,7 @@ impl ExitWatcher {
 
     /// Reaps the child if [`ExitWatcher::wait`] saw it exit, freeing its pid; does nothing before
     /// that (a child still running is reaped when the watcher is dropped).
-    pub(crate) fn reap(&mut self) {
+    pub fn reap(&mut self) {
         if let Some(Watch::Exited(status)) = self.watch {
             if let Err(err) = waitpid(self.pid, libc::WNOHANG) {
                 tracing::warn!(pid = self.pid, %err, "reaping an exited child failed");
@@ -139,46 +139,21 @@ impl Drop for ExitWatcher {
 
 /// Registers a pidfd with the reactor for readability (the child's exit).
 fn register(fd: OwnedFd) -> io::Result<AsyncFd<OwnedFd>> {
-    // SAFETY: the `OwnedFd` moves into the `AsyncFd`, which keeps it open and unchanged until dropped.
-    unsafe { AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE) }
-        .map_err(|err| err.into_parts().1)
+    crate::pidfd::watch(fd)
 }
 
 fn pidfd_open(pid: i32) -> io::Result<OwnedFd> {
-    dsh_contain::pidfd::open(pid)
+    crate::pidfd::open(pid)
 }
 
 /// The exit status of `pid` once it has exited, leaving it a zombie (`waitid` with `WNOWAIT`):
 /// `Ok(None)` while it still runs (with `WNOHANG` in `flags`).
 fn exited(pid: i32, flags: i32) -> io::Result<Option<ExitStatus>> {
-    loop {
-        // SAFETY: an all-zero siginfo is a valid out-buffer, and with WNOHANG its pid stays 0 when
-        // the child has not exited.
-        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-        // SAFETY: waitid on one specific pid with a valid out-pointer.
-        let result = unsafe {
-            libc::waitid(
-                libc::P_PID,
-                pid as libc::id_t,
-                &mut info,
-                libc::WEXITED | libc::WNOWAIT | flags,
-            )
-        };
-        if result == 0 {
-            // SAFETY: waitid filled in a SIGCHLD siginfo (or left it zeroed).
-            if unsafe { info.si_pid() } == 0 {
-                return Ok(None);
-            }
-            return Ok(Some(dsh_contain::pidfd::wait_status(&info)));
-        }
-        let err = io::Error::last_os_error();
-        if err.raw_os_error() != Some(libc::EINTR) {
-            return Err(err);
-        }
-    }
+    crate::pidfd::waitid(libc::P_PID, pid as libc::id_t, libc::WNOWAIT | flags)
 }
 
-/// `waitpid(pid, flags)`: `Ok(None)` while the child still runs (with `WNOHANG`).
+/// `waitpid(pid, flags)`: `Ok(None)` while the child still runs (with `WNOHANG`). The raw call for
+/// the reason `pidfd::waitid` gives: the status stays as the kernel gave it.
 fn waitpid(pid: i32, flags: i32) -> io::Result<Option<ExitStatus>> {
     let mut status = 0;
     loop {

@@ -4,8 +4,8 @@
 //! several pipe descriptors), but its children should see the limit the server was started with: some
 //! programs size tables by it or misbehave with `select` above 1024.
 //!
-//! The child sets it itself between clone and exec (`dsh_contain::Program::with_nofile_soft_limit`).
-//! Lowering the parent's limit around the spawn instead (what the `posix_spawn` path did) fails once
+//! The child sets it itself between clone and exec ([`crate::Program::with_nofile_soft_limit`]).
+//! Lowering the parent's limit around the spawn instead fails once
 //! the runtime holds more descriptors than the original limit: the spawn's own pidfd could not be
 //! allocated. Setting it with `prlimit(2)` after the spawn loses the race against the program.
 //!
@@ -13,7 +13,7 @@
 
 use std::sync::OnceLock;
 
-use nix::libc;
+use nix::sys::resource::{Resource, getrlimit};
 
 /// The limit for children.
 #[derive(Clone, Copy, Debug)]
@@ -23,26 +23,19 @@ struct Limits {
 
 static LIMITS: OnceLock<Limits> = OnceLock::new();
 
-fn current() -> Option<libc::rlimit> {
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit writes into the struct we pass.
-    (unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0).then_some(limit)
-}
-
 /// Gives every child spawned from now on this soft open-files limit, while the host keeps its
 /// current (raised) one. Only the first call takes effect; nothing happens if the limits cannot be
 /// read or `soft` is not below the host's.
 pub fn set_child_nofile_soft_limit(soft: u64) {
-    let Some(now) = current() else { return };
-    if soft < now.rlim_cur {
+    let Ok((now, _)) = getrlimit(Resource::RLIMIT_NOFILE) else {
+        return;
+    };
+    if soft < now {
         let _ = LIMITS.set(Limits { child_soft: soft });
     }
 }
 
 /// The soft open-files limit children start with, when it differs from the runtime's own.
-pub(crate) fn child_soft_limit() -> Option<u64> {
+pub fn child_soft_limit() -> Option<u64> {
     LIMITS.get().map(|limits| limits.child_soft)
 }

@@ -1,15 +1,18 @@
 //! Every direct child of this process, and reaping the orphans a subreaper adopts.
 //!
 //! A subreaper inherits the zombies of escaped descendants and must reap them, but each manager
-//! reaps its own children by pid through their pidfds (`reap.rs`), and a `waitpid(-1)` would steal
-//! those statuses. So every spawn of every manager in the process registers its pid in one
-//! process-wide [`ChildRegistry`] (held across the spawn, see `dsh_contain::subreaper`), forgets it
-//! once reaped, and the SIGCHLD task reaps only zombie children that descend from a task (see
-//! `ChildRegistry::reap_orphans`): a host that embeds dsh keeps its own children.
+//! reaps its own children by pid through their pidfds ([`crate::reap`]), and a `waitpid(-1)` would
+//! steal those statuses. So every spawn of every manager in the process registers its pid in one
+//! process-wide [`ChildRegistry`] (held across the spawn, see [`crate::subreaper`]), forgets it
+//! once reaped, and the SIGCHLD thread reaps only zombie children that descend from a task (see
+//! [`ChildRegistry::reap_orphans`]): a host that embeds dsh keeps its own children.
+//!
+//! The reaper is the one thread this crate starts: it must outlive any one runtime's arbiter, and
+//! the process-wide registry it reads is this crate's.
 
 use std::sync::OnceLock;
 
-use dsh_contain::subreaper::ChildRegistry;
+use crate::subreaper::ChildRegistry;
 use tokio::signal::unix::{SignalKind, signal};
 
 /// How often live children are checked for a runtime's marker (adopted escapees).
@@ -20,14 +23,14 @@ const ADOPTION_SCAN: std::time::Duration = std::time::Duration::from_secs(1);
 const COALESCE: std::time::Duration = std::time::Duration::from_millis(25);
 
 /// The process-wide registry of direct children.
-pub(crate) fn registry() -> &'static ChildRegistry {
+pub fn registry() -> &'static ChildRegistry {
     static REGISTRY: OnceLock<ChildRegistry> = OnceLock::new();
     REGISTRY.get_or_init(ChildRegistry::new)
 }
 
 /// Starts reaping adopted orphans on every SIGCHLD, on a thread of its own. Once per process
 /// is enough; later calls do nothing.
-pub(crate) fn reap_on_sigchld() {
+pub fn reap_on_sigchld() {
     static STARTED: OnceLock<()> = OnceLock::new();
     if STARTED.set(()).is_err() {
         return;

@@ -7,6 +7,9 @@
 //! thousand chatty tasks the process kept ~40 MB of resident memory beyond what it still used
 //! (BENCHMARKS.md, "Retention"). A private anonymous mapping is returned by `munmap` when dropped,
 //! costs exactly its pages, and is touched (so resident) only as far as it is written.
+//!
+//! It lives in this crate, beside the other raw syscalls, so the process crate that keeps the tails
+//! (`dsh-process`'s `tail.rs`) has no `unsafe` of its own.
 
 use std::num::NonZeroUsize;
 use std::ptr::NonNull;
@@ -25,7 +28,7 @@ pub fn page_backed_bytes() -> usize {
 }
 
 /// The system's page size (4 KiB where it cannot be read).
-pub(crate) fn page_size() -> usize {
+pub fn page_size() -> usize {
     static PAGE: OnceLock<usize> = OnceLock::new();
     *PAGE.get_or_init(|| {
         nix::unistd::sysconf(nix::unistd::SysconfVar::PAGE_SIZE)
@@ -38,14 +41,14 @@ pub(crate) fn page_size() -> usize {
 }
 
 /// `len` rounded up to whole pages.
-pub(crate) fn round_to_pages(len: usize) -> usize {
+pub fn round_to_pages(len: usize) -> usize {
     let page = page_size();
     len.div_ceil(page).saturating_mul(page)
 }
 
 /// A zero-filled, read-write, private anonymous mapping of whole pages, unmapped when dropped.
 #[derive(Debug)]
-pub(crate) struct Pages {
+pub struct Pages {
     ptr: NonNull<u8>,
     /// The mapped length: a multiple of the page size, never zero.
     len: usize,
@@ -57,11 +60,12 @@ unsafe impl Send for Pages {}
 // SAFETY: shared references only read through `as_slice`; writes need `&mut self`.
 unsafe impl Sync for Pages {}
 
+#[allow(clippy::len_without_is_empty)] // Never empty: a mapping is at least one page.
 impl Pages {
     /// A mapping of at least `len` bytes (whole pages); `None` for `len == 0` or when the system
     /// refuses (out of memory, or the process's map count limit), for the caller to fall back to the
     /// heap.
-    pub(crate) fn new(len: usize) -> Option<Self> {
+    pub fn new(len: usize) -> Option<Self> {
         let len = NonZeroUsize::new(round_to_pages(len))?;
         // SAFETY: a new private anonymous mapping at an address the kernel chooses: it aliases no
         // existing memory, and nothing but this `Pages` will ever hold its address.
@@ -83,17 +87,19 @@ impl Pages {
     }
 
     /// The bytes the mapping costs (whole pages).
-    pub(crate) fn len(&self) -> usize {
+    pub fn len(&self) -> usize {
         self.len
     }
 
-    pub(crate) fn as_slice(&self) -> &[u8] {
+    /// The whole mapping, readable.
+    pub fn as_slice(&self) -> &[u8] {
         // SAFETY: the mapping is `len` readable bytes (zero-filled at first), alive as long as
         // `self`, and only mutated through `&mut self`.
         unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
     }
 
-    pub(crate) fn as_mut_slice(&mut self) -> &mut [u8] {
+    /// The whole mapping, writable.
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
         // SAFETY: as for `as_slice`, and `&mut self` makes this the only reference.
         unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
     }

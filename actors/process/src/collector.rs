@@ -357,5 +357,9 @@ fn incomplete_utf8_suffix(bytes: &[u8]) -> usize {
     0
 }
 
+mod watch;
+
+pub(crate) use watch::watch_scan;
+
 #[cfg(test)]
 mod tests;

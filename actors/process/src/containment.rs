@@ -20,8 +20,7 @@
 //! drivers; it also owns the link to the watchdog (`watchdog_link`), which kills everything if the
 //! runtime dies without goodbye, and is replaced if it dies itself.
 
-use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -34,9 +33,8 @@ use nix::sys::signal::Signal;
 use crate::errors::SpawnError;
 use crate::liveness;
 use crate::lock::lock_unpoisoned;
-use crate::messages::WatchdogStatus;
 use crate::signal::{live_group_members, signal_group};
-use crate::watchdog_link::{self, WatchdogLink};
+use crate::watchdog_link::{self, WatchdogCommand, WatchdogLink, WatchdogStatus};
 
 /// Emptied cgroup leaves kept for reuse.
 const MAX_IDLE_LEAVES: usize = 64;
@@ -51,15 +49,6 @@ pub struct ContainmentConfig {
     /// The program that runs [`dsh_contain::watchdog::watchdog_main`] on its stdin, e.g. the `dsh`
     /// binary with `__watchdog`; `None`: no watchdog (a killed host leaves its processes running).
     pub watchdog: Option<WatchdogCommand>,
-}
-
-/// How to start the watchdog process.
-#[derive(Debug, Clone)]
-pub struct WatchdogCommand {
-    /// The executable (no `PATH` search).
-    pub program: PathBuf,
-    /// Its arguments after `argv[0]`.
-    pub args: Vec<OsString>,
 }
 
 /// Why containment could not start as asked.

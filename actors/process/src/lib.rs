@@ -73,7 +73,7 @@ mod watchdog_link;
 
 pub use abort::{AbortSignal, ensure_not_aborted, wait_abort};
 pub use config::ManagerConfig;
-pub use containment::{ContainmentConfig, ContainmentError, WatchdogCommand};
+pub use containment::{ContainmentConfig, ContainmentError};
 pub use dsh_contain::pages::page_backed_bytes;
 pub use dsh_contain::rlimit;
 pub use dsh_contain::{Limits as TaskLimits, Mode as ContainmentMode};
@@ -84,7 +84,7 @@ pub use lock::lock_unpoisoned;
 pub use manager::ProcessManager;
 pub use messages::{
     AdmissionCost, Discard, GetAdmissionCost, Kill, KillAllNow, KillOutcome, ManagerStats, Read,
-    Release, Shutdown, Spawn, SpawnedProcess, Stats, Wait, WatchdogStatus,
+    Release, Shutdown, Spawn, SpawnedProcess, Stats, Wait,
 };
 pub use outcome::{CollectedOutput, ProcessOutcome, ReadResult, Settlement, StreamKind};
 pub use policy::{
@@ -94,4 +94,6 @@ pub use policy::{
 pub use scan::{ScanWatch, StreamScan};
 pub use shared_output::SharedOutput;
 pub use spec::{ProcessSpawnSpec, QueuedNotice};
-pub use watchdog_link::MAX_RESTARTS_IN_A_ROW as WATCHDOG_RESTARTS_IN_A_ROW;
+pub use watchdog_link::{
+    MAX_RESTARTS_IN_A_ROW as WATCHDOG_RESTARTS_IN_A_ROW, WatchdogCommand, WatchdogStatus,
+};

@@ -12,6 +12,7 @@ use crate::ids::ProcessId;
 use crate::outcome::{ProcessOutcome, ReadResult, StreamKind};
 use crate::shared_output::SharedOutput;
 use crate::spec::ProcessSpawnSpec;
+use crate::watchdog_link::WatchdogStatus;
 
 /// Start a process. Resolves once it runs (a queued spawn waits for admission). If the spec's abort
 /// fires while the spawn waits for admission, it leaves the queue and fails at once with
@@ -120,39 +121,6 @@ pub struct ManagerStats {
     pub watchdog: WatchdogStatus,
     /// Watchdogs started to replace one that died (an operator's `kill -9`, the OOM killer).
     pub watchdog_restarts: u64,
-}
-
-/// Whether a watchdog guards the runtime: if the runtime dies without goodbye, its watchdog kills
-/// every task and removes the spill directory. A watchdog that dies is replaced (`watchdog_link`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum WatchdogStatus {
-    /// No watchdog was asked for (a library host without a watchdog program).
-    #[default]
-    Off,
-    /// A watchdog runs and knows every registration in force.
-    Running {
-        /// Its process id.
-        pid: i32,
-    },
-    /// The watchdog died (or could not start); a new one is about to start.
-    Restarting,
-    /// It kept dying right after its start and is not restarted any more: the runtime serves on,
-    /// but a SIGKILL of it would leave its tasks running.
-    GaveUp,
-    /// The runtime shut down cleanly and said goodbye.
-    Stopped,
-}
-
-impl std::fmt::Display for WatchdogStatus {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            WatchdogStatus::Off => f.write_str("off"),
-            WatchdogStatus::Running { pid } => write!(f, "running (pid {pid})"),
-            WatchdogStatus::Restarting => f.write_str("restarting"),
-            WatchdogStatus::GaveUp => f.write_str("gave up"),
-            WatchdogStatus::Stopped => f.write_str("stopped"),
-        }
-    }
 }
 
 /// How much time the manager has spent deciding admissions: asking the policy stack, booking the

@@ -91,7 +91,7 @@ impl SharedOutput {
             StreamKind::Stdout => self.stdout.clone(),
             StreamKind::Stderr => self.stderr.clone(),
         };
-        crate::scan::watch(collector, from, scan)
+        crate::collector::watch_scan(collector, from, scan)
     }
 
     /// What the output held in memory costs, both streams together: the buffers of their kept

@@ -18,17 +18,19 @@
 //! What an operator or a host sees is [`WatchdogStatus`] and the restart count in the manager's
 //! stats. Without pidfds (Linux < 5.3) the watchdog runs unwatched, as it did before this link.
 
+mod command;
 mod ledger;
+#[cfg(test)]
+mod tests;
 
 use std::sync::{Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use dsh_contain::watchdog::{Exit, ExitNotice, Registration, Watchdog};
-use nix::sys::signal::Signal;
 
-use crate::containment::WatchdogCommand;
 use crate::lock::lock_unpoisoned;
-use crate::messages::WatchdogStatus;
+pub use command::WatchdogCommand;
+use command::{describe, say_goodbye, start_process};
 use ledger::Ledger;
 
 /// A watchdog that lived this long died of something other than its start: it is replaced at
@@ -386,74 +388,35 @@ fn backoff(quick_deaths: u32) -> Duration {
     }
 }
 
-/// Starts a watchdog process, registered as a direct child whose status is its own to reap (the
-/// subreaper's orphan reaper leaves it alone).
-fn start_process(command: &WatchdogCommand) -> Result<Watchdog, dsh_contain::SpawnError> {
-    let guard = dsh_contain::orphans::registry().spawning();
-    let watchdog = Watchdog::start(&command.program, &command.args)?;
-    guard.register(watchdog.pid());
-    Ok(watchdog)
+/// Whether a watchdog guards the runtime: if the runtime dies without goodbye, its watchdog kills
+/// every task and removes the spill directory. A watchdog that dies is replaced ([`WatchdogLink`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum WatchdogStatus {
+    /// No watchdog was asked for (a library host without a watchdog program).
+    #[default]
+    Off,
+    /// A watchdog runs and knows every registration in force.
+    Running {
+        /// Its process id.
+        pid: i32,
+    },
+    /// The watchdog died (or could not start); a new one is about to start.
+    Restarting,
+    /// It kept dying right after its start and is not restarted any more: the runtime serves on,
+    /// but a SIGKILL of it would leave its tasks running.
+    GaveUp,
+    /// The runtime shut down cleanly and said goodbye.
+    Stopped,
 }
 
-/// Tells `watchdog` goodbye and reaps it.
-fn say_goodbye(watchdog: Watchdog) {
-    let pid = watchdog.pid();
-    if let Err(err) = watchdog.goodbye() {
-        tracing::warn!(%err, "watchdog goodbye failed");
-    }
-    dsh_contain::orphans::registry().forget(pid);
-}
-
-/// How a watchdog ended, for the log.
-fn describe(status: Option<std::process::ExitStatus>) -> String {
-    use std::os::unix::process::ExitStatusExt;
-    let Some(status) = status else {
-        return "reaped by someone else".to_owned();
-    };
-    match (status.code(), status.signal()) {
-        (Some(code), _) => format!("exited with status {code}"),
-        (None, Some(signal)) => match Signal::try_from(signal) {
-            Ok(signal) => format!("killed by {signal}"),
-            Err(_) => format!("killed by signal {signal}"),
-        },
-        (None, None) => format!("ended ({status})"),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn backoff_doubles_per_quick_death_and_starts_at_once_after_a_long_life() {
-        assert_eq!(backoff(0), Duration::ZERO);
-        assert_eq!(backoff(1), FIRST_BACKOFF);
-        assert_eq!(backoff(2), FIRST_BACKOFF * 2);
-        assert_eq!(backoff(MAX_RESTARTS_IN_A_ROW), FIRST_BACKOFF * 16);
-    }
-
-    #[test]
-    fn a_link_without_a_watchdog_books_nothing_and_stays_off() {
-        let link = WatchdogLink::off();
-        link.register(Registration::Group(12));
-        link.goodbye();
-        assert_eq!(link.status(), (WatchdogStatus::Off, 0));
-        assert!(matches!(link.next_step(), Step::Done));
-    }
-
-    #[test]
-    fn a_watchdog_that_cannot_start_is_retried_after_a_backoff() {
-        let link = WatchdogLink::start(
-            WatchdogCommand {
-                program: "/nonexistent/dsh-watchdog".into(),
-                args: Vec::new(),
-            },
-            &[Registration::Runtime("n1")],
-        );
-        assert_eq!(link.status(), (WatchdogStatus::Restarting, 0));
-        assert!(matches!(link.next_step(), Step::Replace { after } if after == FIRST_BACKOFF));
-        link.goodbye();
-        assert_eq!(link.status(), (WatchdogStatus::Stopped, 0));
-        assert!(matches!(link.next_step(), Step::Done));
+impl std::fmt::Display for WatchdogStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            WatchdogStatus::Off => f.write_str("off"),
+            WatchdogStatus::Running { pid } => write!(f, "running (pid {pid})"),
+            WatchdogStatus::Restarting => f.write_str("restarting"),
+            WatchdogStatus::GaveUp => f.write_str("gave up"),
+            WatchdogStatus::Stopped => f.write_str("stopped"),
+        }
     }
 }

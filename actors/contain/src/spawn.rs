@@ -11,49 +11,30 @@
 //! - `CLONE_VFORK` suspends the calling thread until the child has exec'd or exited, so exec errors
 //!   are known when `spawn` returns, and carry the errno.
 //!
-//! Three methods are implemented so they can be measured against each other ([`Method`]); the
-//! argument and environment strings are checked for NUL bytes when a [`Program`] is built, before
-//! anything runs.
+//! The argument and environment strings are checked for NUL bytes when a [`Program`] is built,
+//! before anything runs. Besides the chosen method, [`Method::Clone3Fork`] (the fallback off
+//! x86_64) can be asked for with [`spawn_with`], and with the `bench-internals` feature
+//! `Method::SpawnThenJoin` (glibc `posix_spawn`, then a racy move into the cgroup), the baseline
+//! the timing harness (`tests/spawn_timing.rs`) measures against.
 //!
-//! ## Measurements and the choice
+//! ## The choice
 //!
-//! `tests/spawn_timing.rs` (ignored; run with `cargo nextest run -p dsh-contain --release
-//! --run-ignored only spawn_timing --no-capture`): `bash -c true` spawned, waited for and reaped,
-//! 100 per round, 21 rounds with the order rotated each round, medians of the rounds; 2 shared cores
-//! (load 2–14 from other builds), kernel 6.18, glibc 2.36, hybrid cgroups. "In spawn" is the time
-//! inside the spawn call alone (clone until the child's exec has replaced its memory).
-//!
-//! | case | spawn + wait | vs raw | in spawn |
-//! |---|---|---|---|
-//! | raw: glibc `posix_spawn`, no cgroup | 1460 µs | 1.00× | 111 µs |
-//! | (c) `clone3` + `CLONE_VM`, no cgroup | 1425 µs | 0.98× | 99 µs |
-//! | (a) `posix_spawn`, then write the pid to `cgroup.procs` (racy) | 1755 µs | 1.20× | 342 µs |
-//! | (b) `clone3` fork semantics, into a leaf | 1600 µs | 1.10× | 360 µs |
-//! | (c) `clone3` + `CLONE_VM`, into a leaf | 1511 µs | 1.03× | 136 µs |
-//! | (c) + v1 `pids`/`memory` leaves joined in the child | 1704 µs | 1.17× | 290 µs |
-//! | (c), a fresh leaf per process (mkdir, spawn, rmdir) | 1762 µs | 1.21× | 1201 µs |
-//! | (c), a recycled leaf per process ([`crate::LeafPool`]) | 1529 µs | 1.05× | 139 µs |
-//! | (c), a recycled leaf with v1 limits | 1616 µs | 1.11× | 262 µs |
-//!
-//! A second run under heavier load (13–18 on 2 cores) ordered the cases the same; its best rounds
-//! (less sensitive to load than medians): raw 1287 µs, (c) into a leaf 1372, (c) recycled leaf
-//! 1401 (1.09×), (c) recycled with v1 limits 1462 (1.14×), (c) fresh leaf 1440, (a) 1479, (b) 1412.
-//! Figures on a quiet machine are still to be taken for BENCHMARKS.md.
-//!
-//! **Chosen: (c) `Clone3Vm` with recycled leaves.** It is the only window-free method that costs no
-//! more than `posix_spawn` itself: (a) is racy and pays a cgroup migration in the parent; (b) copies
-//! the parent's page tables, which grows with the runtime's resident memory (this test process is
-//! small; a server holding large spill buffers would pay more). (c) is what glibc's `posix_spawn`
-//! does internally (`CLONE_VM | CLONE_VFORK` on a separate stack), so its soundness argument is the
-//! same: the calling thread is suspended until the child execs or exits, every signal is blocked
-//! across the clone and the child resets all handlers before unblocking, and the child code makes
-//! only async-signal-safe calls on data prepared beforehand. It needs a few lines of assembly per
+//! **(c) `Clone3Vm` with recycled leaves** ([`crate::LeafPool`]): it is the only window-free method
+//! that costs no more than `posix_spawn` itself (BENCHMARKS.md, "Spawn methods: why `clone3` with
+//! `CLONE_VM`", has the figures). (a) `posix_spawn` and a move is racy and pays a cgroup migration
+//! in the parent; (b) `clone3` with fork semantics copies the parent's page tables, which grows
+//! with the runtime's resident memory. (c) is what glibc's `posix_spawn` does internally
+//! (`CLONE_VM | CLONE_VFORK` on a separate stack), so its soundness argument is the same: the
+//! calling thread is suspended until the child execs or exits, every signal is blocked across the
+//! clone and the child resets all handlers before unblocking, and the child code makes only
+//! async-signal-safe calls on data prepared beforehand. It needs a few lines of assembly per
 //! architecture (x86_64 here; elsewhere [`Method::Clone3Vm`] falls back to (b)). The first process
-//! to enter a fresh cgroup costs about 1 ms more in the kernel (see `pool.rs`), hence the pool. The
-//! v1 joins (hybrid hosts with limits only) cost ~130 µs: two cgroup migrations in the child.
+//! to enter a fresh cgroup costs about 1 ms more in the kernel (see `pool.rs`), hence the pool.
 
 mod child;
 mod clone;
+#[cfg(feature = "bench-internals")]
+mod posix;
 
 use std::ffi::{CString, OsStr};
 use std::io;
@@ -81,6 +62,7 @@ pub enum SpawnError {
     #[error("clone3: {0}")]
     Clone(#[source] io::Error),
     /// Writing the pid into a cgroup after `posix_spawn` failed ([`Method::SpawnThenJoin`] only).
+    #[cfg(feature = "bench-internals")]
     #[error("moving the child into its cgroup: {0}")]
     Join(#[source] io::Error),
     /// The child failed at `step` before running the program (the child has been reaped).
@@ -99,10 +81,11 @@ impl SpawnError {
     pub fn raw_os_error(&self) -> Option<i32> {
         match self {
             SpawnError::InvalidString => None,
-            SpawnError::Setup(e)
-            | SpawnError::Clone(e)
-            | SpawnError::Join(e)
-            | SpawnError::Child { source: e, .. } => e.raw_os_error(),
+            SpawnError::Setup(e) | SpawnError::Clone(e) | SpawnError::Child { source: e, .. } => {
+                e.raw_os_error()
+            }
+            #[cfg(feature = "bench-internals")]
+            SpawnError::Join(e) => e.raw_os_error(),
         }
     }
 }
@@ -111,7 +94,8 @@ impl SpawnError {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Method {
     /// glibc `posix_spawn`, then the parent writes the pid into `cgroup.procs`. Racy: the child may
-    /// fork before it is moved. A baseline for measurement only.
+    /// fork before it is moved. A baseline for measurement only (the `bench-internals` feature).
+    #[cfg(feature = "bench-internals")]
     SpawnThenJoin,
     /// `clone3(CLONE_INTO_CGROUP | CLONE_VFORK | CLONE_PIDFD)` without `CLONE_VM`: the child is a
     /// copy-on-write copy of the parent (page tables are copied).
@@ -206,7 +190,8 @@ impl Program {
     }
 
     /// The soft open-files limit the program starts with (capped at the hard limit), set in the
-    /// child before exec; `None` keeps the parent's. Not applied by [`Method::SpawnThenJoin`].
+    /// child before exec; `None` keeps the parent's. Not applied by `Method::SpawnThenJoin` (a
+    /// `bench-internals` baseline).
     pub fn with_nofile_soft_limit(mut self, soft: Option<u64>) -> Self {
         self.nofile_soft = soft;
         self
@@ -214,7 +199,7 @@ impl Program {
 
     /// Confines the program with `ruleset` (see [`crate::landlock`]): the child restricts itself as
     /// its last step before exec, and a refusal fails the spawn. Not supported by
-    /// [`Method::SpawnThenJoin`], which then refuses to spawn.
+    /// `Method::SpawnThenJoin` (a `bench-internals` baseline), which then refuses to spawn.
     pub fn with_landlock(mut self, ruleset: Option<crate::landlock::Ruleset>) -> Self {
         self.landlock = ruleset;
         self
@@ -238,7 +223,8 @@ pub struct Stdio<'a> {
 pub struct Child {
     /// The child's pid, also its process group and session id.
     pub pid: i32,
-    /// A pidfd for the child (`None` only for [`Method::SpawnThenJoin`] when `pidfd_open` failed).
+    /// A pidfd for the child (`None` only for the `bench-internals` baseline
+    /// `Method::SpawnThenJoin`, when `pidfd_open` failed).
     pub pidfd: Option<OwnedFd>,
 }
 
@@ -297,7 +283,8 @@ pub fn spawn_with(
             .map(crate::landlock::Ruleset::raw_fd),
     };
     let result = match method {
-        Method::SpawnThenJoin => clone::posix_spawn_then_join(&request),
+        #[cfg(feature = "bench-internals")]
+        Method::SpawnThenJoin => posix::posix_spawn_then_join(&request),
         Method::Clone3Fork => clone::clone3_fork(&request),
         Method::Clone3Vm => clone::clone3_vm(&request),
     };

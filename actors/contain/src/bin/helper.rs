@@ -1,5 +1,6 @@
 //! Test helper for dsh-contain (not part of dsh): plays the watchdog, or a "runtime" that the
-//! watchdog tests kill with SIGKILL.
+//! watchdog tests kill with SIGKILL. Built only with the `bench-internals` feature, which this
+//! crate's own tests turn on (a dev-dependency on itself), so a build of the product never has it.
 //!
 //! - `dsh-contain-helper __watchdog [tag]`: [`watchdog_main`] on stdin (the tag only makes the
 //!   process findable by its command line);

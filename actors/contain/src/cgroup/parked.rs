@@ -8,7 +8,7 @@ use std::sync::atomic::AtomicBool;
 use nix::fcntl::{OFlag, open};
 use nix::sys::stat::Mode;
 
-use super::{Leaf, Limits, OomSource, rmdir_retry};
+use super::{Leaf, Limits, OomSource, remove_dirs};
 use crate::error::{Error, Result};
 
 /// An emptied leaf waiting in the pool: its directories, without the descriptors a live leaf keeps
@@ -63,16 +63,6 @@ fn open_procs(dir: &Path) -> Result<OwnedFd> {
     let procs = dir.join("cgroup.procs");
     open(&procs, OFlag::O_WRONLY | OFlag::O_CLOEXEC, Mode::empty())
         .map_err(|e| Error::io("open", &procs, e.into()))
-}
-
-pub(super) fn remove_dirs<'a>(dirs: impl Iterator<Item = &'a PathBuf>) -> Result<()> {
-    let mut result = Ok(());
-    for dir in dirs {
-        if let Err(e) = rmdir_retry(dir) {
-            result = result.and(Err(e));
-        }
-    }
-    result
 }
 
 impl Leaf {

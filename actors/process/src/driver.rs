@@ -5,12 +5,16 @@
 //! State machine, written out:
 //!
 //! ```text
-//!   leader      Running ──wait()──► Exited(status) ──both pipes EOF──┬─ not killed ─► Settled(Closed)
-//!                                        └──── drain grace elapsed ──┤─ not killed ─► Settled(DrainGrace)
-//!                                                                    └─ killed ─► AwaitingAllGone
+//!   leader      Running ──wait()──► Exited{status, drain_until} ──both pipes EOF──┬─ not killed ─► Settled(Closed)
+//!                                        └──── drain grace elapsed (drain_until) ──┤─ not killed ─► Settled(DrainGrace)
+//!                                                                                  └─ killed ─► AwaitingAllGone
 //!               AwaitingAllGone ──every process of it gone──► Settled(Closed | DrainGrace)
-//!   escalation  Idle ──kill token──► TermSent{kill_at} ──kill_at──► KillSent
+//!   escalation  Idle ──kill token──► TermSent{kill_at} ──kill_at──┬─ something alive ─► KillSent
+//!                                                                 └─ nothing alive ───► NothingToKill
 //! ```
+//!
+//! Both rows are enums in the code (`Leader`, `Escalation`); the signals an outcome reports
+//! sent are read off the escalation's state.
 //!
 //! A kill arrives one way: its kill token fires (the manager cancelled it, or the spawn's abort signal,
 //! its parent, fired). In any leader state that sends SIGTERM to every process of the child (its
@@ -54,12 +58,54 @@ const READ_SIZE: usize = 64 * 1024;
 /// copied into the stream's tail (`tail.rs`), never kept in the buffer.
 const KEEP_BUFFER_MIN: usize = 16 * 1024;
 
-/// Where the kill escalation stands.
-#[derive(Clone, Copy, Debug)]
+/// Where the leader stands (the diagram's first row, up to settlement).
+#[derive(Debug)]
+enum Leader {
+    /// Running: its exit is awaited.
+    Running,
+    /// It exited (or waiting for it failed); the pipes are drained until `drain_until`.
+    Exited {
+        status: io::Result<ExitStatus>,
+        drain_until: Instant,
+    },
+}
+
+/// Where the kill escalation stands (the diagram's second row).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Escalation {
+    /// No kill was asked for; the kill token is listened to.
     Idle,
+    /// SIGTERM went to every process of the child; SIGKILL is armed for `kill_at`.
     TermSent { kill_at: Instant },
+    /// The grace ran out with something still alive: SIGKILL went to what was left.
     KillSent,
+    /// The grace ran out with nothing alive: SIGTERM sufficed, no SIGKILL was sent.
+    NothingToKill,
+}
+
+impl Escalation {
+    /// Whether a kill was asked for (the process settles only when all of it is gone).
+    fn killed(self) -> bool {
+        self != Escalation::Idle
+    }
+
+    /// The grace ran out; `sigkill_sent`: something was alive and got SIGKILL.
+    fn grace_over(sigkill_sent: bool) -> Self {
+        if sigkill_sent {
+            Escalation::KillSent
+        } else {
+            Escalation::NothingToKill
+        }
+    }
+
+    /// The signals sent to the process, in order.
+    fn signals_sent(self) -> Vec<Signal> {
+        match self {
+            Escalation::Idle => Vec::new(),
+            Escalation::TermSent { .. } | Escalation::NothingToKill => vec![Signal::SIGTERM],
+            Escalation::KillSent => vec![Signal::SIGTERM, Signal::SIGKILL],
+        }
+    }
 }
 
 /// What woke the driver up.
@@ -181,31 +227,34 @@ impl Driver {
     /// the containment handle, for the manager to recycle or keep as a straggler, and whether
     /// anything of it outside its group was still alive then.
     pub(crate) async fn run(mut self) -> (Contained, bool) {
-        let mut exit: Option<io::Result<ExitStatus>> = None;
-        let mut drain_until: Option<Instant> = None;
+        let mut leader = Leader::Running;
         let mut escalation = Escalation::Idle;
-        let mut signals_sent = Vec::new();
-        let mut kill_armed = true;
         let mut out_buf = Vec::new();
         let mut err_buf = Vec::new();
         let far_future = Instant::now() + Duration::from_secs(86400 * 365);
 
         let settlement = loop {
-            if exit.is_some() && self.stdout.is_none() && self.stderr.is_none() {
+            let drain_until = match &leader {
+                Leader::Running => None,
+                Leader::Exited { drain_until, .. } => Some(*drain_until),
+            };
+            if drain_until.is_some() && self.stdout.is_none() && self.stderr.is_none() {
                 break Settlement::Closed;
             }
             let kill_at = match escalation {
                 Escalation::TermSent { kill_at } => Some(kill_at),
                 _ => None,
             };
+            // A fired token stays fired: listening again after the kill would spin.
+            let listening_for_kill = escalation == Escalation::Idle;
             // Unbiased on purpose: a flooding stdout must not starve a kill request or a timer.
             let event = tokio::select! {
                 read = read_chunk(self.stdout.as_ref(), &mut out_buf), if self.stdout.is_some() =>
                     Event::Output(StreamKind::Stdout, read),
                 read = read_chunk(self.stderr.as_ref(), &mut err_buf), if self.stderr.is_some() =>
                     Event::Output(StreamKind::Stderr, read),
-                status = self.exit.wait(), if exit.is_none() => Event::LeaderExited(status),
-                () = self.kill.cancelled(), if kill_armed => Event::KillRequested,
+                status = self.exit.wait(), if matches!(leader, Leader::Running) => Event::LeaderExited(status),
+                () = self.kill.cancelled(), if listening_for_kill => Event::KillRequested,
                 () = sleep_until(kill_at.unwrap_or(far_future)), if kill_at.is_some() => Event::EscalateToKill,
                 () = sleep_until(drain_until.unwrap_or(far_future)), if drain_until.is_some() => Event::DrainGraceOver,
             };
@@ -237,31 +286,28 @@ impl Driver {
                         // v1 killed only the largest process: end the rest of the leaf too.
                         self.guard.signal(Signal::SIGKILL);
                     }
-                    exit = Some(status);
-                    drain_until = Some(Instant::now() + self.grace);
+                    leader = Leader::Exited {
+                        status,
+                        drain_until: Instant::now() + self.grace,
+                    };
                 }
                 Event::KillRequested => {
-                    // A fired token stays fired: listening again would spin.
-                    kill_armed = false;
-                    if let Escalation::Idle = escalation {
-                        self.guard.signal(Signal::SIGTERM);
-                        signals_sent.push("SIGTERM");
-                        tracing::debug!(
-                            pgid = self.pgid,
-                            grace_ms = self.grace.as_millis() as u64,
-                            "sent SIGTERM; SIGKILL armed"
-                        );
-                        escalation = Escalation::TermSent {
-                            kill_at: Instant::now() + self.grace,
-                        };
-                    }
+                    self.guard.signal(Signal::SIGTERM);
+                    tracing::debug!(
+                        pgid = self.pgid,
+                        grace_ms = self.grace.as_millis() as u64,
+                        "sent SIGTERM; SIGKILL armed"
+                    );
+                    escalation = Escalation::TermSent {
+                        kill_at: Instant::now() + self.grace,
+                    };
                 }
                 Event::EscalateToKill => {
-                    if self.guard.sigkill_if_alive().await {
-                        signals_sent.push("SIGKILL");
+                    let sigkill_sent = self.guard.sigkill_if_alive().await;
+                    if sigkill_sent {
                         tracing::debug!(pgid = self.pgid, "grace over; sent SIGKILL");
                     }
-                    escalation = Escalation::KillSent;
+                    escalation = Escalation::grace_over(sigkill_sent);
                 }
                 Event::DrainGraceOver => {
                     tracing::debug!(
@@ -274,10 +320,7 @@ impl Driver {
         };
 
         // A killed process settles once all of it is gone: then nothing of it remains anywhere.
-        let all_gone = !matches!(escalation, Escalation::Idle)
-            && self
-                .await_all_gone(&mut escalation, &mut signals_sent)
-                .await;
+        let all_gone = escalation.killed() && self.await_all_gone(&mut escalation).await;
         self.guard.armed = false;
         // Settled: nothing more is signalled, so the leader's pid (the group's number) may go.
         self.exit.reap();
@@ -288,10 +331,15 @@ impl Driver {
         // Dropping our read ends: a descendant that writes later gets EPIPE, as in the seeds.
         self.stdout = None;
         self.stderr = None;
-        let (exit_code, signal) = match &exit {
+        let (exit_code, signal) = match (&leader, escalation) {
             // SIGKILL was needed: it is what ended the process, whatever ended the leader.
-            _ if signals_sent.contains(&"SIGKILL") => (None, Some("SIGKILL".to_owned())),
-            Some(Ok(status)) => (status.code(), status.signal().map(signal_name)),
+            (_, Escalation::KillSent) => (None, Some(Signal::SIGKILL.as_str().to_owned())),
+            (
+                Leader::Exited {
+                    status: Ok(status), ..
+                },
+                _,
+            ) => (status.code(), status.signal().map(signal_name)),
             _ => (None, None),
         };
         tracing::debug!(
@@ -313,7 +361,7 @@ impl Driver {
             stdout,
             stderr,
             settlement,
-            signals_sent,
+            signals_sent: escalation.signals_sent(),
             oom_killed,
         };
         let contained = self.guard.contained.take().unwrap_or(Contained::Group);
@@ -333,11 +381,7 @@ impl Driver {
     /// `AwaitingAllGone`: a killed process whose leader and pipes are done waits until every process
     /// of it is gone, sending the armed SIGKILL when its time comes. Returns whether all of it is
     /// gone (`false`: it survived SIGKILL, and is settled anyway).
-    async fn await_all_gone(
-        &mut self,
-        escalation: &mut Escalation,
-        signals_sent: &mut Vec<&'static str>,
-    ) -> bool {
+    async fn await_all_gone(&mut self, escalation: &mut Escalation) -> bool {
         loop {
             let deadline = match *escalation {
                 Escalation::TermSent { kill_at } => kill_at,
@@ -351,11 +395,11 @@ impl Driver {
                 () = sleep_until(deadline) => {}
             }
             if let Escalation::TermSent { .. } = escalation {
-                if self.guard.sigkill_if_alive().await {
-                    signals_sent.push("SIGKILL");
+                let sigkill_sent = self.guard.sigkill_if_alive().await;
+                if sigkill_sent {
                     tracing::debug!(pgid = self.pgid, "grace over; sent SIGKILL to what is left");
                 }
-                *escalation = Escalation::KillSent;
+                *escalation = Escalation::grace_over(sigkill_sent);
             } else {
                 tracing::warn!(
                     pgid = self.pgid,

@@ -2,6 +2,8 @@
 
 use std::path::PathBuf;
 
+use crate::signal::Signal;
+
 /// Which output stream of a child.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum StreamKind {
@@ -71,8 +73,9 @@ pub struct ProcessOutcome {
     pub stderr: CollectedOutput,
     /// Whether it settled with both pipes closed or at the end of the drain grace.
     pub settlement: Settlement,
-    /// The group signals its driver sent, in order (`SIGTERM`, then maybe `SIGKILL`).
-    pub signals_sent: Vec<&'static str>,
+    /// The signals its driver sent to every process of it, in order (`SIGTERM`, then maybe
+    /// `SIGKILL`).
+    pub signals_sent: Vec<Signal>,
     /// The kernel killed a process of it for memory (a `--task-max-memory` limit was hit).
     pub oom_killed: bool,
 }

@@ -8,7 +8,8 @@
 
 use std::fs;
 
-use nix::sys::signal::{Signal, killpg};
+pub use nix::sys::signal::Signal;
+use nix::sys::signal::killpg;
 use nix::unistd::Pid;
 
 /// Sends `signal` to every member of group `pgid`. Returns whether the kernel accepted it.

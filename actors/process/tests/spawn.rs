@@ -113,7 +113,10 @@ async fn pl_08_sigkill_escalation_when_term_is_trapped() {
     assert_eq!(h.kill(spawned.id).await, KillOutcome::Requested);
     let out = h.wait(spawned.id).await;
     assert_eq!(out.signal.as_deref(), Some("SIGKILL"));
-    assert_eq!(out.signals_sent, vec!["SIGTERM", "SIGKILL"]);
+    assert_eq!(
+        out.signals_sent,
+        vec![signal::Signal::SIGTERM, signal::Signal::SIGKILL]
+    );
     assert_gone(spawned.pid).await;
     h.shutdown().await;
 }
@@ -181,7 +184,7 @@ async fn pl_13_kill_is_idempotent() {
     assert_eq!(out.signal.as_deref(), Some("SIGTERM"));
     assert_eq!(
         out.signals_sent,
-        vec!["SIGTERM"],
+        vec![signal::Signal::SIGTERM],
         "the second kill did not restart the escalation"
     );
     h.shutdown().await;

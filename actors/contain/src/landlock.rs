@@ -108,7 +108,8 @@ pub enum Coverage {
 /// What a command may do, as a Landlock ruleset.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct RulesetSpec {
-    /// Readable and executable everywhere below these paths (the seeds use `/`).
+    /// Readable and executable everywhere below these paths (dsh grants `/`: docs/ARCHITECTURE.md,
+    /// "Sandbox").
     pub read_only: Vec<PathBuf>,
     /// Fully writable below these paths (or these files, such as `/dev/null`). Canonical: a path with
     /// a symbolic link in it is refused when the ruleset is built.

@@ -1,7 +1,8 @@
 //! A cancellation signal that carries a reason.
 //!
-//! The seeds pass an `AbortSignal` into a spawn: firing it starts the group kill, and a signal that is
-//! already aborted before the spawn makes the spawn fail with `aborted before spawn: <reason>`. Tokio's
+//! A spawn takes an `AbortSignal` (the call's cancel; docs/ARCHITECTURE.md, "The life of a foreground
+//! call", step 3): firing it starts the group kill, and a signal that is already aborted before the
+//! spawn makes the spawn fail with `aborted before spawn: <reason>`. Tokio's
 //! `CancellationToken` has no reason, so this wraps one together with a write-once reason string.
 
 use std::sync::{Arc, OnceLock};

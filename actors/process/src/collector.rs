@@ -1,8 +1,8 @@
 //! Per-stream output collection: count every byte, keep the tail in memory, spill the whole stream.
 //!
-//! As in the seeds, with one decision of ours: a tail cut never splits a UTF-8 code point, and an
-//! offset read of an open stream stops before an incomplete sequence at its end, so the next read starts
-//! on a character boundary.
+//! A tail cut never splits a UTF-8 code point, and an offset read of an open stream stops before an
+//! incomplete sequence at its end, so the next read starts on a character boundary (docs/CONTRACT.md,
+//! "What every command gets").
 //!
 //! Memory stays bounded however much a command prints: at most `max_bytes` are held, in one buffer
 //! (`tail.rs`). The spill file receives everything up to `max_spill_bytes`; a larger stream loses its

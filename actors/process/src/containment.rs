@@ -8,7 +8,7 @@
 //!   `populated 0`; an emptied leaf goes back to the pool unless it was killed (the pool decides).
 //! - [`Mode::Subreaper`]: the runtime is a child subreaper and every child carries the marker
 //!   `DSH_TASK=<runtime>:<process>`; kill = every marked process, all gone = none left marked;
-//!   adopted orphans are reaped on SIGCHLD (`orphans.rs`).
+//!   adopted orphans are reaped on SIGCHLD (`dsh_contain::orphans`).
 //! - [`Mode::Group`]: the process group only.
 //!
 //! In subreaper and group modes, what needs a walk over `/proc` (the marked processes to signal,

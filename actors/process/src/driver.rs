@@ -25,7 +25,7 @@
 //! holding a pipe at `DrainGrace` keeps running; the manager keeps its containment handle and kills
 //! it at disposal. On v1 memory limits the kernel OOM-kills only the largest process, so a leader
 //! exit after an OOM kill kills the rest of the leaf too. The leader stays a zombie until the
-//! process has settled (`reap.rs`), which keeps its group's number from being reused while the
+//! process has settled (`dsh_contain::reap`), which keeps its group's number from being reused while the
 //! driver may still signal the group; after settlement nothing is signalled by this driver, so a pid
 //! the kernel has reused is never hit.
 
@@ -328,7 +328,8 @@ impl Driver {
         if let Some(writer) = self.stdin_writer.take() {
             writer.abort();
         }
-        // Dropping our read ends: a descendant that writes later gets EPIPE, as in the seeds.
+        // Dropping our read ends: a descendant that writes later gets EPIPE, and one that holds
+        // them runs on as a straggler (docs/ARCHITECTURE.md, "Settlement").
         self.stdout = None;
         self.stderr = None;
         let (exit_code, signal) = match (&leader, escalation) {

@@ -1,8 +1,8 @@
 //! The rules of a child's environment: the ambient environment with credentials scrubbed, then the
-//! caller's ordinary entries, then the managed `DSH_*` entries. The merge itself is done once, in
-//! `child_env`, straight into the form `posix_spawn` takes.
+//! caller's ordinary entries, then the managed `DSH_*` entries (docs/CONTRACT.md, "What every command
+//! gets"). The merge itself is done once, in `child_env`, straight into the form `execve` takes.
 //!
-//! The scrub is a name heuristic, as in the seeds and in Codex: any ambient name containing `KEY`,
+//! The scrub is a name heuristic: any ambient name containing `KEY`,
 //! `SECRET` or `TOKEN` in any case is dropped, and so is every ambient `DSH_*` name, so a child only ever
 //! sees the managed facts of its own call; so is anything that changes how the shell starts (`BASH_ENV`,
 //! `ENV`, `SHELLOPTS`, `BASHOPTS`, exported `BASH_FUNC_*` functions). An explicit caller entry wins.
@@ -108,7 +108,7 @@ mod tests {
     }
 
     #[test]
-    fn channel_violations_have_the_seed_messages() {
+    fn channel_violations_have_the_contract_messages() {
         let err = validate_channels(&map(&[("DSH_WRONG_CHANNEL", "bad")]), &map(&[])).unwrap_err();
         assert_eq!(
             err.to_string(),

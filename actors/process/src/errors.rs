@@ -1,5 +1,5 @@
-//! The errors of the process layer. Messages are lowercase, without a trailing period, and the ones the
-//! seeds pin are exact (docs/CONTRACT.md lists them).
+//! The errors of the process layer. Messages are lowercase, without a trailing period, and the ones a
+//! model sees are exactly as docs/CONTRACT.md, "Errors", states them.
 
 use std::io;
 use std::path::PathBuf;
@@ -37,7 +37,7 @@ pub enum SpawnError {
         /// What the operating system said.
         source: io::Error,
     },
-    /// The process policy refused admission (the text keeps the seeds' wording).
+    /// The process policy refused admission (the text is docs/CONTRACT.md's, "Errors").
     #[error("spawn refused by supervisor policy: {0}")]
     Refused(String),
     /// The manager is shutting down or has shut down.

@@ -65,7 +65,8 @@ impl Admission {
 /// the pipes past the drain grace, or survived the kill).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StragglerAction {
-    /// Leave it running (as the seeds do) and kill it when the manager shuts down.
+    /// Leave it running and kill it when the manager shuts down (the default: docs/ARCHITECTURE.md,
+    /// "Settlement").
     KeepUntilShutdown,
     /// SIGKILL the group now.
     KillNow,

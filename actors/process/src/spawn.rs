@@ -1,7 +1,8 @@
 //! Starting a child in its own session, inside its containment, with a clean start.
 //!
 //! The child is started by `dsh_contain::spawn` (`clone3` with `CLONE_VM | CLONE_VFORK`, the same
-//! fast path glibc's `posix_spawn` takes, see that crate for the measurements), which gives it:
+//! fast path glibc's `posix_spawn` takes; BENCHMARKS.md, "Spawn methods", has the measurements),
+//! which gives it:
 //! - a new session and process group (pgid = pid) and no controlling terminal, so prompts for
 //!   `/dev/tty` fail fast instead of hanging;
 //! - an empty signal mask and default dispositions for every handled signal and for HUP, INT, QUIT,
@@ -15,7 +16,7 @@
 //!   `chdir` in the child is reported the same way) and exec errors with their errno.
 //!
 //! The program is looked up on the child's own `PATH`. The child is reaped through the pidfd the
-//! spawn returns (`reap.rs`), never by tokio.
+//! spawn returns (`dsh_contain::reap`), never by tokio.
 
 use std::collections::HashMap;
 use std::ffi::{CString, OsStr, OsString};

@@ -4,7 +4,8 @@
 //! with exclusive-create and mode 0600 so nobody else can read them or plant a symlink in their place.
 //! Files are created relative to a descriptor of the directory the runtime opened once ([`SpillDir`]),
 //! with `O_NOFOLLOW`: a command that swaps the directory (or a path component) for a symlink cannot
-//! redirect a spill file. Names follow the seeds: `dsh-proc-<pid>-<counter>-<12 hex>-<stdout|stderr>.log`.
+//! redirect a spill file. Names are as docs/CONTRACT.md, "What every command gets", states:
+//! `dsh-proc-<pid>-<counter>-<12 hex>-<stdout|stderr>.log`.
 
 use std::fs::File;
 use std::io::{self, Read};

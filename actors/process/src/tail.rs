@@ -14,7 +14,7 @@
 //!                              Final (exactly its bytes, in order; pages when large)
 //! ```
 //!
-//! Large buffers are page-backed (`pages.rs`): freed, they go back to the system at once instead of
+//! Large buffers are page-backed (`dsh_contain::pages`): freed, they go back to the system at once instead of
 //! leaving holes in the heap.
 
 use dsh_contain::pages::Pages;

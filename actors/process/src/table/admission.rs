@@ -189,7 +189,9 @@ impl ProcessTable {
         }
     }
 
-    /// The synchronous checks of a spawn, in the seeds' order; returns the child's environment.
+    /// The synchronous checks of a spawn, in a fixed order (shut down, aborted, empty argv, then the
+    /// environment's channel rules), so the first that fails names the error; returns the child's
+    /// environment.
     fn validate(&self, spec: &ProcessSpawnSpec) -> Result<ChildEnv, SpawnError> {
         if self.shutting_down {
             return Err(SpawnError::ShutDown);

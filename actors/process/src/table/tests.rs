@@ -72,7 +72,7 @@ async fn launch_and_settle(table: &mut ProcessTable) -> (ProcessId, Pacing) {
 }
 
 #[test]
-fn checks_come_in_the_seeds_order() {
+fn checks_come_in_a_fixed_order() {
     let spill = tempfile::tempdir().unwrap();
     let mut table = table(Box::new(AdmitAll), &spill);
     let aborted = AbortSignal::new();

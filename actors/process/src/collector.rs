@@ -13,7 +13,7 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use crate::outcome::{CollectedOutput, ReadResult, StreamKind};
-use crate::scan::{CatchUp, Scans, StreamScan, StreamView};
+use crate::scan::{CatchUp, Piece, Scans, StreamScan, StreamView};
 use crate::spill::{SpillDir, create_spill_file};
 use crate::tail::Tail;
 
@@ -119,11 +119,10 @@ impl OutputCollector {
         id: u64,
         scan: Box<dyn StreamScan>,
         fed: usize,
-        held: bool,
-        lost: bool,
+        piece: Piece,
     ) {
         let view = view(self.total, &self.tail, &self.spill);
-        self.scans.returned(id, scan, fed, held, lost, &view);
+        self.scans.returned(id, scan, fed, piece, &view);
     }
 
     /// Forgets scan `id`.

@@ -136,6 +136,17 @@ pub(crate) enum CatchUp {
     },
 }
 
+/// How one piece of a catch-up ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Piece {
+    /// The scan was fed the whole piece and does not hold yet.
+    Fed,
+    /// The condition holds on what the scan was fed.
+    Held,
+    /// The spill file gave fewer bytes than asked (or none): what lay after them is lost.
+    Lost,
+}
+
 impl Scans {
     /// Registers `scan` from whole-stream offset `from`. Returns its id and whether it must catch
     /// up; `None` if it already holds (`hit` is then told).
@@ -234,15 +245,14 @@ impl Scans {
         }
     }
 
-    /// Takes back scan `id` after a piece of its catch-up: it was fed `fed` more bytes (`held`: and
-    /// then held), or, `lost`, the spill file could not give them.
+    /// Takes back scan `id` after a piece of its catch-up: it was fed `fed` more bytes, and the
+    /// piece ended as `piece` says.
     pub(crate) fn returned(
         &mut self,
         id: u64,
         scan: Box<dyn StreamScan>,
         fed: usize,
-        held: bool,
-        lost: bool,
+        piece: Piece,
         view: &StreamView<'_>,
     ) {
         let Some(index) = self.registered.iter().position(|r| r.id == id) else {
@@ -251,11 +261,13 @@ impl Scans {
         let registered = &mut self.registered[index];
         registered.state = ScanState::Live(scan);
         registered.position += fed as u64;
-        if held {
-            registered.tell();
-            self.registered.swap_remove(index);
-        } else if lost {
-            self.gap(index, view);
+        match piece {
+            Piece::Held => {
+                registered.tell();
+                self.registered.swap_remove(index);
+            }
+            Piece::Lost => self.gap(index, view),
+            Piece::Fed => {}
         }
     }
 

@@ -11,7 +11,7 @@ use tokio::sync::oneshot;
 
 use super::OutputCollector;
 use crate::lock::lock_unpoisoned;
-use crate::scan::{CatchUp, ScanWatch, StreamScan};
+use crate::scan::{CatchUp, Piece, ScanWatch, StreamScan};
 use crate::spill::read_spill;
 
 /// Resolves once `scan`, registered on `collector` from offset `from`, holds; catches it up from the
@@ -57,22 +57,30 @@ async fn catch_up(collector: &Arc<Mutex<OutputCollector>>, id: u64) {
             return;
         };
         let read = tokio::task::spawn_blocking(move || {
-            let piece = read_spill(&dir, &path, offset, len);
-            let (fed, held, lost) = match &piece {
-                Ok(bytes) => (bytes.len(), scan.feed(bytes), bytes.len() < len),
+            let (fed, piece) = match read_spill(&dir, &path, offset, len) {
+                Ok(bytes) => {
+                    let piece = if scan.feed(&bytes) {
+                        Piece::Held
+                    } else if bytes.len() < len {
+                        Piece::Lost
+                    } else {
+                        Piece::Fed
+                    };
+                    (bytes.len(), piece)
+                }
                 Err(err) => {
                     tracing::debug!(%err, path = %path.display(), "reading a spill file back for a scan");
-                    (0, false, true)
+                    (0, Piece::Lost)
                 }
             };
-            (scan, fed, held, lost)
+            (scan, fed, piece)
         })
         .await;
-        let Ok((scan, fed, held, lost)) = read else {
+        let Ok((scan, fed, piece)) = read else {
             // The blocking pool is gone (the runtime is stopping); the scan with it.
             return;
         };
-        lock_unpoisoned(collector).scan_returned(id, scan, fed, held, lost);
+        lock_unpoisoned(collector).scan_returned(id, scan, fed, piece);
     }
 }
 

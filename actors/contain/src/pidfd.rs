@@ -109,3 +109,24 @@ pub(crate) fn waitid(
         }
     }
 }
+
+/// `waitpid(pid, flags)`: reaps the child `pid` once it has exited and returns its status; `Ok(None)`
+/// while it runs (with `WNOHANG` in `flags`). Retries on EINTR. The raw call for the reason
+/// [`waitid`] gives: the status stays as the kernel gave it.
+pub(crate) fn waitpid(pid: i32, flags: i32) -> io::Result<Option<ExitStatus>> {
+    let mut status = 0;
+    loop {
+        // SAFETY: waitpid on one child with a valid out-pointer for the duration of the call.
+        let reaped = unsafe { libc::waitpid(pid, &mut status, flags) };
+        if reaped == pid {
+            return Ok(Some(ExitStatus::from_raw(status)));
+        }
+        if reaped == 0 {
+            return Ok(None);
+        }
+        let err = io::Error::last_os_error();
+        if err.raw_os_error() != Some(libc::EINTR) {
+            return Err(err);
+        }
+    }
+}

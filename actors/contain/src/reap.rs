@@ -152,23 +152,12 @@ fn exited(pid: i32, flags: i32) -> io::Result<Option<ExitStatus>> {
     crate::pidfd::waitid(libc::P_PID, pid as libc::id_t, libc::WNOWAIT | flags)
 }
 
-/// `waitpid(pid, flags)`: `Ok(None)` while the child still runs (with `WNOHANG`). The raw call for
-/// the reason `pidfd::waitid` gives: the status stays as the kernel gave it.
+/// `waitpid(pid, flags)` ([`crate::pidfd::waitpid`]); a reaped pid is forgotten by the registry of
+/// direct children.
 fn waitpid(pid: i32, flags: i32) -> io::Result<Option<ExitStatus>> {
-    let mut status = 0;
-    loop {
-        // SAFETY: `status` is a valid out-pointer for the duration of the call.
-        let result = unsafe { libc::waitpid(pid, &mut status, flags) };
-        if result == pid {
-            crate::orphans::registry().forget(pid);
-            return Ok(Some(ExitStatus::from_raw(status)));
-        }
-        if result == 0 {
-            return Ok(None);
-        }
-        let err = io::Error::last_os_error();
-        if err.raw_os_error() != Some(libc::EINTR) {
-            return Err(err);
-        }
+    let reaped = crate::pidfd::waitpid(pid, flags)?;
+    if reaped.is_some() {
+        crate::orphans::registry().forget(pid);
     }
+    Ok(reaped)
 }

@@ -36,7 +36,6 @@ use std::ffi::OsStr;
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Write};
 use std::os::fd::{AsFd, OwnedFd};
-use std::os::unix::process::ExitStatusExt;
 use std::path::{Component, Path, PathBuf};
 use std::process::ExitStatus;
 
@@ -229,21 +228,7 @@ impl Watchdog {
                 reaped => return reaped,
             }
         }
-        let mut status = 0;
-        loop {
-            // SAFETY: waitpid on our own child with a valid out-pointer.
-            let reaped = unsafe { libc::waitpid(pid, &mut status, flags) };
-            if reaped == pid {
-                return Ok(Some(ExitStatus::from_raw(status)));
-            }
-            if reaped == 0 {
-                return Ok(None);
-            }
-            let err = io::Error::last_os_error();
-            if err.raw_os_error() != Some(libc::EINTR) {
-                return Err(err);
-            }
-        }
+        crate::pidfd::waitpid(pid, flags)
     }
 }
 

@@ -389,7 +389,8 @@ fn backoff(quick_deaths: u32) -> Duration {
 }
 
 /// Whether a watchdog guards the runtime: if the runtime dies without goodbye, its watchdog kills
-/// every task and removes the spill directory. A watchdog that dies is replaced ([`WatchdogLink`]).
+/// every task and removes the spill directory. A watchdog that dies is replaced (the
+/// link to it, `watchdog_link.rs`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum WatchdogStatus {
     /// No watchdog was asked for (a library host without a watchdog program).

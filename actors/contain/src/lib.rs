@@ -30,15 +30,17 @@
 //!   register the spill directory; await its [`watchdog::ExitNotice`], and when it fires
 //!   [`watchdog::Watchdog::reap_if_exited`] and start a new one told everything still live. Cgroup mode: [`CgroupTree::create`] with the requested limits,
 //!   register [`CgroupTree::path`] and [`CgroupTree::v1_paths`], keep a [`LeafPool`]. Subreaper
-//!   mode: [`subreaper::become_subreaper`], register the runtime nonce, keep a
-//!   [`subreaper::ChildRegistry`] and call [`subreaper::ChildRegistry::reap_orphans`] on SIGCHLD.
+//!   mode: [`subreaper::become_subreaper`], register the runtime nonce with the process-wide
+//!   [`orphans::registry`], and start [`orphans::reap_on_sigchld`] (it calls
+//!   [`subreaper::ChildRegistry::reap_orphans`] on SIGCHLD).
 //! - **Spawn:** build a [`Program`] (resolved path, argv, the child's whole environment including
 //!   `DSH_TASK` in subreaper mode, cwd); [`spawn()`](fn@spawn) with stdio fds and, in cgroup mode,
 //!   `Some(leaf.target())` from [`LeafPool::acquire`]. The returned [`Child`] has the pid (= pgid =
-//!   sid) and a pidfd for the exit watcher. Subreaper mode: hold
-//!   [`subreaper::ChildRegistry::spawning`] across the spawn and `register` the pid (and `forget`
-//!   it after reaping); send `Registration::Group(pid)` to the watchdog.
-//! - **Kill:** SIGTERM to the group as today; at the grace's end [`Leaf::kill`] (cgroup) or
+//!   sid) and a pidfd for the [`reap::ExitWatcher`]. Every spawn holds
+//!   [`subreaper::ChildRegistry::spawning`] of [`orphans::registry`] across the spawn and
+//!   `register`s the pid (the exit watcher `forget`s it after reaping); subreaper and group mode send
+//!   `Registration::Group(pid)` to the watchdog.
+//! - **Kill:** SIGTERM to the group; at the grace's end [`Leaf::kill`] (cgroup) or
 //!   `kill(-pgid, SIGKILL)` plus [`subreaper::kill_marked`] with the task's marker (subreaper).
 //! - **Settle:** the shell's exit is not the end: await [`Leaf::wait_empty`] (cgroup) or ask
 //!   [`census::Census::take`] until nothing of the task is alive (subreaper and group: the process

@@ -1,4 +1,5 @@
-//! `SandboxBashExecutor`: the local executor with every command confined (seed §1.6.2).
+//! `SandboxBashExecutor`: the local executor with every command confined
+//! (docs/ARCHITECTURE.md#sandbox).
 //!
 //! - `danger-full-access`: a plain local run (facts `{mode, denied: false}`, no enforcement); a
 //!   plain local start with no facts at all. The provider is never consulted.
@@ -24,8 +25,9 @@ use crate::background::BashProcess;
 use crate::config::BashConfig;
 use crate::errors::ExecError;
 use crate::executor::{Launch, bash_argv, run, start};
-use crate::messages::{BashRunResult, Resolver, Run, Start};
+use crate::messages::{BashRunResult, Run, Start};
 use crate::request::BashExecSpec;
+use crate::resolve::Resolver;
 use crate::sandbox::policy::SandboxPolicy;
 use crate::sandbox::provider::{SandboxProvider, Wrap, sandbox_unavailable_text};
 use crate::sandbox::quote::exec_command;
@@ -55,7 +57,7 @@ impl SandboxBashExecutor {
         })
     }
 
-    /// The configured default mode (the seeds' `sandboxMode` getter).
+    /// The configured default mode.
     pub fn sandbox_mode(&self) -> SandboxMode {
         self.default_policy.mode
     }

@@ -5,9 +5,10 @@
 //! - [`policy`]: the standing policy (default mode, canonical workspace root, per-session overrides);
 //! - [`provider`]: the seam a backend implements (`confine` an argv under a policy), the wrap it
 //!   returns, and the fail-closed text;
-//! - [`local`]: the host's provider, which checks the workspace root and hands each call to the
-//!   backend [`probe`] chose once: [`landlock`] (applied in the spawn, no launcher), bubblewrap
-//!   (`bwrap.rs`), or an operator's runner command (`runner.rs`); [`config`] holds its settings;
+//! - [`local`]: the host's provider, which checks the workspace root (`root_check.rs`) and hands
+//!   each call to the backend [`probe`] chose once: [`landlock`] (applied in the spawn, no
+//!   launcher), bubblewrap (`bwrap.rs`), or an operator's runner command (`runner.rs`); [`config`]
+//!   holds its settings;
 //! - [`classify`]: denial and runner-failure classification of a finished command;
 //! - [`quote`]: single-quoting a wrapped argv into `exec '<a0>' '<a1>' …`;
 //! - [`executor`]: the `SandboxBashExecutor` actor.
@@ -22,6 +23,7 @@ pub mod policy;
 pub mod probe;
 pub mod provider;
 pub mod quote;
+mod root_check;
 mod runner;
 
 pub use classify::matches_signatures;

@@ -17,9 +17,9 @@ use dsh_process::lock_unpoisoned;
 use dsh_tasks::{Enforcement, SandboxMode};
 
 use crate::sandbox::config::{LocalSandboxConfig, NetworkPolicy};
-use crate::sandbox::local::RootId;
 use crate::sandbox::policy::SandboxPolicy;
 use crate::sandbox::provider::{Wrap, WrapFacts};
+use crate::sandbox::root_check::RootId;
 
 /// How many Landlock rulesets the provider keeps (each holds descriptors of its granted
 /// directories). Per-session workspaces make one per distinct root; past this many the cache starts

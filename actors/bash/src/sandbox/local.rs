@@ -3,8 +3,6 @@
 //! Landlock in the spawn ([`landlock`](super::landlock)), bubblewrap (`bwrap.rs`) or an operator's
 //! runner (`runner.rs`). docs/ARCHITECTURE.md#sandbox describes the chain.
 
-use std::path::Path;
-
 use dsh_tasks::{Enforcement, SandboxMode};
 
 use crate::errors::ExecError;
@@ -13,14 +11,12 @@ use crate::sandbox::landlock::RulesetCache;
 use crate::sandbox::policy::SandboxPolicy;
 use crate::sandbox::probe::{Backend, select};
 use crate::sandbox::provider::{SandboxProvider, Wrap, sandbox_unavailable_text};
+use crate::sandbox::root_check::check_workspace_root;
 use crate::sandbox::{bwrap, landlock, runner};
 
 // The paths the binary (`doctor`, `__landlock-launch`) and the tests name these two by.
 pub use crate::sandbox::landlock::landlock_spec;
 pub use crate::sandbox::probe::find_on_path;
-
-/// The device and inode of a workspace root.
-pub(crate) type RootId = (u64, u64);
 
 /// The host's provider: a backend chosen once, and Landlock rulesets cached per policy.
 pub struct LocalSandboxProvider {
@@ -76,41 +72,6 @@ impl LocalSandboxProvider {
     /// The network policy for confined commands.
     pub fn network(&self) -> NetworkPolicy {
         self.config.network
-    }
-}
-
-/// Refuses a `workspace-write` root that would not confine: `/` (which would let commands write
-/// everywhere while results still say `workspace-write`: a server started in `/` with no better
-/// workspace), a root that does not exist, and one whose path no longer leads to itself. Roots are
-/// stored canonical, and every backend resolves the path again (a Landlock ruleset when it is built,
-/// bubblewrap at every spawn), so a confined command that can write the root's parent (`/tmp` under
-/// `workspace-write`) could otherwise swap the root for a symbolic link to any directory and be
-/// granted writes there. Returns the root's identity, which the ruleset cache is checked against.
-fn check_workspace_root(root: &Path) -> Result<RootId, String> {
-    use std::os::unix::fs::MetadataExt;
-    let unusable = |err: std::io::Error| {
-        format!(
-            "the workspace root {} cannot be used: {err}",
-            root.display()
-        )
-    };
-    match std::fs::canonicalize(root) {
-        Ok(resolved) if resolved != root => Err(format!(
-            "the workspace root {} now resolves to {} (a symbolic link is in its path); \
-             refusing to grant writes through it",
-            root.display(),
-            resolved.display()
-        )),
-        Ok(resolved) if resolved == Path::new("/") => Err(
-            "the workspace root is / (the whole file system), so workspace-write would confine \
-             nothing; give a narrower workspace (--cwd, or the client's root) or ask for \
-             danger-full-access"
-                .to_owned(),
-        ),
-        Ok(resolved) => std::fs::metadata(resolved)
-            .map(|meta| (meta.dev(), meta.ino()))
-            .map_err(unusable),
-        Err(err) => Err(unusable(err)),
     }
 }
 

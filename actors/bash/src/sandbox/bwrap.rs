@@ -49,7 +49,32 @@ pub(crate) fn wrap(
     policy: &SandboxPolicy,
     argv: &[String],
 ) -> Wrap {
-    let mut wrapped = vec![path.display().to_string()];
+    let program = [path.display().to_string()];
+    let signatures = Signatures {
+        denial: vec!["read-only file system".to_owned()],
+        runner_failure: vec!["bwrap: ".to_owned()],
+    };
+    wrap_in(&program, config, policy, argv, signatures)
+}
+
+/// What a bwrap-shaped program's failures read like.
+pub(crate) struct Signatures {
+    /// A file operation the sandbox refused.
+    pub denial: Vec<String>,
+    /// The program itself failed.
+    pub runner_failure: Vec<String>,
+}
+
+/// `argv` run by `program` (bubblewrap, or a runner shaped like it) under the profile for
+/// `policy`; enforcement `full`.
+pub(crate) fn wrap_in(
+    program: &[String],
+    config: &LocalSandboxConfig,
+    policy: &SandboxPolicy,
+    argv: &[String],
+    signatures: Signatures,
+) -> Wrap {
+    let mut wrapped = program.to_vec();
     wrapped.extend(profile(config, policy));
     wrapped.extend(argv.iter().cloned());
     Wrap {
@@ -58,8 +83,8 @@ pub(crate) fn wrap(
         facts: WrapFacts {
             mode: policy.mode,
             enforcement: Enforcement::Full,
-            denial_signatures: vec!["read-only file system".to_owned()],
-            runner_failure_signatures: vec!["bwrap: ".to_owned()],
+            denial_signatures: signatures.denial,
+            runner_failure_signatures: signatures.runner_failure,
         },
     }
 }

@@ -53,7 +53,7 @@ impl SandboxPolicyResolver {
         }
     }
 
-    /// The configured default mode (the executor's `sandboxMode`).
+    /// The configured default mode.
     pub fn default_mode(&self) -> SandboxMode {
         self.default_mode
     }
@@ -88,7 +88,7 @@ impl SandboxPolicyResolver {
         }
     }
 
-    /// `{mode, workspaceRoot}` for a call: `explicit` ?? the session's override ?? the default, and
+    /// `{mode, workspace_root}` for a call: `explicit` ?? the session's override ?? the default, and
     /// the session's own root ?? the configured one.
     pub fn resolve(&self, session: Option<&str>, explicit: Option<SandboxMode>) -> SandboxPolicy {
         let mode = explicit

@@ -1,7 +1,7 @@
-//! The host's provider, [`LocalSandboxProvider`]: it selects a backend once ([`probe`](super::probe)),
-//! checks the workspace root of every `workspace-write` call, and hands each call to its backend —
-//! Landlock in the spawn ([`landlock`](super::landlock)), bubblewrap (`bwrap.rs`) or an operator's
-//! runner (`runner.rs`). docs/ARCHITECTURE.md#sandbox describes the chain.
+//! The host's provider, [`LocalSandboxProvider`]: it selects a backend once (`probe.rs`), checks
+//! the workspace root of every `workspace-write` call (`root_check.rs`), and hands each call to its
+//! backend — Landlock in the spawn (`landlock.rs`), bubblewrap (`bwrap.rs`) or an operator's runner
+//! (`runner.rs`). docs/ARCHITECTURE.md#sandbox describes the chain.
 
 use dsh_tasks::{Enforcement, SandboxMode};
 

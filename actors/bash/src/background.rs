@@ -4,25 +4,36 @@
 //! stopping the executor leaves it running; shutting the manager down kills it. Dropping the last clone
 //! of a handle releases the manager's record (killing the process if it still runs).
 //!
-//! A command the supervisor policy queued has a handle before it has a process:
+//! A command the supervisor policy queued has a handle before it has a process. The handle's state
+//! is one [`Phase`]; "settled" is decided once, the first time the ended process is looked at:
 //!
 //! ```text
-//!   queued ──admitted──► running ──settled──► completed | killed
-//!     ├──kill──► (abort fired; the manager withdraws the spawn) ──► killed
-//!     └──start failed──► killed, one read shows `spawn failed: …`
+//!   queued ──admitted──► running ──ended──► settled: completed | killed by SIG… | out of memory
+//!     │                    └──kill──► killing ──ended──► settled: killed (by SIG…) | out of memory
+//!     ├──kill──► withdrawing (abort fired) ──withdrawn──► settled: killed
+//!     │              └──admitted anyway──► killing
+//!     └──start failed──► settled: killed; one read shows `spawn failed: …`
 //! ```
+//!
+//! A start that fails at once (an unusable working directory) is settled from the outset, with the
+//! same one-read note. [`TaskProducer`] for the handle is in `producer.rs`.
+
+mod phase;
+mod producer;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use actix::Addr;
 use dsh_process::{
-    AbortSignal, Discard, Kill, ProcessManager, Release, SpawnError, SpawnedProcess, StreamKind,
-    StreamScan, lock_unpoisoned,
+    AbortSignal, Kill, ProcessManager, Release, SpawnError, SpawnedProcess, StreamKind,
+    lock_unpoisoned,
 };
-use dsh_tasks::{OutputCondition, OutputScan, SandboxFacts, TaskOutput, TaskProducer, TaskStatus};
+use dsh_tasks::{SandboxFacts, TaskOutput, TaskStatus};
 use futures::future::BoxFuture;
 use tokio::sync::watch;
+
+use phase::{Phase, Settled};
 
 /// What a finished background command costs in memory besides its kept output, in
 /// [`heap_block_bytes`](dsh_tasks::heap_block_bytes) terms: this handle and its state, the process
@@ -50,19 +61,21 @@ struct Inner {
     decided: watch::Receiver<bool>,
 }
 
-#[derive(Default)]
+/// The read cursors and the phase.
 struct HandleState {
     stdout_offset: u64,
     stderr_offset: u64,
-    /// `spawn failed: …`, delivered by exactly one read.
-    failure_note: Option<String>,
-    kill_requested: bool,
-    /// Waiting for admission: no process yet.
-    queued: bool,
-    /// Decided once, the first time the settled outcome is observed.
-    final_status: Option<TaskStatus>,
-    /// Stamped together with `final_status` for a confined task.
-    sandbox_facts: Option<dsh_tasks::SandboxFacts>,
+    phase: Phase,
+}
+
+impl HandleState {
+    fn new(phase: Phase) -> Self {
+        Self {
+            stdout_offset: 0,
+            stderr_offset: 0,
+            phase,
+        }
+    }
 }
 
 impl std::fmt::Debug for BashProcess {
@@ -83,7 +96,8 @@ impl BashProcess {
         abort: Option<AbortSignal>,
         sandbox: Option<crate::sandbox::WrapFacts>,
     ) -> Self {
-        let handle = Self::with(manager, abort, HandleState::default(), true, sandbox).0;
+        let state = HandleState::new(Phase::Running);
+        let handle = Self::with(manager, abort, state, true, sandbox).0;
         let _ = handle.inner.process.set(process);
         handle
     }
@@ -96,10 +110,7 @@ impl BashProcess {
         abort: AbortSignal,
         sandbox: Option<crate::sandbox::WrapFacts>,
     ) -> Self {
-        let state = HandleState {
-            queued: true,
-            ..HandleState::default()
-        };
+        let state = HandleState::new(Phase::Queued);
         let (handle, decided) = Self::with(manager.clone(), Some(abort), state, false, sandbox);
         let weak = Arc::downgrade(&handle.inner);
         actix::spawn(async move {
@@ -121,34 +132,35 @@ impl BashProcess {
     /// A queued spawn's answer: the process to run, or why it never started.
     fn decide(&self, answer: Result<SpawnedProcess, SpawnError>) {
         let mut state = self.state();
-        state.queued = false;
+        // Killed while queued: the end is `killed`, whatever the answer.
+        let killed = state.phase.killing();
         match answer {
             Ok(spawned) => {
                 let id = spawned.id;
                 let _ = self.inner.process.set(spawned);
-                if state.kill_requested {
+                state.phase = if killed {
                     self.inner.manager.do_send(Kill { id });
-                }
+                    Phase::Killing
+                } else {
+                    Phase::Running
+                };
                 tracing::debug!(target: "dsh::policy", "queued task started");
             }
             Err(err) => {
                 // A refused confinement is a runner failure, as when the spawn answers at once; any
                 // other failure of a confined command is never a denial.
                 let confine = matches!(err, SpawnError::Confine(_));
-                if !state.kill_requested {
-                    state.failure_note = Some(match self.inner.sandbox.as_ref() {
-                        Some(facts) if confine => crate::sandbox::sandbox_unavailable_text(
-                            facts.mode,
-                            Some(&err.to_string()),
-                        ),
-                        _ => format!("spawn failed: {err}"),
-                    });
-                }
-                state.sandbox_facts = self.inner.sandbox.as_ref().map(|facts| SandboxFacts {
+                let note = (!killed).then(|| match self.inner.sandbox.as_ref() {
+                    Some(facts) if confine => {
+                        crate::sandbox::sandbox_unavailable_text(facts.mode, Some(&err.to_string()))
+                    }
+                    _ => format!("spawn failed: {err}"),
+                });
+                let sandbox = self.inner.sandbox.as_ref().map(|facts| SandboxFacts {
                     runner_failed: confine,
                     ..facts.classify(None, "")
                 });
-                state.final_status = Some(TaskStatus::Killed { signal: None });
+                state.phase = Phase::killed(note, sandbox);
             }
         }
     }
@@ -160,12 +172,8 @@ impl BashProcess {
         note: String,
         sandbox: Option<crate::sandbox::WrapFacts>,
     ) -> Self {
-        let state = HandleState {
-            failure_note: Some(note),
-            final_status: Some(TaskStatus::Killed { signal: None }),
-            sandbox_facts: sandbox.as_ref().map(|facts| facts.classify(None, "")),
-            ..HandleState::default()
-        };
+        let facts = sandbox.as_ref().map(|facts| facts.classify(None, ""));
+        let state = HandleState::new(Phase::killed(Some(note), facts));
         Self::with(manager, None, state, true, sandbox).0
     }
 
@@ -195,7 +203,10 @@ impl BashProcess {
     pub fn sandbox(&self) -> Option<dsh_tasks::SandboxFacts> {
         let mut state = self.state();
         self.status_locked(&mut state);
-        state.sandbox_facts.clone()
+        state
+            .phase
+            .settled()
+            .and_then(|settled| settled.sandbox.clone())
     }
 
     fn state(&self) -> MutexGuard<'_, HandleState> {
@@ -214,9 +225,10 @@ impl BashProcess {
         self.status_locked(&mut state)
     }
 
+    /// The status, settling the phase if the process has ended since the last look.
     fn status_locked(&self, state: &mut HandleState) -> TaskStatus {
-        if let Some(status) = &state.final_status {
-            return status.clone();
+        if !matches!(state.phase, Phase::Running | Phase::Killing) {
+            return state.phase.status();
         }
         let outcome = self.inner.process.get().and_then(|p| p.output.outcome());
         match outcome {
@@ -235,9 +247,8 @@ impl BashProcess {
                         exit_code: outcome.exit_code.unwrap_or(0),
                     },
                 };
-                let status = end.stays_killed(state.kill_requested || aborted);
-                state.final_status = Some(status.clone());
-                if let Some(facts) = &self.inner.sandbox {
+                let status = end.stays_killed(state.phase.killing() || aborted);
+                let sandbox = self.inner.sandbox.as_ref().map(|facts| {
                     // Background work settles without a copy of its text in the outcome (the tail
                     // is kept once, in the output); classify against the kept stderr tail.
                     let stderr = self
@@ -246,13 +257,16 @@ impl BashProcess {
                         .get()
                         .map(|p| p.output.read(StreamKind::Stderr, 0).text)
                         .unwrap_or_default();
-                    state.sandbox_facts = Some(facts.classify(outcome.exit_code, &stderr));
-                }
+                    facts.classify(outcome.exit_code, &stderr)
+                });
+                state.phase = Phase::Settled(Settled {
+                    status: status.clone(),
+                    sandbox,
+                    note: None,
+                });
                 status
             }
-            None if state.kill_requested => TaskStatus::Killed { signal: None },
-            None if state.queued => TaskStatus::Queued,
-            None => TaskStatus::Running,
+            None => state.phase.status(),
         }
     }
 
@@ -263,20 +277,26 @@ impl BashProcess {
         if !self.status_locked(&mut state).is_running() {
             return false;
         }
-        let Some(process) = self.inner.process.get() else {
-            if !state.queued {
-                return false;
+        match state.phase {
+            Phase::Queued => {
+                // Not started yet: the manager withdraws the spawn when its abort fires.
+                state.phase = Phase::Withdrawing;
+                if let Some(abort) = &self.inner.abort {
+                    abort.abort("killed while queued");
+                }
+                true
             }
-            // Not started yet: the manager withdraws the spawn when its abort fires.
-            state.kill_requested = true;
-            if let Some(abort) = &self.inner.abort {
-                abort.abort("killed while queued");
+            Phase::Running => {
+                let Some(process) = self.inner.process.get() else {
+                    return false;
+                };
+                state.phase = Phase::Killing;
+                self.inner.manager.do_send(Kill { id: process.id });
+                true
             }
-            return true;
-        };
-        state.kill_requested = true;
-        self.inner.manager.do_send(Kill { id: process.id });
-        true
+            // Already being killed, or settled (neither reads as running).
+            Phase::Withdrawing | Phase::Killing | Phase::Settled(_) => false,
+        }
     }
 
     /// Waits until the command has ended and returns its final status.
@@ -294,9 +314,9 @@ impl BashProcess {
             if process.output.settled().await.is_none() {
                 // The driver was dropped unsettled (its actor system stopped); it killed the group.
                 let mut state = self.state();
-                state
-                    .final_status
-                    .get_or_insert(TaskStatus::Killed { signal: None });
+                if state.phase.settled().is_none() {
+                    state.phase = Phase::killed(None, None);
+                }
             }
         }
         self.status()
@@ -317,7 +337,7 @@ impl BashProcess {
         state.stdout_offset = stdout.next_offset;
         state.stderr_offset = stderr.next_offset;
         let stderr_text = if stderr.text.is_empty() {
-            state.failure_note.take().unwrap_or_default()
+            state.phase.take_note().unwrap_or_default()
         } else {
             stderr.text
         };
@@ -329,7 +349,7 @@ impl BashProcess {
             delta: merge_streams(stdout.text, &stderr_text),
             lossy: stdout.lossy || stderr.lossy,
             spill_paths,
-            sandbox: state.sandbox_facts.clone(),
+            sandbox: state.phase.settled().and_then(|s| s.sandbox.clone()),
         }
     }
 }
@@ -352,105 +372,5 @@ impl Drop for Inner {
         if let Some(process) = self.process.get() {
             self.manager.do_send(Release { id: process.id });
         }
-    }
-}
-
-impl TaskProducer for BashProcess {
-    fn read(&self) -> TaskOutput {
-        self.read_output()
-    }
-
-    fn queued(&self) -> bool {
-        self.state().queued
-    }
-
-    fn retained_bytes(&self) -> usize {
-        let output = self
-            .inner
-            .process
-            .get()
-            .map_or(0, |process| process.output.retained_bytes());
-        output + PROCESS_BYTES
-    }
-
-    fn spill_bytes(&self) -> u64 {
-        self.inner
-            .process
-            .get()
-            .map_or(0, |process| process.output.spill_bytes())
-    }
-
-    fn discard(&self) {
-        if let Some(process) = self.inner.process.get() {
-            self.inner.manager.do_send(Discard { id: process.id });
-        }
-    }
-
-    fn kill(&self) {
-        BashProcess::kill(self);
-    }
-
-    fn finished(&self) -> BoxFuture<'static, TaskStatus> {
-        let handle = self.clone();
-        Box::pin(async move { handle.done().await })
-    }
-
-    /// Registers a scan on each stream from the read cursors now (`SharedOutput::watch`): each
-    /// chunk is fed to it as the driver stores it. A queued command is watched from its start.
-    fn output_matches(&self, condition: Arc<dyn OutputCondition>) -> BoxFuture<'static, ()> {
-        if self.inner.process.get().is_some() {
-            return self.watch_streams(&condition);
-        }
-        // Queued: nothing is written before the start; a spawn that failed has only its note.
-        let mut decided = self.inner.decided.clone();
-        let handle = self.clone();
-        Box::pin(async move {
-            if decided.wait_for(|decided| *decided).await.is_err() {
-                std::future::pending::<()>().await;
-            }
-            if handle.inner.process.get().is_some() {
-                return handle.watch_streams(&condition).await;
-            }
-            let note = handle.state().failure_note.clone().unwrap_or_default();
-            if !condition.scan().feed(note.as_bytes()) {
-                std::future::pending::<()>().await;
-            }
-        })
-    }
-}
-
-impl BashProcess {
-    /// Resolves once `condition` holds on stdout's or stderr's text since the previous read; the
-    /// scans are registered before this returns.
-    fn watch_streams(&self, condition: &Arc<dyn OutputCondition>) -> BoxFuture<'static, ()> {
-        let Some(process) = self.inner.process.get() else {
-            return Box::pin(std::future::pending());
-        };
-        let state = self.state();
-        let [stdout, stderr] = [
-            (StreamKind::Stdout, state.stdout_offset),
-            (StreamKind::Stderr, state.stderr_offset),
-        ]
-        .map(|(stream, from)| {
-            process
-                .output
-                .watch(stream, from, Box::new(Scan(condition.scan())))
-        });
-        Box::pin(async move {
-            futures::future::select(stdout, stderr).await;
-        })
-    }
-}
-
-/// A task's output scan, fed by the process layer's collector.
-struct Scan(Box<dyn OutputScan>);
-
-impl StreamScan for Scan {
-    fn feed(&mut self, bytes: &[u8]) -> bool {
-        self.0.feed(bytes)
-    }
-
-    fn gap(&mut self) {
-        self.0.gap();
     }
 }

@@ -1,4 +1,4 @@
-//! Executor configuration: the seed's keys and defaults, in snake_case.
+//! Executor configuration: the budgets every command runs with, and their defaults.
 
 use std::path::PathBuf;
 
@@ -7,7 +7,7 @@ use crate::errors::ExecError;
 /// What a foreground call that reaches its timeout becomes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum OnTimeout {
-    /// Killed (SIGTERM, then SIGKILL after the grace), as in the seeds.
+    /// Killed (SIGTERM, then SIGKILL after the grace): the default.
     #[default]
     Kill,
     /// Left running as a background task of the caller, keeping everything it printed.

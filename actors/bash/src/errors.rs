@@ -5,7 +5,7 @@ use dsh_process::SpawnError;
 /// Why the executor could not run or start a command.
 #[derive(Debug, thiserror::Error)]
 pub enum ExecError {
-    /// A bad config value or request (the seeds' `bash-local: …` messages).
+    /// A bad config value or request (`bash-local: <key> must be a positive finite number`, …).
     #[error("{0}")]
     Invalid(String),
     /// The process could not be started (bad workdir, env channel violation, pre-aborted call, …).
@@ -24,14 +24,15 @@ pub enum ExecError {
     #[error("the process manager is not running")]
     ManagerGone,
     /// A confined mode was asked for and no sandbox backend can give it, or the sandbox runner
-    /// itself failed (code `SANDBOX_UNAVAILABLE`); nothing ran unconfined. The text is the seeds'
-    /// (see [`crate::sandbox_unavailable_text`]).
+    /// itself failed (code `SANDBOX_UNAVAILABLE`); nothing ran unconfined. The text is
+    /// [`crate::sandbox_unavailable_text`]'s, as docs/CONTRACT.md#bash gives it.
     #[error("{0}")]
     SandboxUnavailable(String),
 }
 
 impl ExecError {
-    /// The seeds' error code: `SANDBOX_UNAVAILABLE` for a sandbox failure, else `None`.
+    /// The error code a result carries (docs/CONTRACT.md#bash): `SANDBOX_UNAVAILABLE` for a
+    /// sandbox failure, else `None`.
     pub fn code(&self) -> Option<&'static str> {
         match self {
             ExecError::SandboxUnavailable(_) => Some("SANDBOX_UNAVAILABLE"),

@@ -211,10 +211,11 @@ pub(crate) async fn run(
 }
 
 /// A background start. A failure to start is an error and nothing is registered (a NUL byte, E2BIG,
-/// EMFILE, a missing program, …), as in the foreground. The one exception is the seeds' asynchronous
-/// case, an unusable working directory: it gives a handle that settles `killed` and reports
-/// `spawn failed: …` in one read. A start the policy queues answers at once with a handle whose
-/// status is `queued` until it starts (a failure to start is then reported like a bad workdir).
+/// EMFILE, a missing program, …), as in the foreground. The one exception is an unusable working
+/// directory, which stays asynchronous (docs/CONTRACT.md, `bash_output`): it gives a handle that
+/// settles `killed` and reports `spawn failed: …` in one read. A start the policy queues answers at
+/// once with a handle whose status is `queued` until it starts (a failure to start is then reported
+/// like a bad workdir).
 pub(crate) async fn start(
     config: BashConfig,
     manager: Addr<ProcessManager>,

@@ -13,6 +13,7 @@ mod executor;
 mod messages;
 mod peek;
 mod request;
+mod resolve;
 pub mod sandbox;
 mod supervised;
 
@@ -20,9 +21,10 @@ pub use background::{BashProcess, merge_streams};
 pub use config::{BashConfig, OnTimeout};
 pub use errors::ExecError;
 pub use executor::{LocalBashExecutor, TERMINAL_ENV};
-pub use messages::{BashRunResult, MovedToBackground, Resolver, Run, Start};
+pub use messages::{BashRunResult, MovedToBackground, Run, Start};
 pub use peek::{OutputPeek, PeekSnapshot};
 pub use request::{BashExecRequest, BashExecSpec};
+pub use resolve::Resolver;
 pub use sandbox::{
     Enforcement, SandboxBashExecutor, SandboxFacts, SandboxMode, SandboxPolicy,
     SandboxPolicyResolver, SandboxProvider, sandbox_unavailable_text,

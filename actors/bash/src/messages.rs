@@ -1,8 +1,6 @@
-//! The executor seam: a [`Resolver`] and two messages are the whole contract. Any actor that handles
-//! [`Run`] and [`Start`] (a sandboxed or remote executor), with its own resolver, can stand in for
-//! [`crate::LocalBashExecutor`].
-
-use std::sync::Arc;
+//! The executor seam: a [`Resolver`](crate::Resolver) and two messages are the whole contract. Any
+//! actor that handles [`Run`] and [`Start`] (a sandboxed or remote executor), with its own resolver,
+//! can stand in for [`crate::LocalBashExecutor`].
 
 use actix::prelude::*;
 use dsh_process::CollectedOutput;
@@ -10,12 +8,7 @@ use dsh_tasks::TaskOutput;
 
 use crate::background::BashProcess;
 use crate::errors::ExecError;
-use crate::request::{BashExecRequest, BashExecSpec};
-
-/// Applies an executor's defaults and caps to a request. A plain function, called wherever the spec
-/// is needed (the tool layer calls it before [`Run`] or [`Start`]), never a round trip through a
-/// mailbox. [`crate::BashConfig::resolver`] is the local executor's.
-pub type Resolver = Arc<dyn Fn(BashExecRequest) -> Result<BashExecSpec, ExecError> + Send + Sync>;
+use crate::request::BashExecSpec;
 
 /// Run a command in the foreground under one fused deadline (timeout or caller abort).
 #[derive(Message, Debug)]

@@ -1,16 +1,12 @@
-//! Requests and specs, and `resolve`, which turns the first into the second: defaults filled in, the
-//! timeout clamped to the cap, invalid numbers refused, the working directory defaulted (here and only
-//! here). Optional fields the caller left out stay absent.
+//! What a caller asks an executor for ([`BashExecRequest`]) and what the executor runs
+//! ([`BashExecSpec`]); [`BashConfig::resolve`](crate::BashConfig::resolve) turns the first into the
+//! second.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use dsh_process::AbortSignal;
 
-use crate::config::BashConfig;
-use crate::errors::ExecError;
-use crate::messages::Resolver;
 use crate::peek::OutputPeek;
 
 /// What a caller asks for. Numbers are `f64` because they come from model-made JSON.
@@ -78,58 +74,4 @@ pub struct BashExecSpec {
     pub session: Option<String>,
     /// As [`BashExecRequest::sandbox_policy`]; a sandboxing executor's resolver always fills it.
     pub sandbox_policy: Option<crate::SandboxPolicy>,
-}
-
-fn positive(value: f64) -> bool {
-    value.is_finite() && value > 0.0
-}
-
-impl BashConfig {
-    /// [`BashConfig::resolve`] as a [`Resolver`], for the tool layer.
-    pub fn resolver(&self) -> Resolver {
-        let config = self.clone();
-        Arc::new(move |request| config.resolve(request))
-    }
-
-    /// Applies defaults and caps to a request.
-    pub fn resolve(&self, request: BashExecRequest) -> Result<BashExecSpec, ExecError> {
-        if request.timeout_ms.is_some_and(|t| !positive(t)) {
-            return Err(ExecError::Invalid(
-                "bash-local: request.timeoutMs must be a positive finite number".into(),
-            ));
-        }
-        let timeout_ms = request
-            .timeout_ms
-            .map(|t| t.ceil().min(u64::MAX as f64) as u64)
-            .unwrap_or(self.timeout_ms)
-            .min(self.max_timeout_ms);
-        let stdout_max_bytes = match request.stdout_max_bytes {
-            Some(bytes) if !positive(bytes) => {
-                return Err(ExecError::Invalid(
-                    "bash-local: request.stdoutMaxBytes must be a positive finite number".into(),
-                ));
-            }
-            Some(bytes) => bytes.ceil().min(usize::MAX as f64) as usize,
-            None => self.max_output_bytes as usize,
-        };
-        let workdir = match request.workdir.or_else(|| self.cwd.clone()) {
-            Some(dir) => dir,
-            None => std::env::current_dir().map_err(|err| {
-                ExecError::Invalid(format!("cannot read the current directory: {err}"))
-            })?,
-        };
-        Ok(BashExecSpec {
-            command: request.command,
-            workdir,
-            timeout_ms,
-            stdout_max_bytes,
-            stdin: request.stdin,
-            env: request.env,
-            dsh_env: request.dsh_env,
-            abort: request.abort,
-            peek: request.peek,
-            session: request.session,
-            sandbox_policy: request.sandbox_policy,
-        })
-    }
 }

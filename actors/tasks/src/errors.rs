@@ -1,4 +1,4 @@
-//! Registry errors, with the seeds' exact texts (docs/CONTRACT.md lists them).
+//! Registry errors; their texts are part of the contract (docs/CONTRACT.md#errors lists them).
 
 /// Why a task operation was refused.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

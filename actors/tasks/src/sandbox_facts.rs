@@ -1,6 +1,7 @@
 //! The sandbox vocabulary that travels with results: the mode a command ran under and what its
-//! confinement did (seed §1.6). It lives in this crate, the lowest one that carries it, because a
-//! background task's read ([`crate::TaskOutput`]) reports the facts stamped when the task settled.
+//! confinement did (docs/ARCHITECTURE.md#sandbox). It lives in this crate, the lowest one that
+//! carries it, because a background task's read ([`crate::TaskOutput`]) reports the facts stamped
+//! when the task settled.
 
 use std::fmt;
 
@@ -42,7 +43,8 @@ impl SandboxMode {
         self != SandboxMode::DangerFullAccess
     }
 
-    /// The modes strictly wider than this one (the seeds' widening table).
+    /// The modes strictly wider than this one: what an escalation may ask for (docs/CONTRACT.md#bash,
+    /// escalation step 2).
     pub fn wider(self) -> &'static [SandboxMode] {
         match self {
             SandboxMode::ReadOnly => &[SandboxMode::WorkspaceWrite, SandboxMode::DangerFullAccess],
@@ -77,7 +79,8 @@ impl Enforcement {
     }
 }
 
-/// The sandbox facts of one result (seed: `sandbox: {mode, denied, enforcement?, runnerFailed?}`).
+/// The sandbox facts of one result: structured results carry them as
+/// `sandbox: {mode, denied, enforcement?, runner_failed?}` (docs/CONTRACT.md#front-ends).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SandboxFacts {
     /// The mode the command actually ran under.

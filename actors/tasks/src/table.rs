@@ -4,11 +4,12 @@
 //! scheduler: it waits for producers to finish, tells subscribers, checks owners on a timer and awaits
 //! kills. Each method here changes the records and returns what the actor must deliver or await.
 //!
-//! Record life cycle:
+//! Record life cycle (a record's [`Life`]):
 //!
 //! ```text
-//!   register ──► running ──finished──► completed | killed   (settled once; one TaskDone)
-//!                  └──kill──► killed (signal unknown yet; reported) ──finished──► killed by SIG…
+//!   register ──► running ──finished──► settled: completed | killed | out of memory  (one TaskDone)
+//!                  └──kill──► killing (reads `killed`, signal unknown yet; reported)
+//!                                └──finished──► settled: killed (by SIG…) | out of memory
 //!   settled records stay readable until retention discards them (over `max_finished` records, over
 //!   `max_retained_bytes` of output in memory or over `max_spill_bytes` of spill files on disk; those
 //!   whose end the owner already saw go first, then the oldest), or their owner is released. A read
@@ -19,6 +20,9 @@
 //!
 //! Access fence: a task with an owner is visible only to callers presenting the owner's session id
 //! (`task <id> belongs to another session`); tasks without one are open to every caller.
+
+mod eviction;
+mod record;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -31,48 +35,12 @@ use crate::agent::TaskOwner;
 use crate::errors::TaskError;
 use crate::messages::{KillReply, ReadReply, TaskDone, TaskKillOutcome};
 use crate::producer::{Drained, TaskProducer, TaskStatus};
-use crate::retention::{
-    FinishedTask, RetentionLimits, RetentionLoad, RetentionPolicy, heap_block_bytes,
-};
+use crate::retention::{RetentionLimits, RetentionPolicy};
 use crate::snapshot::TaskSnapshot;
 
-/// Bytes of a label a record keeps (a bash task's label is its command, which may be a heredoc of
-/// many KiB; a finished, fully read task keeps little more than its label).
-pub(crate) const MAX_LABEL_BYTES: usize = 256;
-
-/// `label` cut to at most [`MAX_LABEL_BYTES`] on a character boundary, `…` marking the cut, and
-/// holding no spare capacity.
-fn bounded_label(mut label: String) -> String {
-    if label.len() > MAX_LABEL_BYTES {
-        const MARK: &str = "…";
-        let mut end = MAX_LABEL_BYTES - MARK.len();
-        while !label.is_char_boundary(end) {
-            end -= 1;
-        }
-        label.truncate(end);
-        label.push_str(MARK);
-    }
-    label.shrink_to_fit();
-    label
-}
-
-/// What a record costs the registry besides its producer, in [`heap_block_bytes`] terms: its slot
-/// in the records map, counted at the map's emptiest (a hash map doubles when 7/8 full, so right
-/// after growing it has 16/7 slots per record, each slot a key, a record and a control byte), and the
-/// strings and the owner's mailbox handle it holds.
-fn record_bytes(id: &str, record: &Record) -> usize {
-    let slot = std::mem::size_of::<(String, Record)>() + 1;
-    let owner = record.owner.as_ref().map_or(0, |owner| {
-        // The weak mailbox handle is a boxed trait object of its own.
-        heap_block_bytes(owner.session_id.len())
-            + heap_block_bytes(2 * std::mem::size_of::<usize>())
-    });
-    slot * 16 / 7
-        + heap_block_bytes(id.len())
-        + heap_block_bytes(record.kind.capacity())
-        + heap_block_bytes(record.label.capacity())
-        + owner
-}
+#[cfg(test)]
+use record::MAX_LABEL_BYTES;
+use record::{Ended, Life, Record, bounded_label, record_bytes};
 
 /// A registered task: its id, and the future that resolves when its producer has finished.
 pub(crate) struct Registered {
@@ -85,69 +53,6 @@ pub(crate) struct Watch {
     pub producer: Arc<dyn TaskProducer>,
     /// Fires when the record settles (or is forgotten); `None`: already settled.
     pub settled: Option<oneshot::Receiver<()>>,
-}
-
-struct Record {
-    order: u64,
-    kind: String,
-    label: String,
-    owner: Option<TaskOwner>,
-    producer: Arc<dyn TaskProducer>,
-    status: TaskStatus,
-    settled: bool,
-    started_at: SystemTime,
-    finished_at: Option<SystemTime>,
-    reported: bool,
-    /// Memory it holds since it settled: what its producer reported then (once drained, what the
-    /// stand-in costs) and the record itself.
-    retained: usize,
-    /// Bytes of its spill files when it settled (kept when drained: the files stay).
-    spill: u64,
-    /// The producer was replaced by a [`Drained`] stand-in.
-    drained: bool,
-    /// Woken when the record settles (owner release, shutdown).
-    settle_waiters: Vec<oneshot::Sender<()>>,
-}
-
-impl Record {
-    fn snapshot(&self, id: &str) -> TaskSnapshot {
-        TaskSnapshot {
-            id: id.to_owned(),
-            kind: self.kind.clone(),
-            label: self.label.clone(),
-            owner_session: self.owner.as_ref().map(|o| o.session_id.clone()),
-            status: match &self.status {
-                TaskStatus::Running if self.producer.queued() => TaskStatus::Queued,
-                status => status.clone(),
-            },
-            settled: self.settled,
-            started_at: self.started_at,
-            finished_at: self.finished_at,
-            reported: self.reported,
-        }
-    }
-
-    fn visible_to(&self, caller: Option<&str>) -> bool {
-        match &self.owner {
-            None => true,
-            Some(owner) => caller == Some(owner.session_id.as_str()),
-        }
-    }
-
-    /// Starts the kill of running work; `true` while the work has not settled (this call started
-    /// the kill, or one is under way: the work is still being killed, not finished). Either way the
-    /// owner has now seen the end, so no notice is needed.
-    fn kill(&mut self) -> bool {
-        self.reported = true;
-        if self.settled {
-            return false;
-        }
-        if self.status.is_running() {
-            self.producer.kill();
-            self.status = TaskStatus::Killed { signal: None };
-        }
-        true
-    }
 }
 
 /// Every task of one registry.
@@ -267,15 +172,9 @@ impl TaskTable {
                 label: bounded_label(label),
                 owner,
                 producer: Arc::from(producer),
-                status: TaskStatus::Running,
-                settled: false,
                 started_at: SystemTime::now(),
-                finished_at: None,
                 reported: false,
-                retained: 0,
-                spill: 0,
-                drained: false,
-                settle_waiters: Vec::new(),
+                life: Life::Running(Vec::new()),
             },
         );
         tracing::debug!(task = %id, "task registered");
@@ -286,28 +185,35 @@ impl TaskTable {
     /// unless the registry is shutting down.
     pub(crate) fn settle(&mut self, id: &str, end: TaskStatus) -> Option<TaskDone> {
         let record = self.records.get_mut(id)?;
-        if record.settled {
-            return None;
-        }
-        record.settled = true;
-        record.finished_at = Some(SystemTime::now());
-        record.retained = record.producer.retained_bytes() + record_bytes(id, record);
-        record.spill = record.producer.spill_bytes();
+        let (killed, waiters) = match &mut record.life {
+            Life::Settled(_) => return None,
+            Life::Running(waiters) => (false, std::mem::take(waiters)),
+            Life::Killing(waiters) => (true, std::mem::take(waiters)),
+        };
+        let finished_at = SystemTime::now();
+        let retained = record.producer.retained_bytes() + record_bytes(id, record);
+        let spill = record.producer.spill_bytes();
         self.settled_count += 1;
-        self.retained_total += record.retained;
-        self.spill_total += record.spill;
-        let killed = matches!(record.status, TaskStatus::Killed { .. });
-        record.status = end.stays_killed(killed);
-        for waiter in record.settle_waiters.drain(..) {
+        self.retained_total += retained;
+        self.spill_total += spill;
+        let status = end.stays_killed(killed);
+        tracing::debug!(task = %id, ?status, reported = record.reported, "task settled");
+        record.life = Life::Settled(Ended {
+            status,
+            finished_at,
+            retained,
+            spill,
+            drained: false,
+        });
+        for waiter in waiters {
             let _ = waiter.send(());
         }
-        tracing::debug!(task = %id, status = ?record.status, reported = record.reported, "task settled");
         let done = (!self.shutting_down).then(|| TaskDone {
             snapshot: record.snapshot(id),
             owner: record.owner.clone(),
         });
         let key = (!record.reported, record.order);
-        if record.spill > 0 {
+        if spill > 0 {
             self.spilled.insert(key, id.to_owned());
         }
         self.finished.insert(key, id.to_owned());
@@ -315,136 +221,18 @@ impl TaskTable {
         done
     }
 
-    /// Adds a host's retention policy after the built-in limits.
-    pub(crate) fn add_retention_policy(&mut self, policy: Box<dyn RetentionPolicy>) {
-        self.retention.push(policy);
-    }
-
-    /// Asks the retention stack for finished tasks to discard until no policy names one (see
-    /// `retention.rs`). A discarded record's producer removes its spill files.
-    fn evict_over_cap(&mut self) {
-        while let Some((id, by)) = self.retention_victim() {
-            let Some(record) = self.records.remove(&id) else {
-                break;
-            };
-            self.forget_settled(&record);
-            tracing::debug!(
-                target: "dsh::policy",
-                task = %id,
-                policy = %by,
-                reported = record.reported,
-                retained = record.retained,
-                spill = record.spill,
-                finished = self.settled_count,
-                retained_total = self.retained_total,
-                spill_total = self.spill_total,
-                "evict: finished task discarded (retention limit)"
-            );
-            record.producer.discard();
-            if !record.reported
-                && !self.shutting_down
-                && let Some(owner) = record.owner
-            {
-                let text = format!(
-                    "background {} task {id} finished and was discarded unread (retention limit).",
-                    record.kind
-                );
-                self.discard_notices.push((owner, text));
-            }
-        }
-    }
-
-    /// The notices for owners whose unread tasks were discarded since the last call.
-    pub(crate) fn take_discard_notices(&mut self) -> Vec<(TaskOwner, String)> {
-        std::mem::take(&mut self.discard_notices)
-    }
-
-    /// The first finished task a policy of the stack names, and that policy's name. The built-in
-    /// limits' rule ([`RetentionLimits`]) is applied through the ordered indexes; only a host's
-    /// policies are shown every finished task.
-    fn retention_victim(&mut self) -> Option<(String, String)> {
-        let load = self.load();
-        if !self.limits.holds(load) {
-            let any_kind = load.finished > self.limits.max_finished
-                || load.retained_bytes > self.limits.max_retained_bytes;
-            let index = if any_kind {
-                &self.finished
-            } else {
-                &self.spilled
-            };
-            if let Some((_, id)) = index.first_key_value() {
-                return Some((id.clone(), self.limits.name().to_owned()));
-            }
-        }
-        if self.retention.is_empty() {
-            return None;
-        }
-        let finished: Vec<FinishedTask<'_>> = self
-            .records
-            .iter()
-            .filter(|(_, r)| r.settled)
-            .map(|(id, r)| FinishedTask {
-                id,
-                owner_session: r.owner.as_ref().map(|o| o.session_id.as_str()),
-                reported: r.reported,
-                order: r.order,
-                finished_at: r.finished_at,
-                retained_bytes: r.retained,
-                spill_bytes: r.spill,
-            })
-            .collect();
-        for policy in self.retention.iter_mut() {
-            if let Some(task) = policy
-                .discard(load, &finished)
-                .and_then(|i| finished.get(i))
-            {
-                return Some((task.id.to_owned(), policy.name().to_owned()));
-            }
-        }
-        None
-    }
-
-    /// What finished tasks hold now, as retention policies see it.
-    pub(crate) fn load(&self) -> RetentionLoad {
-        RetentionLoad {
-            finished: self.settled_count,
-            retained_bytes: self.retained_total,
-            spill_bytes: self.spill_total,
-        }
-    }
-
-    /// Takes a removed settled record out of the retention counts and indexes.
-    fn forget_settled(&mut self, record: &Record) {
-        if record.settled {
-            self.settled_count -= 1;
-            self.retained_total -= record.retained;
-            self.spill_total -= record.spill;
-            let key = (!record.reported, record.order);
-            self.finished.remove(&key);
-            self.spilled.remove(&key);
-        }
-    }
-
-    /// A settled record's owner has now seen its end: it moves ahead in the order of discard.
-    fn reported_now(&mut self, order: u64) {
-        for index in [&mut self.finished, &mut self.spilled] {
-            if let Some(id) = index.remove(&(true, order)) {
-                index.insert((false, order), id);
-            }
-        }
-    }
-
     /// A consuming read. The status is taken first: if it says the task has ended, the read is final.
     pub(crate) fn read(&mut self, id: &str, caller: Option<&str>) -> Result<ReadReply, TaskError> {
         let record = self.access(id, caller)?;
-        let newly_reported = record.settled && !record.reported;
+        let settled = record.settled();
+        let newly_reported = settled && !record.reported;
         let order = record.order;
-        if record.settled {
+        if settled {
             record.reported = true;
         }
         let snapshot = record.snapshot(id);
         let output = record.producer.read();
-        if record.settled && !record.drained {
+        if record.ended().is_some_and(|ended| !ended.drained) {
             // The end was read and everything with it: keep only what a later discard removes.
             let drained = Drained {
                 spill_paths: output.spill_paths.clone(),
@@ -452,9 +240,11 @@ impl TaskTable {
             };
             let kept = drained.retained_bytes() + record_bytes(id, record);
             record.producer = Arc::new(drained);
-            record.drained = true;
-            let before = std::mem::replace(&mut record.retained, kept);
-            self.retained_total = self.retained_total - before + kept;
+            if let Life::Settled(ended) = &mut record.life {
+                ended.drained = true;
+                let before = std::mem::replace(&mut ended.retained, kept);
+                self.retained_total = self.retained_total - before + kept;
+            }
         }
         if newly_reported {
             self.reported_now(order);
@@ -466,15 +256,13 @@ impl TaskTable {
     /// settled, a receiver that fires when it does.
     pub(crate) fn watch(&mut self, id: &str, caller: Option<&str>) -> Result<Watch, TaskError> {
         let record = self.access(id, caller)?;
-        let settled = if record.settled {
-            None
-        } else {
+        let settled = record.waiters().map(|waiters| {
             // Waits that ended (timed out, aborted) leave closed senders behind: drop them here.
-            record.settle_waiters.retain(|waiter| !waiter.is_closed());
+            waiters.retain(|waiter| !waiter.is_closed());
             let (tx, rx) = oneshot::channel();
-            record.settle_waiters.push(tx);
-            Some(rx)
-        };
+            waiters.push(tx);
+            rx
+        });
         Ok(Watch {
             producer: record.producer.clone(),
             settled,
@@ -483,7 +271,7 @@ impl TaskTable {
 
     pub(crate) fn kill(&mut self, id: &str, caller: Option<&str>) -> Result<KillReply, TaskError> {
         let record = self.access(id, caller)?;
-        let newly_reported = record.settled && !record.reported;
+        let newly_reported = record.settled() && !record.reported;
         let order = record.order;
         let outcome = if record.kill() {
             TaskKillOutcome::Killed
@@ -545,13 +333,15 @@ impl TaskTable {
             let Some(record) = self.records.get_mut(id) else {
                 continue;
             };
-            if record.settled {
+            if record.settled() {
                 continue;
             }
             record.kill();
-            let (tx, rx) = oneshot::channel();
-            record.settle_waiters.push(tx);
-            watches.push(rx);
+            if let Some(waiters) = record.waiters() {
+                let (tx, rx) = oneshot::channel();
+                waiters.push(tx);
+                watches.push(rx);
+            }
         }
         watches
     }
@@ -573,7 +363,7 @@ impl TaskTable {
         let live: Vec<String> = self
             .records
             .iter()
-            .filter(|(_, r)| !r.settled)
+            .filter(|(_, r)| !r.settled())
             .map(|(id, _)| id.clone())
             .collect();
         tracing::debug!(live = live.len(), "task registry shutting down");

@@ -1,8 +1,9 @@
-//! Denial and runner-failure classification (seed §1.6.3), one rule for both: a command "matches"
-//! when it exited with a non-zero code AND its stderr contains one of the signatures, compared
-//! case-insensitively. So a clean exit or a signal death (no exit code) is never a denial and never a
-//! runner failure. Runner failure is checked first and outranks denial. Only the collected stderr
-//! tail is read: a signature that exists only in the spilled head is missed, as in the seeds.
+//! Denial and runner-failure classification (docs/ARCHITECTURE.md#sandbox), one rule for both: a
+//! command "matches" when it exited with a non-zero code AND its stderr contains one of the
+//! signatures, compared case-insensitively. So a clean exit or a signal death (no exit code) is
+//! never a denial and never a runner failure. Runner failure is checked first and outranks denial.
+//! Only the collected stderr tail is read: a signature that exists only in the spilled head is
+//! missed.
 //!
 //! A runner that failed because the command's own limits left it no process or memory
 //! (`bwrap: Creating new namespace failed: Resource temporarily unavailable` under a tight

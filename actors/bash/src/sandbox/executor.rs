@@ -1,9 +1,10 @@
-//! `SandboxBashExecutor`: the local executor with every command confined (seed §1.6.2).
+//! `SandboxBashExecutor`: the local executor with every command confined
+//! (docs/ARCHITECTURE.md#sandbox).
 //!
 //! - `danger-full-access`: a plain local run (facts `{mode, denied: false}`, no enforcement); a
 //!   plain local start with no facts at all. The provider is never consulted.
 //! - otherwise the provider is asked, on every run and start, to confine the exact argv
-//!   `["bash", "-c", command]` under `{mode, workspaceRoot}`; its error propagates and nothing runs.
+//!   `["bash", "-c", command]` under `{mode, workspace_root}`; its error propagates and nothing runs.
 //!   A wrap that keeps the argv (Landlock, applied in the spawn) runs it as is; a runner's argv runs
 //!   as `bash -c "exec '<a0>' '<a1>' …"`, so the outer shell execs into the runner. Containment
 //!   (cgroup leaf or subreaper marker, watchdog, kill escalation) is the process manager's, for
@@ -11,7 +12,7 @@
 //! - a foreground result classified as a runner failure is an error
 //!   ([`ExecError::SandboxUnavailable`], detail = first line of the trimmed stderr); otherwise the
 //!   result carries `{mode, denied, enforcement}`. A background task keeps its own wrap's facts and
-//!   stamps them when it settles (`runnerFailed` only when true; a runner failure is never also a
+//!   stamps them when it settles (`runner_failed` when the runner itself failed, which is never also a
 //!   denial); a confined spawn failure still stamps facts, `denied: false`.
 
 use std::sync::Arc;
@@ -24,8 +25,9 @@ use crate::background::BashProcess;
 use crate::config::BashConfig;
 use crate::errors::ExecError;
 use crate::executor::{Launch, bash_argv, run, start};
-use crate::messages::{BashRunResult, Resolver, Run, Start};
+use crate::messages::{BashRunResult, Run, Start};
 use crate::request::BashExecSpec;
+use crate::resolve::Resolver;
 use crate::sandbox::policy::SandboxPolicy;
 use crate::sandbox::provider::{SandboxProvider, Wrap, sandbox_unavailable_text};
 use crate::sandbox::quote::exec_command;
@@ -55,7 +57,7 @@ impl SandboxBashExecutor {
         })
     }
 
-    /// The configured default mode (the seeds' `sandboxMode` getter).
+    /// The configured default mode.
     pub fn sandbox_mode(&self) -> SandboxMode {
         self.default_policy.mode
     }

@@ -1,9 +1,10 @@
-//! The standing sandbox policy (seed §1.6.5): a default mode, a workspace root stored canonical, and
-//! per-session overrides (of the mode, and of the root where a front end learns a session's own
-//! workspace, as MCP does from the client's roots). The tool layer resolves it for every call (an explicit approved mode wins,
-//! then the session's override, then the default); the executor's resolver fills it in for callers
-//! that gave none. Overrides are set by a message to the runtime (the seeds' `sandbox/mode` session
-//! event) and are never shown to the model.
+//! The standing sandbox policy (docs/ARCHITECTURE.md#sandbox): a default mode, a workspace root
+//! stored canonical, and per-session overrides (of the mode, and of the root where a front end learns
+//! a session's own workspace, as MCP does from the client's roots). The tool layer resolves it for
+//! every call (an explicit approved mode wins, then the session's override, then the default); the
+//! executor's resolver fills it in for callers that gave none. Overrides are set by messages to the
+//! tool actor (`SetSessionSandboxMode`, `SetSessionWorkspace`, which the runtime sends for a host)
+//! and are never shown to the model.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -52,7 +53,7 @@ impl SandboxPolicyResolver {
         }
     }
 
-    /// The configured default mode (the executor's `sandboxMode`).
+    /// The configured default mode.
     pub fn default_mode(&self) -> SandboxMode {
         self.default_mode
     }
@@ -87,7 +88,7 @@ impl SandboxPolicyResolver {
         }
     }
 
-    /// `{mode, workspaceRoot}` for a call: `explicit` ?? the session's override ?? the default, and
+    /// `{mode, workspace_root}` for a call: `explicit` ?? the session's override ?? the default, and
     /// the session's own root ?? the configured one.
     pub fn resolve(&self, session: Option<&str>, explicit: Option<SandboxMode>) -> SandboxPolicy {
         let mode = explicit

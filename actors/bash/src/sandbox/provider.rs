@@ -1,7 +1,7 @@
-//! The provider seam (seed §1.6.4): given the exact argv `["bash", "-c", command]` and a policy,
-//! a provider returns how to start it confined — a wrapped argv and/or a Landlock ruleset for the
-//! child — with its enforcement and the signatures that classify its failures. A provider that
-//! cannot confine fails closed with [`sandbox_unavailable_text`]; nothing then runs.
+//! The provider seam (docs/ARCHITECTURE.md#sandbox): given the exact argv `["bash", "-c", command]`
+//! and a policy, a provider returns how to start it confined — a wrapped argv and/or a Landlock
+//! ruleset for the child — with its enforcement and the signatures that classify its failures. A
+//! provider that cannot confine fails closed with [`sandbox_unavailable_text`]; nothing then runs.
 
 use dsh_tasks::{Enforcement, SandboxFacts, SandboxMode};
 
@@ -9,8 +9,8 @@ use crate::errors::ExecError;
 use crate::sandbox::classify::{matches_signatures, out_of_resources};
 use crate::sandbox::policy::SandboxPolicy;
 
-/// The seeds' fail-closed text (code `SANDBOX_UNAVAILABLE`), plus ` Runner failure: <detail>` when
-/// it comes from a runner that failed at execution time.
+/// The fail-closed text (code `SANDBOX_UNAVAILABLE`, docs/CONTRACT.md#bash), plus
+/// ` Runner failure: <detail>` when it comes from a runner that failed at execution time.
 pub fn sandbox_unavailable_text(mode: SandboxMode, runner_failure: Option<&str>) -> String {
     let mut text = format!(
         "sandbox mode \"{mode}\" is requested but no sandbox backend is usable on this host; \

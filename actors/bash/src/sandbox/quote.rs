@@ -1,7 +1,7 @@
-//! Turning a wrapped argv back into a shell string (seed §1.6.2): the executor runs
+//! Turning a wrapped argv back into a shell string: the executor runs
 //! `bash -c "exec '<a0>' '<a1>' …"`, so the outer shell execs into the runner and no extra shell
-//! lingers, and a missing runner fails the way the seeds' runner-failure signatures expect
-//! (`exec: <argv0>: not found`).
+//! lingers, and a missing runner fails with the text its derived runner-failure signature matches
+//! (`exec: <argv0>: not found`, see `runner.rs`).
 
 /// `'…'` with every embedded `'` written as `'\''`.
 pub fn shell_quote(text: &str) -> String {

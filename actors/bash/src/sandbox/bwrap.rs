@@ -1,0 +1,110 @@
+//! The bubblewrap backend: `bwrap <profile> -- bash -c <command>`. The profile is
+//! `--ro-bind / / --dev /dev --proc /proc --die-with-parent`; `workspace-write` adds
+//! `--tmpfs /tmp --bind <root> <root>`, `--network deny` adds `--unshare-net`. Enforcement `full`;
+//! a denial reads `read-only file system`, and bubblewrap's own failures start with `bwrap: `.
+
+use std::path::Path;
+
+use dsh_tasks::{Enforcement, SandboxMode};
+
+use crate::sandbox::config::{LocalSandboxConfig, NetworkPolicy};
+use crate::sandbox::policy::SandboxPolicy;
+use crate::sandbox::provider::{Wrap, WrapFacts};
+
+/// The bubblewrap profile (without the program), `--` included. An operator's runner gets it too.
+pub(crate) fn profile(config: &LocalSandboxConfig, policy: &SandboxPolicy) -> Vec<String> {
+    let mut args: Vec<String> = [
+        "--ro-bind",
+        "/",
+        "/",
+        "--dev",
+        "/dev",
+        "--proc",
+        "/proc",
+        "--die-with-parent",
+    ]
+    .map(String::from)
+    .to_vec();
+    if config.network == NetworkPolicy::Deny {
+        args.push("--unshare-net".into());
+    }
+    if policy.mode == SandboxMode::WorkspaceWrite {
+        let root = policy.workspace_root.display().to_string();
+        args.extend([
+            "--tmpfs".into(),
+            "/tmp".into(),
+            "--bind".into(),
+            root.clone(),
+            root,
+        ]);
+    }
+    args.push("--".into());
+    args
+}
+
+/// `argv` run by the bubblewrap at `path` under the profile for `policy`.
+pub(crate) fn wrap(
+    path: &Path,
+    config: &LocalSandboxConfig,
+    policy: &SandboxPolicy,
+    argv: &[String],
+) -> Wrap {
+    let program = [path.display().to_string()];
+    let signatures = Signatures {
+        denial: vec!["read-only file system".to_owned()],
+        runner_failure: vec!["bwrap: ".to_owned()],
+    };
+    wrap_in(&program, config, policy, argv, signatures)
+}
+
+/// What a bwrap-shaped program's failures read like.
+pub(crate) struct Signatures {
+    /// A file operation the sandbox refused.
+    pub denial: Vec<String>,
+    /// The program itself failed.
+    pub runner_failure: Vec<String>,
+}
+
+/// `argv` run by `program` (bubblewrap, or a runner shaped like it) under the profile for
+/// `policy`; enforcement `full`.
+pub(crate) fn wrap_in(
+    program: &[String],
+    config: &LocalSandboxConfig,
+    policy: &SandboxPolicy,
+    argv: &[String],
+    signatures: Signatures,
+) -> Wrap {
+    let mut wrapped = program.to_vec();
+    wrapped.extend(profile(config, policy));
+    wrapped.extend(argv.iter().cloned());
+    Wrap {
+        argv: wrapped,
+        landlock: None,
+        facts: WrapFacts {
+            mode: policy.mode,
+            enforcement: Enforcement::Full,
+            denial_signatures: signatures.denial,
+            runner_failure_signatures: signatures.runner_failure,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+
+    #[test]
+    fn the_profile_reads_everything_and_writes_tmp_and_the_workspace() {
+        let config = LocalSandboxConfig::default();
+        let policy = SandboxPolicy {
+            mode: SandboxMode::WorkspaceWrite,
+            workspace_root: PathBuf::from("/ws"),
+        };
+        assert_eq!(
+            profile(&config, &policy).join(" "),
+            "--ro-bind / / --dev /dev --proc /proc --die-with-parent --tmpfs /tmp --bind /ws /ws --"
+        );
+    }
+}

@@ -1,0 +1,119 @@
+//! The local provider's settings: which backend to select, an operator's runner command, the
+//! probe bound, and the network and signal scope of confined commands. The binary sets them from
+//! its `--sandbox-*` and `--network` flags (README, "The binary: `dsh`").
+
+/// Whether confined commands may use TCP.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum NetworkPolicy {
+    /// The default: the network is not restricted.
+    #[default]
+    Allow,
+    /// No TCP connect or bind, loopback included (Landlock ABI ≥ 4, else bubblewrap's own network
+    /// namespace, else fail closed).
+    Deny,
+}
+
+/// Which backend to use.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum BackendChoice {
+    /// Landlock, else bubblewrap.
+    #[default]
+    Auto,
+    /// Landlock only.
+    Landlock,
+    /// bubblewrap only.
+    Bwrap,
+}
+
+/// The local provider's settings.
+#[derive(Clone, Debug)]
+pub struct LocalSandboxConfig {
+    /// Which backend to select.
+    pub backend: BackendChoice,
+    /// An operator-asserted bwrap-shaped runner; skips selection.
+    pub runner_command: Vec<String>,
+    /// What the runner prints when it itself fails (required with `runner_command`).
+    pub runner_failure_signatures: Vec<String>,
+    /// Bound on each functional probe.
+    pub probe_timeout_ms: u64,
+    /// TCP for confined commands.
+    pub network: NetworkPolicy,
+    /// Refuse signals from confined commands to processes outside their sandbox (Landlock ABI ≥ 6).
+    pub scope_signals: bool,
+}
+
+impl Default for LocalSandboxConfig {
+    fn default() -> Self {
+        Self {
+            backend: BackendChoice::Auto,
+            runner_command: Vec::new(),
+            runner_failure_signatures: Vec::new(),
+            probe_timeout_ms: 5_000,
+            network: NetworkPolicy::Allow,
+            scope_signals: true,
+        }
+    }
+}
+
+impl LocalSandboxConfig {
+    /// Checks the settings: a runner command and its failure signatures come together, neither has
+    /// an empty entry, and the probe bound is positive. The errors name the keys in camelCase
+    /// (`sandbox-local: runnerCommand requires …`).
+    pub fn validate(&self) -> Result<(), String> {
+        if !self.runner_failure_signatures.is_empty() && self.runner_command.is_empty() {
+            return Err("sandbox-local: runnerFailureSignatures requires runnerCommand".into());
+        }
+        if !self.runner_command.is_empty() && self.runner_failure_signatures.is_empty() {
+            return Err(
+                "sandbox-local: runnerCommand requires at least one runnerFailureSignatures entry"
+                    .into(),
+            );
+        }
+        if self.runner_command.iter().any(|w| w.is_empty()) {
+            // An empty program word would make every command a "runner failure", and its derived
+            // signatures (": No such file or directory") would match ordinary command errors.
+            return Err("sandbox-local: runnerCommand entries must be non-empty".into());
+        }
+        if self.runner_failure_signatures.iter().any(|s| s.is_empty()) {
+            return Err("sandbox-local: runnerFailureSignatures entries must be non-empty".into());
+        }
+        if self.probe_timeout_ms == 0 {
+            return Err("sandbox-local: probeTimeoutMs must be a positive finite number".into());
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runner_config_errors_name_the_key_at_fault() {
+        let mut config = LocalSandboxConfig {
+            runner_failure_signatures: vec!["x: ".into()],
+            ..LocalSandboxConfig::default()
+        };
+        assert_eq!(
+            config.validate().unwrap_err(),
+            "sandbox-local: runnerFailureSignatures requires runnerCommand"
+        );
+        config.runner_command = vec!["/opt/runner".into()];
+        config.runner_failure_signatures = vec![];
+        assert_eq!(
+            config.validate().unwrap_err(),
+            "sandbox-local: runnerCommand requires at least one runnerFailureSignatures entry"
+        );
+        config.runner_failure_signatures = vec![String::new()];
+        assert_eq!(
+            config.validate().unwrap_err(),
+            "sandbox-local: runnerFailureSignatures entries must be non-empty"
+        );
+        config.runner_failure_signatures = vec!["x: ".into()];
+        config.probe_timeout_ms = 0;
+        assert_eq!(
+            config.validate().unwrap_err(),
+            "sandbox-local: probeTimeoutMs must be a positive finite number"
+        );
+    }
+}

@@ -1,10 +1,9 @@
-//! [`RuntimeBuilder`]: every setting of a runtime, and the two ways to start one (on a thread of
-//! its own, or in the caller's actix system). The wiring itself is `compose.rs`.
+//! [`RuntimeBuilder`]: every setting of a runtime. Starting one (on a thread of its own, or in the
+//! caller's actix system) and the wiring are `compose.rs`.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use actix::prelude::*;
 use dsh_bash::sandbox::LocalSandboxConfig;
 use dsh_bash::{BashConfig, OnTimeout, ProcessPolicy, SandboxMode, SandboxProvider};
 use dsh_process::{
@@ -12,10 +11,6 @@ use dsh_process::{
     WatchdogCommand,
 };
 use dsh_tasks::{RegistryConfig, RetentionPolicy};
-
-use crate::compose::build;
-use crate::error::RuntimeError;
-use crate::runtime::Runtime;
 
 /// Where confinement comes from.
 pub(crate) enum SandboxSource {
@@ -228,27 +223,5 @@ impl RuntimeBuilder {
     ) -> Self {
         self.sandbox = Some((mode, SandboxSource::Provider(provider)));
         self
-    }
-
-    /// Starts the actors on the current actix arbiter (inside `actix::System` or `actix_rt::test`).
-    pub fn start_in_current_system(self) -> Result<Runtime, RuntimeError> {
-        build(self, false)
-    }
-
-    /// Starts the actors on a thread of their own, running its own actix system; usable from anywhere.
-    pub fn start(self) -> Result<Runtime, RuntimeError> {
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::Builder::new()
-            .name("dsh-runtime".into())
-            .spawn(move || {
-                let system = System::new();
-                system.block_on(async move {
-                    let _ = tx.send(build(self, true));
-                });
-                // Runs until the shutdown sequencer stops the system.
-                let _ = system.run();
-            })
-            .map_err(RuntimeError::Thread)?;
-        rx.recv().map_err(|_| RuntimeError::ThreadExited)?
     }
 }

@@ -31,6 +31,30 @@ struct Executor {
     start: Recipient<Start>,
 }
 
+impl RuntimeBuilder {
+    /// Starts the actors on the current actix arbiter (inside `actix::System` or `actix_rt::test`).
+    pub fn start_in_current_system(self) -> Result<Runtime, RuntimeError> {
+        build(self, false)
+    }
+
+    /// Starts the actors on a thread of their own, running its own actix system; usable from anywhere.
+    pub fn start(self) -> Result<Runtime, RuntimeError> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::Builder::new()
+            .name("dsh-runtime".into())
+            .spawn(move || {
+                let system = System::new();
+                system.block_on(async move {
+                    let _ = tx.send(build(self, true));
+                });
+                // Runs until the shutdown sequencer stops the system.
+                let _ = system.run();
+            })
+            .map_err(RuntimeError::Thread)?;
+        rx.recv().map_err(|_| RuntimeError::ThreadExited)?
+    }
+}
+
 /// Starts the actors of `builder` on the current arbiter; `owns_system` makes shutdown stop the
 /// actix system too (the runtime's own thread).
 pub(crate) fn build(

@@ -1,6 +1,6 @@
 //! [`Runtime`]: the `Send + Sync + Clone` handle on a running runtime, usable from any tokio code.
 //! Built by [`RuntimeBuilder`] (`builder.rs`, wired in `compose.rs`); per-session work goes through
-//! [`Session`] (`session.rs`); shutdown is sequenced in `shutdown.rs`.
+//! a `Session` (`session.rs`); shutdown is sequenced in `shutdown.rs`.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -11,8 +11,8 @@ use dsh_process::{
     AdmissionCost, ContainmentMode, GetAdmissionCost, ManagerStats, ProcessManager, Stats,
 };
 use dsh_tasks::{
-    AgentRef, GetRetentionLoad, Inject, ListTasks, Register, ReleaseOwner, RetentionLoad,
-    TaskRegistry, TaskSnapshot,
+    AgentRef, GetRetentionLoad, ListTasks, Register, ReleaseOwner, RetentionLoad, TaskRegistry,
+    TaskSnapshot,
 };
 use dsh_tool_bash::{
     SetSessionSandboxMode, SetSessionWorkspace, StandingSandboxPolicy, TaskId, ToolBash, ToolCall,
@@ -21,7 +21,6 @@ use dsh_tool_bash::{
 
 use crate::builder::RuntimeBuilder;
 use crate::error::RuntimeError;
-use crate::session::Session;
 use crate::shutdown::{ShutdownRuntime, ShutdownSequencer};
 
 /// A handle to a running dsh runtime. `Send + Sync + Clone`; dropping the last clone shuts it down.
@@ -56,20 +55,8 @@ impl Runtime {
         RuntimeBuilder::default()
     }
 
-    /// A handle on the agent session `id`, whose completion notices go to `inbox`: its calls run
-    /// as that session's, and its background tasks belong to it.
-    pub fn session(&self, id: impl Into<String>, inbox: Recipient<Inject>) -> Session {
-        Session::new(self.clone(), AgentRef::new(id, inbox))
-    }
-
-    /// [`Runtime::session`] for an agent named in full (with a lease, see
-    /// [`AgentRef::with_lease`]).
-    pub fn session_of(&self, agent: AgentRef) -> Session {
-        Session::new(self.clone(), agent)
-    }
-
     /// Runs one tool call to completion and returns what the model should see. A call without a
-    /// caller belongs to no session (see [`Session::call`]).
+    /// caller belongs to no session (a session's calls go through `Session::call`).
     pub async fn call(&self, call: ToolCall) -> ToolResult {
         match self.inner.tool.send(call).await {
             Ok(result) => result,
@@ -112,7 +99,7 @@ impl Runtime {
     /// Starts `command` as a background task that `policy` restarts when it ends (host-started
     /// tasks only: a model's tasks never restart). `owner` owns the task and hears when the
     /// supervisor gives up; `None` leaves it open to every caller (see also
-    /// [`Session::start_supervised`]). Returns the task id.
+    /// `Session::start_supervised`). Returns the task id.
     pub async fn start_supervised(
         &self,
         command: BashExecRequest,

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use actix::prelude::*;
 use dsh_bash::{BashExecRequest, RestartPolicy, SandboxMode};
-use dsh_tasks::{AgentRef, Lease, TaskSnapshot};
+use dsh_tasks::{AgentRef, Inject, Lease, TaskSnapshot};
 use dsh_tool_bash::{ApprovalRequest, TaskId, ToolCall, ToolResult};
 
 use crate::error::RuntimeError;
@@ -22,8 +22,22 @@ pub struct Session {
     approver: Option<Recipient<ApprovalRequest>>,
 }
 
+impl Runtime {
+    /// A handle on the agent session `id`, whose completion notices go to `inbox`: its calls run
+    /// as that session's, and its background tasks belong to it.
+    pub fn session(&self, id: impl Into<String>, inbox: Recipient<Inject>) -> Session {
+        Session::new(self.clone(), AgentRef::new(id, inbox))
+    }
+
+    /// [`Runtime::session`] for an agent named in full (with a lease, see
+    /// [`AgentRef::with_lease`]).
+    pub fn session_of(&self, agent: AgentRef) -> Session {
+        Session::new(self.clone(), agent)
+    }
+}
+
 impl Session {
-    pub(crate) fn new(runtime: Runtime, agent: AgentRef) -> Self {
+    fn new(runtime: Runtime, agent: AgentRef) -> Self {
         Self {
             runtime,
             agent,

@@ -738,3 +738,52 @@ fn tb_68_denial_before_exit() {
     let text = render_result_with(&foreground(Some(not_denied)), true);
     assert!(!text.contains("[sandbox:"));
 }
+
+/// A host tells a sandbox failure from a bad argument by the error's code, not its text: the
+/// runner failing is `SANDBOX_UNAVAILABLE` with the contract's text, a blank command
+/// `INVALID_ARGUMENTS`, a refused escalation `ESCALATION_REFUSED`.
+#[actix_rt::test]
+async fn error_codes_tell_a_sandbox_failure_from_a_bad_argument() {
+    let setup = Setup::new(true, false);
+    let broken = setup
+        .call(bash(json!({
+            "command": "echo 'fake-runner: cannot set up' >&2; exit 1",
+            "description": "the runner fails",
+        })))
+        .await;
+    assert!(broken.is_error, "{}", broken.text);
+    assert!(
+        broken.text.starts_with(
+            "Error: sandbox mode \"read-only\" is requested but no sandbox backend is usable on this host"
+        ),
+        "{}",
+        broken.text
+    );
+    let error = broken.error.as_ref().unwrap();
+    assert_eq!(error.code(), "SANDBOX_UNAVAILABLE");
+    assert_eq!(broken.text, format!("Error: {error}"));
+
+    let blank = setup
+        .call(bash(json!({"command": "", "description": "nothing"})))
+        .await;
+    assert_eq!(
+        blank.text,
+        "Error: invalid command: expected a non-empty string"
+    );
+    assert_eq!(blank.error.as_ref().unwrap().code(), "INVALID_ARGUMENTS");
+
+    let refused = setup
+        .call(bash(escalation_args("workspace-write")).with_caller(agent("s")))
+        .await;
+    assert_eq!(
+        refused.error.as_ref().unwrap().code(),
+        "ESCALATION_REFUSED",
+        "{}",
+        refused.text
+    );
+    assert_eq!(
+        refused.text,
+        "Error: sandbox escalation to \"workspace-write\" requires approval, but no approval service is composed"
+    );
+    setup.shutdown().await;
+}

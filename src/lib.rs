@@ -1,27 +1,43 @@
 //! dsh: an actor-based runtime that gives AI agents a bash tool they can trust.
 //!
 //! [`Runtime`] wires the actors — `ProcessManager` (one driver task per child), `TaskRegistry`,
-//! `LocalBashExecutor`, `ToolBash` — and hands out a `Send + Sync + Clone` handle usable from any tokio
-//! code: [`Runtime::call`] runs a tool call, [`Runtime::tool_definitions`] lists the tools for a model,
-//! [`Runtime::shutdown`] kills and joins everything.
+//! the bash executor, `ToolBash` — and hands out a `Send + Sync + Clone` handle usable from any
+//! tokio code. A host names each agent session once ([`Runtime::session`]) and calls the tools
+//! through its [`Session`]; each call comes back as a [`ToolResult`]: the text the model sees, the
+//! typed [`ToolOutcome`] (exit code, task id, …) and, for a failure, a [`ToolError`] whose
+//! [`code`](ToolError::code) tells a sandbox failure from a bad argument.
 //!
 //! ```no_run
-//! # async fn demo() -> Result<(), dsh::RuntimeError> {
+//! # async fn demo(inbox: actix::Recipient<dsh::Inject>) -> Result<(), dsh::RuntimeError> {
 //! let runtime = dsh::Runtime::builder().timeout_ms(30_000).start()?;
-//! let result = runtime
+//! let session = runtime.session("agent-1", inbox);
+//! let result = session
 //!     .call(dsh::ToolCall::new("bash", serde_json::json!({"command": "ls", "description": "List files"})))
 //!     .await;
 //! println!("{}", result.text);
+//! if let Some(dsh::ToolOutcome::Ran(ran)) = &result.outcome {
+//!     println!("exit code {:?}", ran.exit_code);
+//! }
 //! runtime.shutdown().await;
 //! # Ok(()) }
 //! ```
 //!
 //! Crate layout: `actors/process` (dsh-process), `actors/tasks` (dsh-tasks), `actors/bash` (dsh-bash),
-//! `actors/tool-bash` (dsh-tool-bash); this crate adds the facade and the `dsh` binary's front ends.
+//! `actors/tool-bash` (dsh-tool-bash); this crate adds the host API: the builder (`builder.rs`,
+//! wired in `compose.rs`), the handle (`runtime.rs`), sessions (`session.rs`), shutdown
+//! (`shutdown.rs`) and errors (`error.rs`).
 
+mod builder;
+mod compose;
+mod error;
 mod runtime;
+mod session;
+mod shutdown;
 
-pub use runtime::{Runtime, RuntimeBuilder, RuntimeError};
+pub use builder::RuntimeBuilder;
+pub use error::RuntimeError;
+pub use runtime::Runtime;
+pub use session::Session;
 
 pub use dsh_bash::sandbox::{
     BackendChoice, LocalSandboxConfig, LocalSandboxProvider, NetworkPolicy,
@@ -33,16 +49,22 @@ pub use dsh_bash::{
 pub use dsh_process::{
     Admission, AdmissionRequest, ContainmentMode, Load, ManagerStats, MaxConcurrent, MaxPerSession,
     PolicyStack, SettledProcess, StragglerAction, TaskLimits, WATCHDOG_RESTARTS_IN_A_ROW,
-    WatchdogStatus, lock_unpoisoned,
+    WatchdogStatus,
 };
 pub use dsh_tasks::{
     AgentRef, FinishedTask, Inject, Lease, RetentionLimits, RetentionLoad, RetentionPolicy,
-    TaskSnapshot,
+    TaskSnapshot, TaskStatus,
 };
 pub use dsh_tool_bash::{
-    ApprovalOutcome, ApprovalRequest, NoApprovalChannel, PROMPT_SECTION, ToolCall, ToolDefinition,
+    ApprovalOutcome, ApprovalRequest, Ending, KillResult, NoApprovalChannel, PROMPT_SECTION, Ran,
+    Read, Signal, StreamFacts, TaskId, ToolCall, ToolDefinition, ToolError, ToolOutcome,
     ToolResult,
 };
+
+/// Not host API: the front ends still reach it here until they move to their own crate; use
+/// `dsh::actors::process::lock_unpoisoned`.
+#[doc(hidden)]
+pub use dsh_process::lock_unpoisoned;
 
 /// The actor crates, for hosts that talk to the actors by message.
 pub mod actors {

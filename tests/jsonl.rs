@@ -350,10 +350,9 @@ fn sessions_own_their_tasks_and_get_notices() {
 fn background_sleeper(server: &mut Server, id: i64) -> i32 {
     server.request(json!(id), None, "bash", json!({"command": "echo $$; exec sleep 300", "description": "d", "run_in_background": true}));
     let mut others = Vec::new();
-    let task = server.reply(&json!(id), &mut others)["text"]
+    let task = server.reply(&json!(id), &mut others)["structured"]["task_id"]
         .as_str()
         .unwrap()
-        .trim_start_matches("started background task ")
         .to_owned();
     let deadline = Instant::now() + SOON;
     loop {

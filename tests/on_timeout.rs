@@ -37,6 +37,13 @@ async fn a_call_that_reaches_its_timeout_becomes_the_callers_background_task() {
         "before\n[still running after 300ms; moved to background task bash-1; read it with bash_output]"
     );
     assert_eq!(r.structured.as_ref().unwrap()["task_id"], "bash-1");
+    assert_eq!(
+        r.outcome,
+        Some(dsh::ToolOutcome::MovedToBackground {
+            task_id: "bash-1".into(),
+            timeout: std::time::Duration::from_millis(300),
+        })
+    );
     // It belongs to the caller, and it still runs.
     let r = call_as(
         &rt,

@@ -17,7 +17,7 @@ use tokio::time::{Instant, sleep_until};
 use crate::background::BashProcess;
 use crate::config::{BashConfig, OnTimeout};
 use crate::errors::ExecError;
-use crate::messages::{BashRunResult, MovedToBackground, Run, Start};
+use crate::messages::{BashRunResult, MovedToBackground, Run, RunEnding, Start};
 use crate::request::BashExecSpec;
 use crate::sandbox::WrapFacts;
 
@@ -104,13 +104,6 @@ fn process_spec(
     }
 }
 
-/// Why the fused deadline fired.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Cause {
-    TimedOut,
-    Aborted,
-}
-
 /// A foreground run: spawn, then wait under one fused deadline; the first of our timer and the
 /// caller's abort wins and kills the group.
 pub(crate) async fn run(
@@ -157,11 +150,12 @@ pub(crate) async fn run(
     // Straight from the process's driver, not through the manager's mailbox.
     let wait = spawned.output.settled();
     tokio::pin!(wait);
-    let mut cause = None;
+    // Who fired the fused deadline first, if anyone: the timer or the caller's abort.
+    let mut ending = RunEnding::Exited;
     let outcome = loop {
         tokio::select! {
             outcome = &mut wait => break outcome,
-            () = sleep_until(deadline), if cause.is_none() => {
+            () = sleep_until(deadline), if ending == RunEnding::Exited => {
                 if config.on_timeout == OnTimeout::Background {
                     tracing::debug!(
                         target: "dsh::policy",
@@ -173,23 +167,21 @@ pub(crate) async fn run(
                     let handle = BashProcess::running(manager, spawned.clone(), None, sandbox);
                     let output = handle.read_output();
                     return Ok(BashRunResult {
+                        ending: RunEnding::MovedToBackground(MovedToBackground { handle, output }),
                         exit_code: None,
                         signal: None,
-                        timed_out: false,
-                        aborted: false,
                         timeout_ms: spec.timeout_ms,
                         stdout: Default::default(),
                         stderr: Default::default(),
                         oom_killed: false,
-                        moved_to_background: Some(MovedToBackground { handle, output }),
                         sandbox: None,
                     });
                 }
-                cause = Some(Cause::TimedOut);
+                ending = RunEnding::TimedOut;
                 fused.abort(format!("BASH_TIMEOUT after {}ms", spec.timeout_ms));
             }
-            () = wait_abort(caller_abort.as_ref()), if cause.is_none() => {
-                cause = Some(Cause::Aborted);
+            () = wait_abort(caller_abort.as_ref()), if ending == RunEnding::Exited => {
+                ending = RunEnding::Aborted;
                 fused.abort(caller_abort.as_ref().map(AbortSignal::reason_text).unwrap_or_default());
             }
         }
@@ -197,15 +189,13 @@ pub(crate) async fn run(
     manager.do_send(Release { id: spawned.id });
     let outcome = outcome.ok_or(ExecError::ManagerGone)?;
     Ok(BashRunResult {
+        ending,
         exit_code: outcome.exit_code,
         signal: outcome.signal,
-        timed_out: cause == Some(Cause::TimedOut),
-        aborted: cause == Some(Cause::Aborted),
         timeout_ms: spec.timeout_ms,
         stdout: outcome.stdout,
         stderr: outcome.stderr,
         oom_killed: outcome.oom_killed,
-        moved_to_background: None,
         sandbox: None,
     })
 }

@@ -21,7 +21,7 @@ pub use background::{BashProcess, merge_streams};
 pub use config::{BashConfig, OnTimeout};
 pub use errors::ExecError;
 pub use executor::{LocalBashExecutor, TERMINAL_ENV};
-pub use messages::{BashRunResult, MovedToBackground, Run, Start};
+pub use messages::{BashRunResult, MovedToBackground, Run, RunEnding, Start};
 pub use peek::{OutputPeek, PeekSnapshot};
 pub use request::{BashExecRequest, BashExecSpec};
 pub use resolve::Resolver;

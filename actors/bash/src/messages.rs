@@ -20,17 +20,16 @@ pub struct Run(pub BashExecSpec);
 #[rtype(result = "Result<BashProcess, ExecError>")]
 pub struct Start(pub BashExecSpec);
 
-/// The result of a foreground run. At most one of `timed_out` and `aborted` is set.
+/// The result of a foreground run.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BashRunResult {
+    /// How the run ended: on its own, at its timeout, on the caller's abort, or moved to the
+    /// background still running.
+    pub ending: RunEnding,
     /// `None` when a signal ended the command.
     pub exit_code: Option<i32>,
     /// The signal that ended the command (`SIGTERM`), however it was sent.
     pub signal: Option<String>,
-    /// Our own timer fired first (even if the command then trapped SIGTERM and exited 0).
-    pub timed_out: bool,
-    /// The caller's abort fired first.
-    pub aborted: bool,
     /// The effective timeout.
     pub timeout_ms: u64,
     /// What the command printed on stdout (its tail when truncated).
@@ -39,12 +38,36 @@ pub struct BashRunResult {
     pub stderr: CollectedOutput,
     /// The kernel killed the command (or part of it) for memory: a per-task memory limit was hit.
     pub oom_killed: bool,
-    /// With `on_timeout: background`: the command reached its timeout and still runs; register
-    /// this handle as a task of the caller. `stdout`/`stderr` are then empty: the output so far
-    /// is in it.
-    pub moved_to_background: Option<MovedToBackground>,
     /// The sandbox facts; `None` from an executor that does not sandbox.
     pub sandbox: Option<dsh_tasks::SandboxFacts>,
+}
+
+/// How a foreground run ended. Exactly one holds; who fired first decides (the timer, the caller's
+/// abort, or neither), whatever the command did afterwards.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RunEnding {
+    /// The command ended by itself: an exit, or a signal nobody in dsh sent.
+    Exited,
+    /// Our own timer fired first (even if the command then trapped SIGTERM and exited 0).
+    TimedOut,
+    /// The caller's abort fired first.
+    Aborted,
+    /// With `on_timeout: background`: the command reached its timeout and still runs; register
+    /// its handle as a task of the caller. `stdout`/`stderr` of the result are then empty: the
+    /// output so far is in the move.
+    MovedToBackground(MovedToBackground),
+}
+
+impl RunEnding {
+    /// Our timer fired first.
+    pub fn timed_out(&self) -> bool {
+        matches!(self, RunEnding::TimedOut)
+    }
+
+    /// The caller's abort fired first.
+    pub fn aborted(&self) -> bool {
+        matches!(self, RunEnding::Aborted)
+    }
 }
 
 /// A foreground command that reached its timeout and was left running.

@@ -128,10 +128,9 @@ impl Handler<Run> for StubExecutor {
     type Result = Result<BashRunResult, ExecError>;
     fn handle(&mut self, Run(spec): Run, _: &mut Self::Context) -> Self::Result {
         Ok(BashRunResult {
+            ending: RunEnding::Exited,
             exit_code: Some(0),
             signal: None,
-            timed_out: false,
-            aborted: false,
             timeout_ms: spec.timeout_ms,
             stdout: CollectedOutput {
                 text: "ok".into(),
@@ -139,7 +138,6 @@ impl Handler<Run> for StubExecutor {
             },
             stderr: CollectedOutput::default(),
             oom_killed: false,
-            moved_to_background: None,
             sandbox: None,
         })
     }
@@ -280,7 +278,7 @@ async fn bl_07_per_call_timeout_kills() {
     let mut r = req("sleep 60");
     r.timeout_ms = Some(100.0);
     let result = s.run(r).await.unwrap();
-    assert!(result.timed_out && !result.aborted);
+    assert_eq!(result.ending, RunEnding::TimedOut);
     assert_eq!(result.timeout_ms, 100);
     assert_eq!(result.signal.as_deref(), Some("SIGTERM"));
     s.shutdown().await;
@@ -297,7 +295,7 @@ async fn bl_08_abort_classified_as_aborted() {
         abort.abort("user cancelled");
     });
     let result = s.run(r).await.unwrap();
-    assert!(result.aborted && !result.timed_out);
+    assert_eq!(result.ending, RunEnding::Aborted);
     s.shutdown().await;
 }
 
@@ -306,7 +304,7 @@ async fn bl_09_self_kill_is_neither_timeout_nor_abort() {
     let s = Setup::new(|c| c.timeout_ms = 60_000);
     let result = s.run(req("kill -TERM $$")).await.unwrap();
     assert_eq!(result.signal.as_deref(), Some("SIGTERM"));
-    assert!(!result.timed_out && !result.aborted);
+    assert_eq!(result.ending, RunEnding::Exited);
     s.shutdown().await;
 }
 
@@ -371,7 +369,7 @@ async fn trapped_term_after_timeout_is_still_timed_out() {
     let mut r = req("trap 'exit 0' TERM; sleep 60 & wait");
     r.timeout_ms = Some(100.0);
     let result = s.run(r).await.unwrap();
-    assert!(result.timed_out);
+    assert_eq!(result.ending, RunEnding::TimedOut);
     assert_eq!((result.exit_code, result.signal), (Some(0), None));
     s.shutdown().await;
 }

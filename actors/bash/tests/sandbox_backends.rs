@@ -241,7 +241,7 @@ async fn escaped_grandchild_dies_with_the_task(backend: BackendChoice) {
         ..BashExecRequest::new("setsid sleep 300 </dev/null >/dev/null 2>&1 & echo $!; sleep 300")
     };
     let result = s.run(request).await;
-    assert!(result.timed_out);
+    assert_eq!(result.ending, RunEnding::TimedOut);
     let pid: i32 = result.stdout.text.trim().parse().unwrap();
     assert!(
         poll_until(SOON, || !dsh_process::signal::pid_is_live(pid)).await,

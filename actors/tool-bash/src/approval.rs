@@ -1,4 +1,4 @@
-//! Asking the calling agent to approve a sandbox escalation (seed §1.7.4 step 6), as an actor
+//! Asking the calling agent to approve a sandbox escalation (docs/ARCHITECTURE.md, "Sandbox"), as an actor
 //! message: the tool sends an [`ApprovalRequest`] to the call's approver (a front end's bridge to
 //! its user, or an embedding agent) and acts on the [`ApprovalOutcome`]. Only `allowed-once` runs
 //! anything.

@@ -1,21 +1,50 @@
 //! Run-time validation of model-made arguments. The schema is only advice to a model; what arrives is
 //! whatever JSON it produced, so every field is checked before anything runs.
 //!
-//! Two layers, as in the seeds: schema violations, all collected and joined
+//! Two layers: schema violations, all collected and joined
 //! (`invalid arguments: missing required property "command"; "timeoutMs" must be a number`), then value
-//! checks, first failure wins. Unknown keys are ignored and never forwarded.
+//! checks, first failure wins. Unknown keys are ignored and never forwarded. Times arrive as model
+//! JSON numbers of milliseconds; they are checked here, once, and are [`Duration`]s from then on.
+
+use std::time::Duration;
 
 use serde_json::{Map, Value};
 
+use crate::error::ToolError;
+use crate::task_id::TaskId;
 use crate::until::UntilPattern;
+
+fn invalid(message: impl Into<String>) -> ToolError {
+    ToolError::InvalidArguments(message.into())
+}
+
+/// A positive finite number of milliseconds from model JSON as a [`Duration`], rounded up to the
+/// nanosecond (so it stays positive) and saturating.
+fn positive_ms(value: &Value, key: &str) -> Result<Duration, ToolError> {
+    value
+        .as_f64()
+        .filter(|n| n.is_finite() && *n > 0.0)
+        .map(|ms| Duration::from_nanos((ms * 1e6).ceil().min(u64::MAX as f64) as u64))
+        .ok_or_else(|| {
+            invalid(format!(
+                "invalid {key}: expected a positive number, got {value}"
+            ))
+        })
+}
+
+/// A [`Duration`] as the milliseconds an executor request takes: the model's own number back
+/// (whole numbers and sub-millisecond fractions exactly).
+pub(crate) fn duration_ms(duration: Duration) -> f64 {
+    duration.as_nanos() as f64 / 1e6
+}
 
 /// Validated `bash` arguments. `description` is display-only and not kept.
 #[derive(Clone, Debug, PartialEq)]
 pub struct BashArgs {
     /// The shell command; not blank.
     pub command: String,
-    /// The requested timeout in milliseconds, if given (a positive finite number).
-    pub timeout_ms: Option<f64>,
+    /// The requested timeout, if given (the model's positive finite `timeoutMs`).
+    pub timeout: Option<Duration>,
     /// The requested working directory, as the model wrote it.
     pub workdir: Option<String>,
     /// Start the command as a background task instead of waiting for it.
@@ -76,9 +105,9 @@ impl Kind {
 fn check_schema<'a>(
     arguments: &'a Value,
     fields: &[(&str, Kind, bool)],
-) -> Result<&'a Map<String, Value>, String> {
+) -> Result<&'a Map<String, Value>, ToolError> {
     let Some(object) = arguments.as_object() else {
-        return Err("invalid arguments: expected an object".to_owned());
+        return Err(invalid("invalid arguments: expected an object"));
     };
     let mut violations = Vec::new();
     for (name, kind, required) in fields {
@@ -93,18 +122,21 @@ fn check_schema<'a>(
     if violations.is_empty() {
         Ok(object)
     } else {
-        Err(format!("invalid arguments: {}", violations.join("; ")))
+        Err(invalid(format!(
+            "invalid arguments: {}",
+            violations.join("; ")
+        )))
     }
 }
 
 /// Validates `bash` arguments against the schema without the sandbox fields.
-pub fn parse_bash_args(arguments: &Value) -> Result<BashArgs, String> {
+pub fn parse_bash_args(arguments: &Value) -> Result<BashArgs, ToolError> {
     parse_bash_args_with(arguments, false)
 }
 
 /// Validates `bash` arguments; `sandboxed` adds the advertised `sandbox_permissions` (enum) and
 /// `justification` (string) to the schema check. The escalation pairing is checked either way.
-pub fn parse_bash_args_with(arguments: &Value, sandboxed: bool) -> Result<BashArgs, String> {
+pub fn parse_bash_args_with(arguments: &Value, sandboxed: bool) -> Result<BashArgs, ToolError> {
     let mut fields = vec![
         ("command", Kind::String, true),
         ("description", Kind::String, true),
@@ -120,18 +152,13 @@ pub fn parse_bash_args_with(arguments: &Value, sandboxed: bool) -> Result<BashAr
     let text = |key: &str| object.get(key).and_then(Value::as_str);
     let command = text("command").unwrap_or_default();
     if command.trim().is_empty() {
-        return Err("invalid command: expected a non-empty string".to_owned());
+        return Err(invalid("invalid command: expected a non-empty string"));
     }
     if text("description").unwrap_or_default().trim().is_empty() {
-        return Err("invalid description: expected a non-empty string".to_owned());
+        return Err(invalid("invalid description: expected a non-empty string"));
     }
-    let timeout_ms = match object.get("timeoutMs") {
-        Some(value) => {
-            let number = value.as_f64().filter(|n| n.is_finite() && *n > 0.0);
-            Some(number.ok_or_else(|| {
-                format!("invalid timeoutMs: expected a positive number, got {value}")
-            })?)
-        }
+    let timeout = match object.get("timeoutMs") {
+        Some(value) => Some(positive_ms(value, "timeoutMs")?),
         None => None,
     };
     let escalation = match (
@@ -140,18 +167,21 @@ pub fn parse_bash_args_with(arguments: &Value, sandboxed: bool) -> Result<BashAr
     ) {
         (None, None) => None,
         (Some(_), None) => {
-            return Err("invalid escalation: sandbox_permissions requires a justification".into());
+            return Err(invalid(
+                "invalid escalation: sandbox_permissions requires a justification",
+            ));
         }
         (None, Some(_)) => {
-            return Err(
-                "invalid escalation: justification is only valid together with sandbox_permissions"
-                    .into(),
-            );
+            return Err(invalid(
+                "invalid escalation: justification is only valid together with sandbox_permissions",
+            ));
         }
         (Some(mode), Some(justification)) => {
             let justification = justification.as_str().unwrap_or_default();
             if justification.trim().is_empty() {
-                return Err("invalid justification: expected a non-empty sentence".into());
+                return Err(invalid(
+                    "invalid justification: expected a non-empty sentence",
+                ));
             }
             Some(Escalation {
                 mode: mode
@@ -163,7 +193,7 @@ pub fn parse_bash_args_with(arguments: &Value, sandboxed: bool) -> Result<BashAr
     };
     Ok(BashArgs {
         command: command.to_owned(),
-        timeout_ms,
+        timeout,
         escalation,
         workdir: text("workdir").map(str::to_owned),
         run_in_background: object
@@ -173,10 +203,10 @@ pub fn parse_bash_args_with(arguments: &Value, sandboxed: bool) -> Result<BashAr
     })
 }
 
-/// The default wait of `bash_output` with `wait` or `until`, in milliseconds (the seeds' `task_output`).
-pub const DEFAULT_WAIT_MS: u64 = 30_000;
+/// The default wait of `bash_output` with `wait` or `until`.
+pub const DEFAULT_WAIT: Duration = Duration::from_secs(30);
 /// The longest wait of `bash_output`, whatever `timeout_ms` asks for.
-pub const MAX_WAIT_MS: u64 = 600_000;
+pub const MAX_WAIT: Duration = Duration::from_secs(600);
 /// The most memory a compiled `until` pattern may take: a pattern is model-made.
 const UNTIL_SIZE_LIMIT: usize = 1 << 20;
 
@@ -184,15 +214,15 @@ const UNTIL_SIZE_LIMIT: usize = 1 << 20;
 #[derive(Clone, Debug)]
 pub struct ReadArgs {
     /// The task to read.
-    pub task_id: String,
+    pub task_id: TaskId,
     /// Wait this long at most before reading (`wait: true` or `until`); `None` reads at once.
-    pub wait_ms: Option<u64>,
+    pub wait: Option<Duration>,
     /// Stop waiting once the output produced since the previous read matches.
     pub until: Option<UntilPattern>,
 }
 
 /// Validates `bash_output` arguments: `task_id`, and optionally `wait`, `timeout_ms`, `until`.
-pub fn parse_read_args(arguments: &Value) -> Result<ReadArgs, String> {
+pub fn parse_read_args(arguments: &Value) -> Result<ReadArgs, ToolError> {
     let object = check_schema(
         arguments,
         &[
@@ -203,43 +233,37 @@ pub fn parse_read_args(arguments: &Value) -> Result<ReadArgs, String> {
         ],
     )?;
     let task_id = parse_task_id(arguments)?;
-    let timeout_ms = match object.get("timeout_ms") {
-        Some(value) => Some(
-            value
-                .as_f64()
-                .filter(|n| n.is_finite() && *n > 0.0)
-                .ok_or_else(|| {
-                    format!("invalid timeout_ms: expected a positive number, got {value}")
-                })?,
-        ),
+    let timeout = match object.get("timeout_ms") {
+        Some(value) => Some(positive_ms(value, "timeout_ms")?),
         None => None,
     };
     let until = match object.get("until").and_then(Value::as_str) {
         Some(pattern) => Some(
             UntilPattern::new(pattern, UNTIL_SIZE_LIMIT)
-                .map_err(|err| format!("invalid until: {err}"))?,
+                .map_err(|err| invalid(format!("invalid until: {err}")))?,
         ),
         None => None,
     };
     let wait = object.get("wait").and_then(Value::as_bool).unwrap_or(false) || until.is_some();
-    let wait_ms = wait.then(|| {
-        timeout_ms
-            .map(|ms| ms.ceil().min(MAX_WAIT_MS as f64) as u64)
-            .unwrap_or(DEFAULT_WAIT_MS)
-            .min(MAX_WAIT_MS)
+    // A wait is whole milliseconds, rounded up.
+    let wait = wait.then(|| {
+        timeout
+            .map(|t| Duration::from_millis(duration_ms(t).ceil() as u64))
+            .unwrap_or(DEFAULT_WAIT)
+            .min(MAX_WAIT)
     });
     Ok(ReadArgs {
         task_id,
-        wait_ms,
+        wait,
         until,
     })
 }
 
 /// Validates the `task_id` argument of `bash_output` and `bash_kill`.
-pub fn parse_task_id(arguments: &Value) -> Result<String, String> {
+pub fn parse_task_id(arguments: &Value) -> Result<TaskId, ToolError> {
     let object = check_schema(arguments, &[("task_id", Kind::String, true)])?;
     match object.get("task_id").and_then(Value::as_str) {
-        Some(id) if !id.is_empty() => Ok(id.to_owned()),
-        _ => Err("invalid task_id: expected a string, got \"\"".to_owned()),
+        Some(id) if !id.is_empty() => Ok(TaskId::from(id)),
+        _ => Err(invalid("invalid task_id: expected a string, got \"\"")),
     }
 }

@@ -1,11 +1,11 @@
 //! The model-facing tool definitions: names, descriptions and JSON Schemas of `bash`, `bash_output` and
-//! `bash_kill`, worded as in the seeds (see docs/CONTRACT.md), in the shapes OpenAI, Anthropic and
+//! `bash_kill`, worded as docs/CONTRACT.md gives them, in the shapes OpenAI, Anthropic and
 //! MCP tool lists expect.
 
 use serde::Serialize;
 use serde_json::{Value, json};
 
-/// The prompt section the seeds add next to the tool.
+/// The prompt section offered next to the tool (docs/CONTRACT.md, "The prompt section").
 pub const PROMPT_SECTION: &str =
     "Check the [exit code: N] marker on every bash result; investigate failures before moving on.";
 

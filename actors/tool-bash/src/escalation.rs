@@ -1,53 +1,44 @@
-//! The escalation flow of a `bash` call (seed §1.7.4 step 6): a model asks for a wider sandbox
-//! mode for one command; the request is checked against the call's standing policy and the
-//! composition, then asked of the call's approver as an actor message. Only `allowed-once` returns a
-//! policy; every other path is an error with the seeds' text, and the caller runs nothing.
+//! The escalation flow of a `bash` call (docs/ARCHITECTURE.md, "Sandbox"): a model asks for a
+//! wider sandbox mode for one command; the request is checked against the call's standing policy
+//! and the composition, then asked of the call's approver as an actor message. Only `allowed-once`
+//! returns a policy; every other path is an [`EscalationError`] with the text docs/CONTRACT.md
+//! gives, and the caller runs nothing.
 
 use dsh_bash::{SandboxMode, SandboxPolicy};
 
 use crate::approval::{ApprovalOutcome, ApprovalRequest, approval_reason};
 use crate::args::Escalation;
-use crate::tool::{ToolBashConfig, ToolCall};
+use crate::call::ToolCall;
+use crate::config::ToolBashConfig;
+use crate::error::EscalationError;
 
-/// Step 6: an escalation is checked, then asked of the call's approver; only a grant returns the
-/// wider policy. Every other path is an error and nothing runs.
+/// An escalation is checked, then asked of the call's approver; only a grant returns the wider
+/// policy. Every other path is an error and nothing runs.
 pub(crate) async fn escalate(
     config: &ToolBashConfig,
     standing: Option<&SandboxPolicy>,
     escalation: &Escalation,
     call: &ToolCall,
-) -> Result<SandboxPolicy, String> {
+) -> Result<SandboxPolicy, EscalationError> {
     let Some(standing) = standing else {
-        return Err(
-            "sandbox_permissions is not available in this composition (no sandboxing executor to escalate)"
-                .into(),
-        );
+        return Err(EscalationError::NotOffered);
     };
     let requested = escalation.mode.as_str();
     let Some(mode) = SandboxMode::parse(requested).filter(|m| standing.mode.wider().contains(m))
     else {
-        return Err(format!(
-            "sandbox escalation to \"{requested}\" is not strictly wider than this call's current \"{}\" mode",
-            standing.mode
-        ));
+        return Err(EscalationError::NotWider {
+            requested: requested.to_owned(),
+            current: standing.mode,
+        });
     };
     if !config.approvals {
-        return Err(format!(
-            "sandbox escalation to \"{mode}\" requires approval, but no approval service is composed"
-        ));
+        return Err(EscalationError::NoApprovalService(mode));
     }
     if call.caller.is_none() && call.approver.is_none() {
-        return Err(format!(
-            "sandbox escalation to \"{mode}\" requires approval, but the call has no agent to route it through"
-        ));
+        return Err(EscalationError::NoAgent(mode));
     }
-    let unavailable = || {
-        format!(
-            "sandbox escalation to \"{mode}\" requires approval, but no approval channel is available"
-        )
-    };
     let Some(approver) = &call.approver else {
-        return Err(unavailable());
+        return Err(EscalationError::NoChannel(mode));
     };
     let request = ApprovalRequest {
         tool: "bash",
@@ -56,25 +47,20 @@ pub(crate) async fn escalate(
         mode,
         reason: approval_reason(mode, &escalation.justification),
     };
-    let cancelled = || format!("approval for escalating to \"{mode}\" was cancelled");
     // An answer that has arrived is honoured first; a cancel after a grant is caught below.
     let outcome = tokio::select! {
         biased;
         answer = approver.send(request) => answer.unwrap_or(ApprovalOutcome::Unavailable),
-        () = dsh_bash::wait_abort(call.cancel.as_ref()) => return Err(cancelled()),
+        () = dsh_bash::wait_abort(call.cancel.as_ref()) => return Err(EscalationError::Cancelled(mode)),
     };
     match outcome {
         ApprovalOutcome::AllowedOnce => Ok(SandboxPolicy {
             mode,
             workspace_root: standing.workspace_root.clone(),
         }),
-        ApprovalOutcome::Rejected => Err(format!(
-            "the user rejected escalating this command to \"{mode}\""
-        )),
-        ApprovalOutcome::Cancelled => Err(cancelled()),
-        ApprovalOutcome::Unavailable => Err(unavailable()),
-        ApprovalOutcome::Other(value) => Err(format!(
-            "unreachable variant in EscalationOutcome: \"{value}\""
-        )),
+        ApprovalOutcome::Rejected => Err(EscalationError::Rejected(mode)),
+        ApprovalOutcome::Cancelled => Err(EscalationError::Cancelled(mode)),
+        ApprovalOutcome::Unavailable => Err(EscalationError::NoChannel(mode)),
+        ApprovalOutcome::Other(value) => Err(EscalationError::UnknownOutcome(value)),
     }
 }

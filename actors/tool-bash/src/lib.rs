@@ -2,37 +2,53 @@
 //!
 //! Pure schema, validation and text shaping over the executor seam and the task registry: every
 //! process concern lives behind them, so a sandboxed or remote executor changes nothing the model sees.
+//!
+//! A call comes in as a [`ToolCall`] (`call.rs`), is parsed once into a [`ToolRequest`]
+//! (`request.rs`, `args.rs`), runs in the [`ToolBash`] actor (`tool.rs`), and comes back as a
+//! [`ToolResult`]: the model's text (`render.rs`), the typed [`ToolOutcome`] (`outcome.rs`, whose
+//! serialization is the MCP `structuredContent`, schema in `structured.rs`) and, for a failure, a
+//! [`ToolError`] with its code (`error.rs`).
 
 mod approval;
 mod args;
+mod call;
+mod config;
 mod definitions;
+mod error;
 mod escalation;
+mod executor_ref;
 mod managed_env;
+mod outcome;
 mod render;
+mod request;
+mod session;
 mod structured;
+mod task_id;
 mod tool;
 mod until;
 
 pub use approval::{ApprovalOutcome, ApprovalRequest, NoApprovalChannel, approval_reason};
 pub use args::{
-    BashArgs, DEFAULT_WAIT_MS, ESCALATION_MODES, Escalation, MAX_WAIT_MS, ReadArgs,
-    parse_bash_args, parse_bash_args_with, parse_read_args, parse_task_id,
+    BashArgs, DEFAULT_WAIT, ESCALATION_MODES, Escalation, MAX_WAIT, ReadArgs, parse_bash_args,
+    parse_bash_args_with, parse_read_args, parse_task_id,
 };
+pub use call::{ToolCall, ToolResult};
+pub use config::ToolBashConfig;
 pub use definitions::{DefinitionFacts, PROMPT_SECTION, ToolDefinition, tool_definitions};
+pub use error::{EscalationError, ToolError};
+pub use executor_ref::ExecutorRef;
 pub use managed_env::{managed_env, resolve_dsh_home};
+pub use outcome::{Ending, KillResult, Ran, Read, Signal, StreamFacts, ToolOutcome};
 pub use render::{
     ESCALATION_HINT, denial_marker, render_kill, render_moved, render_notice, render_read,
     render_read_with, render_result, render_result_with, render_started, runner_failure_marker,
     sandbox_markers, status_line,
 };
-pub use structured::{
-    bash_structured, kill_structured, moved_structured, output_schema, read_structured,
-    sandbox_structured, started_structured,
-};
-pub use tool::{
-    ExecutorRef, SetSessionSandboxMode, SetSessionWorkspace, StandingSandboxPolicy, ToolBash,
-    ToolBashConfig, ToolCall, ToolResult,
-};
+pub use request::{Offered, ToolRequest};
+pub use session::{SetSessionSandboxMode, SetSessionWorkspace, StandingSandboxPolicy};
+pub use structured::{output_schema, sandbox_structured};
+pub use task_id::TaskId;
+pub use tool::ToolBash;
 pub use until::UntilPattern;
 
 pub use dsh_bash::{OutputPeek, PeekSnapshot};

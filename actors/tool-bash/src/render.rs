@@ -5,7 +5,7 @@ use dsh_bash::{
     BashRunResult, CollectedOutput, SandboxFacts, TaskOutput, TaskStatus, merge_streams,
 };
 
-/// The hint after a denial when the composition offers escalation (seed Appendix B).
+/// The hint after a denial when the composition offers escalation (docs/CONTRACT.md, `bash`).
 pub const ESCALATION_HINT: &str = "[sandbox: escalation available — retry this exact command once with sandbox_permissions (the narrowest wider mode that suffices) + justification; the approval prompt asks the user]";
 
 /// `[sandbox: file access denied under <mode> mode]`.
@@ -67,7 +67,7 @@ pub fn render_result_with(result: &BashRunResult, escalation: bool) -> String {
     }
     let mut markers = sandbox_markers(result.sandbox.as_ref(), escalation);
     // Reported however the process ended: a command can trap SIGTERM and exit 0 after our timer fired.
-    if result.timed_out {
+    if result.ending.timed_out() {
         markers.push(format!("[timed out after {}ms]", result.timeout_ms));
     }
     match (&result.signal, result.exit_code) {

@@ -1,102 +1,17 @@
-//! Machine-readable results beside the model-visible text: the facts a client would otherwise have to
-//! parse out of the markers (exit code, signal, timeout, spill paths, task id), and the JSON Schema of
-//! each tool's object, so an MCP server can advertise `outputSchema` and send `structuredContent`.
+//! The JSON Schema of each tool's structured result, so an MCP server can advertise
+//! `outputSchema`; the object itself is [`crate::ToolOutcome`] serialized (`outcome.rs`), and the
+//! tests below hold the two together.
 //!
 //! The text a model sees is rendered elsewhere (`render.rs`) and is not affected by anything here.
 
-use dsh_bash::{
-    BashRunResult, CollectedOutput, PeekSnapshot, SandboxFacts, TaskOutput, TaskStatus,
-};
+use dsh_bash::SandboxFacts;
 use serde_json::{Value, json};
 
-/// `{mode, denied, enforcement?, runner_failed?}`: the optional facts only when supplied (TB-44).
+use crate::outcome::SandboxView;
+
+/// `{mode, denied, enforcement?, runner_failed?}`: the optional facts only when they hold.
 pub fn sandbox_structured(facts: &SandboxFacts) -> Value {
-    let mut value = json!({"mode": facts.mode.as_str(), "denied": facts.denied});
-    if let Some(enforcement) = facts.enforcement {
-        value["enforcement"] = json!(enforcement.as_str());
-    }
-    if facts.runner_failed {
-        value["runner_failed"] = json!(true);
-    }
-    value
-}
-
-fn stream(output: &CollectedOutput, bytes: Option<u64>) -> Value {
-    json!({
-        "bytes": bytes.unwrap_or(output.text.len() as u64),
-        "truncated": output.truncated,
-        "spill_path": output.spill_path.as_ref().map(|p| p.display().to_string()),
-    })
-}
-
-/// A foreground `bash` result. `totals` are the whole-stream byte counts when known (else the bytes
-/// kept in memory are reported).
-pub fn bash_structured(
-    result: &BashRunResult,
-    duration_ms: u64,
-    totals: Option<&PeekSnapshot>,
-) -> Value {
-    let mut value = json!({
-        "background": false,
-        "exit_code": result.exit_code,
-        "signal": result.signal,
-        "out_of_memory": result.oom_killed,
-        "timed_out": result.timed_out,
-        "aborted": result.aborted,
-        "timeout_ms": result.timeout_ms,
-        "duration_ms": duration_ms,
-        "stdout": stream(&result.stdout, totals.map(|t| t.stdout_bytes)),
-        "stderr": stream(&result.stderr, totals.map(|t| t.stderr_bytes)),
-    });
-    if let Some(facts) = &result.sandbox {
-        value["sandbox"] = sandbox_structured(facts);
-    }
-    value
-}
-
-/// A foreground `bash` call that reached its timeout and became background task `task_id`.
-pub fn moved_structured(task_id: &str, timeout_ms: u64) -> Value {
-    json!({"background": true, "task_id": task_id, "timed_out": true, "timeout_ms": timeout_ms})
-}
-
-/// A `bash` call that started a background task.
-pub fn started_structured(task_id: &str) -> Value {
-    json!({"background": true, "task_id": task_id})
-}
-
-fn status_fields(status: &TaskStatus) -> (&'static str, Option<i32>, Option<&str>) {
-    match status {
-        TaskStatus::Queued => ("queued", None, None),
-        TaskStatus::Running => ("running", None, None),
-        TaskStatus::Completed { exit_code } => ("completed", Some(*exit_code), None),
-        TaskStatus::Killed { signal } => ("killed", None, signal.as_deref()),
-        TaskStatus::OutOfMemory => ("killed", None, Some("SIGKILL")),
-    }
-}
-
-/// A `bash_output` read.
-pub fn read_structured(task_id: &str, output: &TaskOutput, status: &TaskStatus) -> Value {
-    let (status_name, exit_code, signal) = status_fields(status);
-    let mut value = json!({
-        "task_id": task_id,
-        "output": output.delta,
-        "output_dropped": output.lossy,
-        "spill_paths": output.spill_paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
-        "status": status_name,
-        "exit_code": exit_code,
-        "signal": signal,
-        "out_of_memory": matches!(status, TaskStatus::OutOfMemory),
-    });
-    if let Some(facts) = output.sandbox.as_ref().filter(|_| !status.is_running()) {
-        value["sandbox"] = sandbox_structured(facts);
-    }
-    value
-}
-
-/// A `bash_kill` reply.
-pub fn kill_structured(task_id: &str, killed: bool) -> Value {
-    let outcome = if killed { "killed" } else { "already_finished" };
-    json!({"task_id": task_id, "outcome": outcome})
+    serde_json::to_value(SandboxView(facts)).unwrap_or_default()
 }
 
 /// The JSON Schema of a tool's structured result (`None` for a tool this crate does not define).
@@ -172,26 +87,177 @@ pub fn output_schema(tool: &str) -> Option<Value> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use std::path::PathBuf;
+    use std::time::Duration;
 
+    use dsh_bash::{SandboxMode, TaskStatus};
+    use dsh_tasks::Enforcement;
+
+    use super::*;
+    use crate::outcome::{Ending, KillResult, Ran, Read, Signal, StreamFacts, ToolOutcome};
+
+    /// Checks `value` against the subset of JSON Schema `output_schema` uses (`type`,
+    /// `properties`, `required`, `enum`, `items`, `minimum`), and that every key of an object is a
+    /// declared property: the type may say nothing the schema does not.
+    fn check(value: &Value, schema: &Value, at: &str) {
+        let types: Vec<&str> = match &schema["type"] {
+            Value::String(t) => vec![t.as_str()],
+            Value::Array(ts) => ts.iter().filter_map(Value::as_str).collect(),
+            _ => vec![],
+        };
+        let kind = match value {
+            Value::Null => "null",
+            Value::Bool(_) => "boolean",
+            Value::Number(n) if n.is_u64() || n.is_i64() => "integer",
+            Value::Number(_) => "number",
+            Value::String(_) => "string",
+            Value::Array(_) => "array",
+            Value::Object(_) => "object",
+        };
+        assert!(
+            types.is_empty() || types.contains(&kind),
+            "{at}: {kind} where the schema says {types:?}"
+        );
+        if let Some(allowed) = schema["enum"].as_array() {
+            assert!(allowed.contains(value), "{at}: {value} not in {allowed:?}");
+        }
+        if let Some(minimum) = schema["minimum"].as_i64() {
+            assert!(
+                value.as_i64().is_none_or(|v| v >= minimum),
+                "{at}: below minimum"
+            );
+        }
+        if let Value::Array(items) = value {
+            for (i, item) in items.iter().enumerate() {
+                check(item, &schema["items"], &format!("{at}[{i}]"));
+            }
+        }
+        if let Value::Object(object) = value {
+            let properties = schema["properties"].as_object().expect("properties");
+            for required in schema["required"].as_array().into_iter().flatten() {
+                let key = required.as_str().expect("a name");
+                assert!(object.contains_key(key), "{at}: missing required {key}");
+            }
+            for (key, field) in object {
+                let Some(field_schema) = properties.get(key) else {
+                    panic!("{at}: {key} is not in the schema");
+                };
+                check(field, field_schema, &format!("{at}.{key}"));
+            }
+        }
+    }
+
+    fn stream(spill: Option<&str>) -> StreamFacts {
+        StreamFacts {
+            bytes: 12,
+            truncated: spill.is_some(),
+            spill_path: spill.map(PathBuf::from),
+        }
+    }
+
+    fn ran(ending: Ending, signal: Option<&str>, sandbox: Option<SandboxFacts>) -> ToolOutcome {
+        ToolOutcome::Ran(Ran {
+            ending,
+            exit_code: signal.is_none().then_some(3),
+            signal: signal.map(|s| Signal::from(s.to_owned())),
+            out_of_memory: false,
+            timeout: Duration::from_millis(120_000),
+            duration: Duration::from_millis(7),
+            stdout: stream(Some("/tmp/spill/out")),
+            stderr: stream(None),
+            sandbox,
+        })
+    }
+
+    fn read(status: TaskStatus, sandbox: Option<SandboxFacts>) -> ToolOutcome {
+        ToolOutcome::Read(Read {
+            task_id: "bash-1".into(),
+            output: "tick\n".into(),
+            output_dropped: true,
+            spill_paths: vec![PathBuf::from("/tmp/spill/1")],
+            status,
+            sandbox,
+        })
+    }
+
+    /// Every shape of every tool's outcome, serialized, matches that tool's schema.
     #[test]
-    fn every_tool_has_a_schema_and_read_results_name_their_status() {
-        for tool in ["bash", "bash_output", "bash_kill"] {
-            assert_eq!(output_schema(tool).unwrap()["type"], "object");
+    fn every_outcome_serializes_to_its_tools_schema() {
+        let facts = SandboxFacts {
+            mode: SandboxMode::ReadOnly,
+            denied: true,
+            enforcement: Some(Enforcement::Full),
+            runner_failed: true,
+        };
+        let bash = [
+            ran(Ending::Exited, None, None),
+            ran(Ending::TimedOut, Some("SIGTERM"), None),
+            ran(Ending::Aborted, Some("SIGTERM"), Some(facts.clone())),
+            ToolOutcome::Started {
+                task_id: "bash-2".into(),
+            },
+            ToolOutcome::MovedToBackground {
+                task_id: "bash-3".into(),
+                timeout: Duration::from_millis(200),
+            },
+        ];
+        let output = [
+            read(TaskStatus::Queued, None),
+            read(TaskStatus::Running, None),
+            read(TaskStatus::Completed { exit_code: 1 }, Some(facts)),
+            read(
+                TaskStatus::Killed {
+                    signal: Some("SIGTERM".into()),
+                },
+                None,
+            ),
+            read(TaskStatus::Killed { signal: None }, None),
+            read(TaskStatus::OutOfMemory, None),
+        ];
+        let kill =
+            [KillResult::Killed, KillResult::AlreadyFinished].map(|result| ToolOutcome::Kill {
+                task_id: "bash-4".into(),
+                result,
+            });
+        for (tool, outcomes) in [
+            ("bash", &bash[..]),
+            ("bash_output", &output[..]),
+            ("bash_kill", &kill[..]),
+        ] {
+            let schema = output_schema(tool).expect("a schema");
+            for outcome in outcomes {
+                check(&outcome.structured(), &schema, tool);
+            }
         }
         assert!(output_schema("nope").is_none());
-        let output = TaskOutput {
-            delta: "hi\n".into(),
-            lossy: false,
-            spill_paths: vec![],
-            sandbox: None,
-        };
-        let read = read_structured("bash-1", &output, &TaskStatus::Completed { exit_code: 3 });
-        assert_eq!(read["status"], "completed");
-        assert_eq!(read["exit_code"], 3);
+    }
+
+    /// The serialized fields keep the names, order and values the structured content has always had.
+    #[test]
+    fn outcomes_serialize_field_for_field() {
         assert_eq!(
-            kill_structured("bash-1", false)["outcome"],
-            "already_finished"
+            serde_json::to_string(&ran(Ending::TimedOut, Some("SIGTERM"), None)).unwrap(),
+            r#"{"background":false,"exit_code":null,"signal":"SIGTERM","out_of_memory":false,"timed_out":true,"aborted":false,"timeout_ms":120000,"duration_ms":7,"stdout":{"bytes":12,"truncated":true,"spill_path":"/tmp/spill/out"},"stderr":{"bytes":12,"truncated":false,"spill_path":null}}"#
+        );
+        let moved = ToolOutcome::MovedToBackground {
+            task_id: "bash-3".into(),
+            timeout: Duration::from_millis(200),
+        };
+        assert_eq!(
+            moved.structured().to_string(),
+            r#"{"background":true,"task_id":"bash-3","timed_out":true,"timeout_ms":200}"#
+        );
+        assert_eq!(
+            read(TaskStatus::OutOfMemory, None).structured().to_string(),
+            r#"{"task_id":"bash-1","output":"tick\n","output_dropped":true,"spill_paths":["/tmp/spill/1"],"status":"killed","exit_code":null,"signal":"SIGKILL","out_of_memory":true}"#
+        );
+        let kill = ToolOutcome::Kill {
+            task_id: "bash-4".into(),
+            result: KillResult::AlreadyFinished,
+        };
+        assert_eq!(
+            kill.structured().to_string(),
+            r#"{"task_id":"bash-4","outcome":"already_finished"}"#
         );
     }
 }

@@ -123,10 +123,10 @@ impl Engine {
         })
     }
 
-    fn carry(regex: regex::bytes::Regex, seed: Vec<u8>) -> Self {
+    fn carry(regex: regex::bytes::Regex, start: Vec<u8>) -> Self {
         Engine::Carry {
             regex,
-            carry: seed,
+            carry: start,
             trimmed: false,
         }
     }
@@ -165,8 +165,8 @@ impl UntilScan {
         false
     }
 
-    fn fall_back(&mut self, seed: Vec<u8>) {
-        self.engine = Engine::carry(self.fallback.clone(), seed);
+    fn fall_back(&mut self, start: Vec<u8>) {
+        self.engine = Engine::carry(self.fallback.clone(), start);
     }
 }
 
@@ -185,9 +185,9 @@ impl OutputScan for UntilScan {
         match walk {
             Walk::Holds => true,
             Walk::GaveUp { from } => {
-                let mut seed = std::mem::take(recent);
-                seed.extend_from_slice(&bytes[..from]);
-                self.fall_back(seed);
+                let mut start = std::mem::take(recent);
+                start.extend_from_slice(&bytes[..from]);
+                self.fall_back(start);
                 self.feed_fallback(&bytes[from..])
             }
             Walk::Goes => {
@@ -200,8 +200,8 @@ impl OutputScan for UntilScan {
                 }
                 if end.is_err() || cache.clear_count() != clears {
                     // The cache was cleared under the current state, which is stale now.
-                    let seed = std::mem::take(recent);
-                    self.fall_back(seed);
+                    let start = std::mem::take(recent);
+                    self.fall_back(start);
                 }
                 false
             }

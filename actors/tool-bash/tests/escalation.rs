@@ -117,13 +117,20 @@ struct Setup {
     _spill: tempfile::TempDir,
 }
 
-fn tool_config(approvals: bool) -> ToolBashConfig {
-    ToolBashConfig {
-        cwd: None,
-        dsh_home: PathBuf::from("/tmp/dsh-home"),
-        background: true,
+/// The tools a composition offers with background work, with or without a sandbox.
+fn facts(sandbox: bool) -> DefinitionFacts {
+    DefinitionFacts {
         timeout_ms: 10_000,
         max_timeout_ms: 600_000,
+        background: true,
+        sandbox,
+    }
+}
+
+fn tool_config(approvals: bool) -> ToolBashConfig {
+    ToolBashConfig {
+        dsh_home: PathBuf::from("/tmp/dsh-home"),
+        background: true,
         approvals,
     }
 }
@@ -164,7 +171,7 @@ impl Setup {
             .start();
             let resolve = SandboxBashExecutor::resolver(&config, default);
             (
-                ExecutorRef::new(resolve, recorder).confining(),
+                ExecutorRef::new(&config, resolve, recorder).confining(),
                 Some(resolver),
             )
         } else {
@@ -237,16 +244,17 @@ fn tb_35_a_confining_executor_without_a_policy_fails_to_load() {
             .err()
             .unwrap();
         assert_eq!(
-            err,
+            err.to_string(),
             "tool-bash: the mounted bash executor confines but ctx.sandboxPolicy is missing"
         );
+        assert_eq!(err.code(), "MISCONFIGURED");
         setup.shutdown().await;
     });
 }
 
 #[actix_rt::test]
 async fn tb_36_fields_advertised_and_pairing_validated() {
-    let definitions = ToolBash::definitions(&tool_config(true), true);
+    let definitions = tool_definitions(facts(true));
     let bash_def = &definitions[0];
     let properties = &bash_def.input_schema["properties"];
     assert_eq!(
@@ -260,7 +268,7 @@ async fn tb_36_fields_advertised_and_pairing_validated() {
             .description
             .contains("[sandbox: file access denied under <mode> mode]")
     );
-    let plain = ToolBash::definitions(&tool_config(true), false);
+    let plain = tool_definitions(facts(false));
     assert!(
         plain[0].input_schema["properties"]
             .get("sandbox_permissions")
@@ -701,10 +709,9 @@ fn lg_26_background_runner_failure_marker() {
 
 fn foreground(facts: Option<SandboxFacts>) -> BashRunResult {
     BashRunResult {
+        ending: RunEnding::Exited,
         exit_code: Some(1),
         signal: None,
-        timed_out: false,
-        aborted: false,
         timeout_ms: 1000,
         stdout: CollectedOutput::default(),
         stderr: CollectedOutput {
@@ -712,7 +719,6 @@ fn foreground(facts: Option<SandboxFacts>) -> BashRunResult {
             ..Default::default()
         },
         oom_killed: false,
-        moved_to_background: None,
         sandbox: facts,
     }
 }
@@ -731,4 +737,53 @@ fn tb_68_denial_before_exit() {
     not_denied.denied = false;
     let text = render_result_with(&foreground(Some(not_denied)), true);
     assert!(!text.contains("[sandbox:"));
+}
+
+/// A host tells a sandbox failure from a bad argument by the error's code, not its text: the
+/// runner failing is `SANDBOX_UNAVAILABLE` with the contract's text, a blank command
+/// `INVALID_ARGUMENTS`, a refused escalation `ESCALATION_REFUSED`.
+#[actix_rt::test]
+async fn error_codes_tell_a_sandbox_failure_from_a_bad_argument() {
+    let setup = Setup::new(true, false);
+    let broken = setup
+        .call(bash(json!({
+            "command": "echo 'fake-runner: cannot set up' >&2; exit 1",
+            "description": "the runner fails",
+        })))
+        .await;
+    assert!(broken.is_error, "{}", broken.text);
+    assert!(
+        broken.text.starts_with(
+            "Error: sandbox mode \"read-only\" is requested but no sandbox backend is usable on this host"
+        ),
+        "{}",
+        broken.text
+    );
+    let error = broken.error.as_ref().unwrap();
+    assert_eq!(error.code(), "SANDBOX_UNAVAILABLE");
+    assert_eq!(broken.text, format!("Error: {error}"));
+
+    let blank = setup
+        .call(bash(json!({"command": "", "description": "nothing"})))
+        .await;
+    assert_eq!(
+        blank.text,
+        "Error: invalid command: expected a non-empty string"
+    );
+    assert_eq!(blank.error.as_ref().unwrap().code(), "INVALID_ARGUMENTS");
+
+    let refused = setup
+        .call(bash(escalation_args("workspace-write")).with_caller(agent("s")))
+        .await;
+    assert_eq!(
+        refused.error.as_ref().unwrap().code(),
+        "ESCALATION_REFUSED",
+        "{}",
+        refused.text
+    );
+    assert_eq!(
+        refused.text,
+        "Error: sandbox escalation to \"workspace-write\" requires approval, but no approval service is composed"
+    );
+    setup.shutdown().await;
 }

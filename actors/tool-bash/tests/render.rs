@@ -9,20 +9,18 @@
 
 use std::path::PathBuf;
 
-use dsh_bash::{BashRunResult, CollectedOutput, TaskOutput, TaskStatus};
+use dsh_bash::{BashRunResult, CollectedOutput, RunEnding, TaskOutput, TaskStatus};
 use dsh_tool_bash::*;
 
 fn base() -> BashRunResult {
     BashRunResult {
         exit_code: Some(0),
         signal: None,
-        timed_out: false,
-        aborted: false,
+        ending: RunEnding::Exited,
         timeout_ms: 1000,
         stdout: CollectedOutput::default(),
         stderr: CollectedOutput::default(),
         oom_killed: false,
-        moved_to_background: None,
         sandbox: None,
     }
 }
@@ -163,7 +161,7 @@ fn tb_64_signal_marker() {
 #[test]
 fn tb_65_timed_out_exit_0() {
     let r = BashRunResult {
-        timed_out: true,
+        ending: RunEnding::TimedOut,
         ..base()
     };
     assert_eq!(render_result(&r), "(no output)\n[timed out after 1000ms]");
@@ -172,7 +170,7 @@ fn tb_65_timed_out_exit_0() {
 #[test]
 fn tb_66_timed_out_and_sigterm() {
     let r = BashRunResult {
-        timed_out: true,
+        ending: RunEnding::TimedOut,
         exit_code: None,
         signal: Some("SIGTERM".into()),
         ..base()
@@ -252,14 +250,16 @@ fn argument_parsing_ignores_extra_keys() {
         parse_bash_args(&args).unwrap(),
         BashArgs {
             command: "ls".into(),
-            timeout_ms: Some(5.0),
+            timeout: Some(std::time::Duration::from_millis(5)),
             workdir: None,
             run_in_background: false,
             escalation: None,
         }
     );
     assert_eq!(
-        parse_task_id(&serde_json::json!({"task_id": ""})).unwrap_err(),
+        parse_task_id(&serde_json::json!({"task_id": ""}))
+            .unwrap_err()
+            .to_string(),
         "invalid task_id: expected a string, got \"\""
     );
 }

@@ -6,8 +6,9 @@ use dsh::ToolCall;
 use dsh_test_support::actors::Stop;
 use serde_json::json;
 
+/// Catalogue: LG-01.
 #[actix_rt::test]
-async fn lg_01_background_start_ack() {
+async fn a_background_start_is_acknowledged_with_its_task_id() {
     let (rt, _s) = runtime();
     let r = call(
         &rt,
@@ -23,8 +24,9 @@ async fn lg_01_background_start_ack() {
     finish(rt).await;
 }
 
+/// Catalogue: LG-02.
 #[actix_rt::test]
-async fn lg_02_incremental_polling() {
+async fn each_poll_returns_only_the_new_output() {
     let (rt, _s) = runtime();
     let id = start_bg(&rt, None, "echo first; sleep 1; echo second").await;
     let seen = poll_output(&rt, None, &id, |s| s.contains("first")).await;
@@ -42,8 +44,9 @@ async fn lg_02_incremental_polling() {
     finish(rt).await;
 }
 
+/// Catalogue: LG-03.
 #[actix_rt::test]
-async fn lg_03_lossy_read() {
+async fn a_read_past_the_cap_says_what_was_lost() {
     let (rt, _s) = runtime_with(|b| b.max_output_bytes(100));
     let id = start_bg(
         &rt,
@@ -59,8 +62,9 @@ async fn lg_03_lossy_read() {
     finish(rt).await;
 }
 
+/// Catalogue: LG-05.
 #[actix_rt::test]
-async fn lg_05_bash_kill() {
+async fn bash_kill_kills_and_the_read_says_so() {
     let (rt, _s) = runtime();
     let id = start_bg(&rt, None, "sleep 60").await;
     assert_eq!(
@@ -78,8 +82,9 @@ async fn lg_05_bash_kill() {
     finish(rt).await;
 }
 
+/// Catalogue: LG-06.
 #[actix_rt::test]
-async fn lg_06_unknown_id() {
+async fn an_unknown_task_id_is_an_error_for_read_and_kill() {
     let (rt, _s) = runtime();
     let r = call(&rt, "bash_output", json!({"task_id": "bash-999"})).await;
     assert_eq!(
@@ -94,8 +99,9 @@ async fn lg_06_unknown_id() {
     finish(rt).await;
 }
 
+/// Catalogue: LG-07 to LG-09.
 #[actix_rt::test]
-async fn lg_07_to_09_invalid_task_id() {
+async fn a_missing_or_invalid_task_id_is_an_error() {
     let (rt, _s) = runtime();
     let r = call(&rt, "bash_output", json!({})).await;
     assert_eq!(
@@ -116,8 +122,9 @@ async fn lg_07_to_09_invalid_task_id() {
     finish(rt).await;
 }
 
+/// Catalogue: LG-10.
 #[actix_rt::test]
-async fn lg_10_notice_for_the_owner() {
+async fn notice_for_the_owner() {
     let (rt, _s) = runtime();
     let agent = TestAgent::new("bg");
     let id = start_bg(&rt, Some(&agent.agent), "true").await;
@@ -132,8 +139,9 @@ async fn lg_10_notice_for_the_owner() {
     finish(rt).await;
 }
 
+/// Catalogue: LG-11, LG-13.
 #[actix_rt::test]
-async fn lg_11_and_lg_13_a_gone_agent_gets_no_notice_and_its_task_is_killed() {
+async fn a_gone_agent_gets_no_notice_and_its_task_is_killed() {
     let (rt, _s) = runtime();
     let agent = TestAgent::new("short-lived");
     let id = start_bg(&rt, Some(&agent.agent), "sleep 60").await;
@@ -153,8 +161,9 @@ async fn lg_11_and_lg_13_a_gone_agent_gets_no_notice_and_its_task_is_killed() {
     finish(rt).await;
 }
 
+/// Catalogue: LG-14.
 #[actix_rt::test]
-async fn lg_14_unowned_task_gets_no_notice() {
+async fn unowned_task_gets_no_notice() {
     let (rt, _s) = runtime();
     let bystander = TestAgent::new("bystander");
     let id = start_bg(&rt, None, "true").await;
@@ -167,8 +176,9 @@ async fn lg_14_unowned_task_gets_no_notice() {
     finish(rt).await;
 }
 
+/// Catalogue: LG-15 to LG-19.
 #[actix_rt::test]
-async fn lg_15_to_19_ownership_fence() {
+async fn only_the_owning_session_reads_and_kills_an_owned_task() {
     let (rt, _s) = runtime();
     let owner = TestAgent::new("owner");
     let same_session = TestAgent::new("owner");
@@ -237,10 +247,11 @@ async fn lg_15_to_19_ownership_fence() {
     finish(rt).await;
 }
 
+/// Catalogue: TI-01.
 #[actix_rt::test]
-async fn ti_01_first_turn_session_identity() {
+async fn first_turn_session_identity() {
     // Changes the process environment: only safe with no other test running beside it.
-    dsh_test_support::own_process!(ti_01_first_turn_session_identity);
+    dsh_test_support::own_process!(first_turn_session_identity);
     // SAFETY: own_process! above: this test has its process to itself.
     unsafe { std::env::set_var("DSH_STALE_PARENT", "stale") };
     let root = tempfile::tempdir().unwrap();
@@ -258,8 +269,9 @@ async fn ti_01_first_turn_session_identity() {
     finish(rt).await;
 }
 
+/// Catalogue: TI-02, TI-03.
 #[actix_rt::test]
-async fn ti_02_and_ti_03_foreground_results_in_a_loop() {
+async fn foreground_results_in_a_loop() {
     let (rt, _s) = runtime();
     let agent = TestAgent::new("loop");
     let r = call_as(&rt, &agent.agent, "bash", bash_args("echo integration-ok")).await;
@@ -269,8 +281,9 @@ async fn ti_02_and_ti_03_foreground_results_in_a_loop() {
     finish(rt).await;
 }
 
+/// Catalogue: TI-04.
 #[actix_rt::test]
-async fn ti_04_background_start_notice_then_collection() {
+async fn background_start_notice_then_collection() {
     let (rt, _s) = runtime();
     let agent = TestAgent::new("loop");
     let r = call_as(

@@ -7,23 +7,26 @@ use crate::common::*;
 use dsh::{AbortSignal, ToolCall};
 use serde_json::json;
 
+/// Catalogue: TB-01.
 #[actix_rt::test]
-async fn tb_01_success() {
+async fn a_successful_command_returns_its_stdout() {
     let (rt, _s) = runtime();
     let r = bash(&rt, "echo hello").await;
     assert_eq!((r.text.as_str(), r.is_error), ("hello\n", false));
     finish(rt).await;
 }
 
+/// Catalogue: TB-02.
 #[actix_rt::test]
-async fn tb_02_no_output() {
+async fn a_silent_command_returns_no_output() {
     let (rt, _s) = runtime();
     assert_eq!(bash(&rt, "true").await.text, "(no output)");
     finish(rt).await;
 }
 
+/// Catalogue: TB-03.
 #[actix_rt::test]
-async fn tb_03_stderr_section() {
+async fn stderr_follows_stdout_under_its_marker() {
     let (rt, _s) = runtime();
     let r = bash(&rt, "echo out; echo err >&2").await;
     assert_eq!(
@@ -33,8 +36,9 @@ async fn tb_03_stderr_section() {
     finish(rt).await;
 }
 
+/// Catalogue: TB-04.
 #[actix_rt::test]
-async fn tb_04_non_zero_exit_is_not_an_error() {
+async fn non_zero_exit_is_not_an_error() {
     let (rt, _s) = runtime();
     let r = bash(&rt, "echo failing; exit 3").await;
     assert_eq!(
@@ -44,8 +48,9 @@ async fn tb_04_non_zero_exit_is_not_an_error() {
     finish(rt).await;
 }
 
+/// Catalogue: TB-05.
 #[actix_rt::test]
-async fn tb_05_timeout_markers_timeout_first() {
+async fn timeout_markers_timeout_first() {
     let (rt, _s) = runtime();
     let r = call(
         &rt,
@@ -63,8 +68,9 @@ async fn tb_05_timeout_markers_timeout_first() {
     finish(rt).await;
 }
 
+/// Catalogue: TB-06.
 #[actix_rt::test]
-async fn tb_06_timeout_reported_even_when_trapped_exit_0() {
+async fn timeout_reported_even_when_trapped_exit_0() {
     let (rt, _s) = runtime();
     let r = call(&rt, "bash", json!({"command": "trap \"exit 0\" TERM; sleep 60 & wait", "description": "d", "timeoutMs": 100})).await;
     assert!(
@@ -75,8 +81,9 @@ async fn tb_06_timeout_reported_even_when_trapped_exit_0() {
     finish(rt).await;
 }
 
+/// Catalogue: TB-07.
 #[actix_rt::test]
-async fn tb_07_truncation_with_spill_path() {
+async fn truncation_with_spill_path() {
     let (rt, _s) = runtime_with(|b| b.max_output_bytes(100));
     let r = bash(
         &rt,
@@ -99,8 +106,9 @@ async fn tb_07_truncation_with_spill_path() {
     finish(rt).await;
 }
 
+/// Catalogue: TB-08.
 #[actix_rt::test]
-async fn tb_08_workdir_honoured() {
+async fn workdir_honoured() {
     let (rt, _s) = runtime();
     let r = call(
         &rt,
@@ -112,8 +120,9 @@ async fn tb_08_workdir_honoured() {
     finish(rt).await;
 }
 
+/// Catalogue: TB-09.
 #[actix_rt::test]
-async fn tb_09_spawn_failure_is_an_error() {
+async fn a_spawn_failure_is_an_error_result() {
     let (rt, _s) = runtime();
     let r = call(
         &rt,
@@ -129,8 +138,9 @@ async fn tb_09_spawn_failure_is_an_error() {
     finish(rt).await;
 }
 
+/// Catalogue: TB-10.
 #[actix_rt::test]
-async fn tb_10_foreground_abort_is_an_error() {
+async fn foreground_abort_is_an_error() {
     let (rt, _s) = runtime();
     let cancel = AbortSignal::new();
     let trigger = cancel.clone();
@@ -148,8 +158,9 @@ async fn tb_10_foreground_abort_is_an_error() {
     finish(rt).await;
 }
 
+/// Catalogue: TB-11 to TB-17.
 #[actix_rt::test]
-async fn tb_11_to_17_schema_invalid_arguments() {
+async fn schema_invalid_arguments() {
     let (rt, _s) = runtime();
     let cases = [
         (
@@ -198,8 +209,9 @@ async fn tb_11_to_17_schema_invalid_arguments() {
     finish(rt).await;
 }
 
+/// Catalogue: TB-18 to TB-20.
 #[actix_rt::test]
-async fn tb_18_to_20_value_invalid_arguments() {
+async fn value_invalid_arguments() {
     let (rt, _s) = runtime();
     let cases = [
         (
@@ -226,8 +238,9 @@ async fn tb_18_to_20_value_invalid_arguments() {
     finish(rt).await;
 }
 
+/// Catalogue: TB-22.
 #[actix_rt::test]
-async fn tb_22_schema_registration() {
+async fn the_three_tools_are_registered_with_their_schemas() {
     let (rt, _s) = runtime();
     let defs = rt.tool_definitions();
     let names: Vec<&str> = defs.iter().map(|d| d.name).collect();
@@ -248,13 +261,15 @@ async fn tb_22_schema_registration() {
     finish(rt).await;
 }
 
+/// Catalogue: TB-23.
 #[actix_rt::test]
-async fn tb_23_prompt_section_text() {
+async fn the_prompt_section_explains_the_exit_code_marker() {
     assert!(dsh::PROMPT_SECTION.contains("[exit code: N]"));
 }
 
+/// Catalogue: TB-27.
 #[actix_rt::test]
-async fn tb_27_ack_and_collection() {
+async fn a_background_command_is_acknowledged_then_collected() {
     let (rt, _s) = runtime();
     let r = call(
         &rt,
@@ -274,8 +289,9 @@ async fn tb_27_ack_and_collection() {
     finish(rt).await;
 }
 
+/// Catalogue: TB-28.
 #[actix_rt::test]
-async fn tb_28_killable_via_bash_kill() {
+async fn killable_via_bash_kill() {
     let (rt, _s) = runtime();
     let id = start_bg(&rt, None, "sleep 60").await;
     let r = call(&rt, "bash_kill", json!({"task_id": id})).await;
@@ -290,8 +306,9 @@ async fn tb_28_killable_via_bash_kill() {
     finish(rt).await;
 }
 
+/// Catalogue: TB-29.
 #[actix_rt::test]
-async fn tb_29_self_signal_background_reported_killed() {
+async fn self_signal_background_reported_killed() {
     let (rt, _s) = runtime();
     let id = start_bg(&rt, None, "kill -TERM $$").await;
     poll_output(&rt, None, &id, |s| {
@@ -301,8 +318,9 @@ async fn tb_29_self_signal_background_reported_killed() {
     finish(rt).await;
 }
 
+/// Catalogue: TB-30.
 #[actix_rt::test]
-async fn tb_30_owner_registration() {
+async fn a_task_started_by_an_agent_belongs_to_its_session() {
     let (rt, _s) = runtime();
     let owner = TestAgent::new("sess-owner");
     let id = start_bg(&rt, Some(&owner.agent), "sleep 60").await;
@@ -321,8 +339,9 @@ async fn tb_30_owner_registration() {
     finish(rt).await;
 }
 
+/// Catalogue: TB-32.
 #[actix_rt::test]
-async fn tb_32_pre_aborted_call_never_starts() {
+async fn pre_aborted_call_never_starts() {
     let (rt, _s) = runtime();
     let cancel = AbortSignal::new();
     cancel.abort_without_reason();
@@ -344,8 +363,9 @@ async fn tb_32_pre_aborted_call_never_starts() {
     finish(rt).await;
 }
 
+/// Catalogue: TB-34.
 #[actix_rt::test]
-async fn tb_34_background_disabled() {
+async fn with_background_disabled_only_bash_is_offered_without_run_in_background() {
     let (rt, _s) = runtime_with(|b| b.background(false));
     let defs = rt.tool_definitions();
     assert_eq!(defs.len(), 1);
@@ -377,8 +397,9 @@ async fn tb_34_background_disabled() {
     finish(rt).await;
 }
 
+/// Catalogue: TB-57.
 #[actix_rt::test]
-async fn tb_57_absolute_workdir_is_used_as_given() {
+async fn absolute_workdir_is_used_as_given() {
     let (rt, _s) = runtime_with(|b| b.cwd("/"));
     let r = call(
         &rt,
@@ -390,8 +411,9 @@ async fn tb_57_absolute_workdir_is_used_as_given() {
     finish(rt).await;
 }
 
+/// Catalogue: TB-58.
 #[actix_rt::test]
-async fn tb_58_relative_workdir_resolves_against_the_runtime_cwd() {
+async fn relative_workdir_resolves_against_the_runtime_cwd() {
     let (rt, _s) = runtime_with(|b| b.cwd("/usr"));
     let r = call(
         &rt,
@@ -408,8 +430,9 @@ async fn tb_58_relative_workdir_resolves_against_the_runtime_cwd() {
     finish(rt).await;
 }
 
+/// Catalogue: TB-60.
 #[actix_rt::test]
-async fn tb_60_no_agent_uses_the_executor_default() {
+async fn no_agent_uses_the_executor_default() {
     let (rt, _s) = runtime();
     let r = bash(&rt, "pwd").await;
     assert!(!r.is_error && !r.text.trim().is_empty());
@@ -420,8 +443,9 @@ async fn tb_60_no_agent_uses_the_executor_default() {
     finish(rt).await;
 }
 
+/// Catalogue: TB-79.
 #[actix_rt::test]
-async fn tb_79_description_mentions_managed_env() {
+async fn description_mentions_managed_env() {
     let (rt, _s) = runtime();
     let description = &rt.tool_definitions()[0].description;
     assert!(description.contains("$DSH_*") && !description.contains("DSH_SESSION_JSONL"));
@@ -430,10 +454,11 @@ async fn tb_79_description_mentions_managed_env() {
 
 const PRINT_DSH_ENV: &str = "env | grep '^DSH_' | sort";
 
+/// Catalogue: TB-80.
 #[actix_rt::test]
-async fn tb_80_foreground_managed_env_is_exactly_the_current_facts() {
+async fn foreground_managed_env_is_exactly_the_current_facts() {
     // Changes the process environment: only safe with no other test running beside it.
-    dsh_test_support::own_process!(tb_80_foreground_managed_env_is_exactly_the_current_facts);
+    dsh_test_support::own_process!(foreground_managed_env_is_exactly_the_current_facts);
     // SAFETY: own_process! above: this test has its process to itself.
     unsafe { std::env::set_var("DSH_STALE_PARENT", "stale") };
     let home = tempfile::tempdir().unwrap();
@@ -448,8 +473,9 @@ async fn tb_80_foreground_managed_env_is_exactly_the_current_facts() {
     finish(rt).await;
 }
 
+/// Catalogue: TB-81.
 #[actix_rt::test]
-async fn tb_81_background_managed_env_and_model_env_ignored() {
+async fn background_managed_env_and_model_env_ignored() {
     let home = tempfile::tempdir().unwrap();
     let (rt, _s) = runtime_with(|b| b.dsh_home(home.path()));
     let agent = TestAgent::new("request-bg");
@@ -473,10 +499,11 @@ async fn tb_81_background_managed_env_and_model_env_ignored() {
     finish(rt).await;
 }
 
+/// Catalogue: TB-82.
 #[actix_rt::test]
-async fn tb_82_no_agent_no_session_id_and_the_harness_env_is_untouched() {
+async fn no_agent_no_session_id_and_the_harness_env_is_untouched() {
     // Changes the process environment: only safe with no other test running beside it.
-    dsh_test_support::own_process!(tb_82_no_agent_no_session_id_and_the_harness_env_is_untouched);
+    dsh_test_support::own_process!(no_agent_no_session_id_and_the_harness_env_is_untouched);
     // SAFETY: own_process! above: this test has its process to itself.
     unsafe { std::env::set_var("DSH_SESSION_ID", "harness-own") };
     let (rt, _s) = runtime_with(|b| b.dsh_home("/srv/dsh"));
@@ -488,8 +515,9 @@ async fn tb_82_no_agent_no_session_id_and_the_harness_env_is_untouched() {
     finish(rt).await;
 }
 
+/// Catalogue: TB-83.
 #[actix_rt::test]
-async fn tb_83_parent_and_child_agents_get_their_own_ids() {
+async fn parent_and_child_agents_get_their_own_ids() {
     let (rt, _s) = runtime_with(|b| b.dsh_home("/srv/dsh"));
     let parent = TestAgent::new("parent");
     let child = TestAgent::new("child");
@@ -506,8 +534,9 @@ async fn tb_83_parent_and_child_agents_get_their_own_ids() {
     finish(rt).await;
 }
 
+/// Catalogue: TB-84.
 #[actix_rt::test]
-async fn tb_84_extra_model_keys_are_not_forwarded() {
+async fn extra_model_keys_are_not_forwarded() {
     let (rt, _s) = runtime();
     let args = json!({
         "command": "cat; echo \"${FOO:-unset}\"",
@@ -520,8 +549,9 @@ async fn tb_84_extra_model_keys_are_not_forwarded() {
     finish(rt).await;
 }
 
+/// Catalogue: TB-85.
 #[actix_rt::test]
-async fn tb_85_extra_model_keys_are_not_forwarded_in_the_background() {
+async fn extra_model_keys_are_not_forwarded_in_the_background() {
     let (rt, _s) = runtime();
     let args = json!({
         "command": "cat; echo \"${FOO:-unset}\"",

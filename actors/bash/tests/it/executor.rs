@@ -139,8 +139,9 @@ impl Handler<Run> for StubExecutor {
     }
 }
 
+/// Catalogue: BS-01.
 #[actix_rt::test]
-async fn bs_01_any_actor_handling_the_messages_serves_the_seam() {
+async fn any_actor_handling_the_messages_serves_the_seam() {
     let stub = StubExecutor.start();
     let resolve = stub_resolver();
     let run: Recipient<Run> = stub.recipient();
@@ -163,8 +164,9 @@ async fn bs_01_any_actor_handling_the_messages_serves_the_seam() {
 
 // ---- BL: foreground ----
 
+/// Catalogue: BL-01.
 #[actix_rt::test]
-async fn bl_01_output_and_effective_timeout() {
+async fn output_and_effective_timeout() {
     let s = Setup::new(|c| c.timeout_ms = 5000);
     let r = s.run(req("echo hi")).await.unwrap();
     assert_eq!(
@@ -174,8 +176,9 @@ async fn bl_01_output_and_effective_timeout() {
     s.shutdown().await;
 }
 
+/// Catalogue: BL-02.
 #[actix_rt::test]
-async fn bl_02_config_cwd_and_per_call_override() {
+async fn config_cwd_and_per_call_override() {
     let s = Setup::new(|c| c.cwd = Some("/tmp".into()));
     assert!(
         s.run(req("pwd"))
@@ -192,8 +195,9 @@ async fn bl_02_config_cwd_and_per_call_override() {
     s.shutdown().await;
 }
 
+/// Catalogue: BL-03.
 #[actix_rt::test]
-async fn bl_03_default_cwd_is_the_runtime_cwd() {
+async fn default_cwd_is_the_runtime_cwd() {
     let s = Setup::new(|_| {});
     let cwd = std::env::current_dir().unwrap();
     assert_eq!(
@@ -203,8 +207,9 @@ async fn bl_03_default_cwd_is_the_runtime_cwd() {
     s.shutdown().await;
 }
 
+/// Catalogue: BL-04.
 #[actix_rt::test]
-async fn bl_04_timeout_capped_at_max() {
+async fn timeout_capped_at_max() {
     let s = Setup::new(|c| {
         c.timeout_ms = 1000;
         c.max_timeout_ms = 2000;
@@ -215,8 +220,9 @@ async fn bl_04_timeout_capped_at_max() {
     s.shutdown().await;
 }
 
+/// Catalogue: BL-05.
 #[actix_rt::test]
-async fn bl_05_invalid_numeric_config_and_overrides() {
+async fn invalid_numeric_config_and_overrides() {
     let manager = ProcessManager::new(ManagerConfig::default()).start();
     type Edit = fn(&mut BashConfig);
     let edits: [(&str, Edit); 5] = [
@@ -255,8 +261,9 @@ async fn bl_05_invalid_numeric_config_and_overrides() {
     }
 }
 
+/// Catalogue: BL-06.
 #[actix_rt::test]
-async fn bl_06_stdout_budget_default_and_foreground_raise() {
+async fn stdout_budget_default_and_foreground_raise() {
     let s = Setup::new(|c| c.max_output_bytes = 100);
     assert_eq!(s.resolve(req("true")).await.unwrap().stdout_max_bytes, 100);
     let mut r = req("printf \"%.0sx\" $(seq 1 500); printf \"%.0se\" $(seq 1 500) >&2");
@@ -268,8 +275,9 @@ async fn bl_06_stdout_budget_default_and_foreground_raise() {
     s.shutdown().await;
 }
 
+/// Catalogue: BL-07.
 #[actix_rt::test]
-async fn bl_07_per_call_timeout_kills() {
+async fn per_call_timeout_kills() {
     let s = Setup::new(|c| c.timeout_ms = 60_000);
     let mut r = req("sleep 60");
     r.timeout_ms = Some(100.0);
@@ -280,8 +288,9 @@ async fn bl_07_per_call_timeout_kills() {
     s.shutdown().await;
 }
 
+/// Catalogue: BL-08.
 #[actix_rt::test]
-async fn bl_08_abort_classified_as_aborted() {
+async fn abort_classified_as_aborted() {
     let s = Setup::new(|_| {});
     let abort = AbortSignal::new();
     let mut r = req("sleep 60");
@@ -295,8 +304,9 @@ async fn bl_08_abort_classified_as_aborted() {
     s.shutdown().await;
 }
 
+/// Catalogue: BL-09.
 #[actix_rt::test]
-async fn bl_09_self_kill_is_neither_timeout_nor_abort() {
+async fn self_kill_is_neither_timeout_nor_abort() {
     let s = Setup::new(|c| c.timeout_ms = 60_000);
     let result = s.run(req("kill -TERM $$")).await.unwrap();
     assert_eq!(result.signal.as_deref(), Some("SIGTERM"));
@@ -304,8 +314,9 @@ async fn bl_09_self_kill_is_neither_timeout_nor_abort() {
     s.shutdown().await;
 }
 
+/// Catalogue: BL-10.
 #[actix_rt::test]
-async fn bl_10_spawn_failure_is_an_error() {
+async fn a_spawn_failure_is_an_error() {
     let s = Setup::new(|_| {});
     let mut r = req("true");
     r.workdir = Some("/nonexistent-dsh".into());
@@ -314,8 +325,9 @@ async fn bl_10_spawn_failure_is_an_error() {
     s.shutdown().await;
 }
 
+/// Catalogue: BL-11.
 #[actix_rt::test]
-async fn bl_11_stdin_env_and_dsh_env_threaded() {
+async fn stdin_env_and_dsh_env_threaded() {
     let s = Setup::new(|_| {});
     let mut r = req("cat; echo \"[$SEAM_VAR][$DSH_SEAM_VAR]\"");
     r.stdin = Some(b"piped\n".to_vec());
@@ -332,8 +344,9 @@ async fn bl_11_stdin_env_and_dsh_env_threaded() {
     s.shutdown().await;
 }
 
+/// Catalogue: BL-12.
 #[actix_rt::test]
-async fn bl_12_absent_optionals_stay_absent() {
+async fn absent_optionals_stay_absent() {
     let s = Setup::new(|_| {});
     let spec = s.resolve(req("true")).await.unwrap();
     assert!(
@@ -372,8 +385,9 @@ async fn trapped_term_after_timeout_is_still_timed_out() {
 
 // ---- BL: background ----
 
+/// Catalogue: BL-13.
 #[actix_rt::test]
-async fn bl_13_start_returns_immediately_and_settles_completed() {
+async fn start_returns_immediately_and_settles_completed() {
     let s = Setup::new(|_| {});
     let spec = s.resolve(req("sleep 0.2; echo done")).await.unwrap();
     let began = Instant::now();
@@ -388,8 +402,9 @@ async fn bl_13_start_returns_immediately_and_settles_completed() {
     s.shutdown().await;
 }
 
+/// Catalogue: BL-14.
 #[actix_rt::test]
-async fn bl_14_stdin_and_env_reach_background_commands() {
+async fn stdin_and_env_reach_background_commands() {
     let s = Setup::new(|_| {});
     let mut r = req("cat; echo \"[$BG_VAR][$DSH_BG_VAR]\"");
     r.stdin = Some(b"bg-stdin\n".to_vec());
@@ -405,8 +420,9 @@ async fn bl_14_stdin_and_env_reach_background_commands() {
     s.shutdown().await;
 }
 
+/// Catalogue: BL-15.
 #[actix_rt::test]
-async fn bl_15_consuming_reads_valid_after_exit() {
+async fn consuming_reads_valid_after_exit() {
     let s = Setup::new(|_| {});
     let handle = s.start(req("echo first; sleep 1; echo second")).await;
     let seen = read_until(&handle, "first\n").await;
@@ -419,8 +435,9 @@ async fn bl_15_consuming_reads_valid_after_exit() {
     s.shutdown().await;
 }
 
+/// Catalogue: BL-16.
 #[actix_rt::test]
-async fn bl_16_stderr_section_marker() {
+async fn stderr_section_marker() {
     let s = Setup::new(|_| {});
     let handle = s.start(req("echo out; echo err >&2")).await;
     done(&handle).await;
@@ -428,8 +445,9 @@ async fn bl_16_stderr_section_marker() {
     s.shutdown().await;
 }
 
+/// Catalogue: BL-17.
 #[actix_rt::test]
-async fn bl_17_stderr_only_delta() {
+async fn stderr_only_delta() {
     let s = Setup::new(|_| {});
     let handle = s.start(req("echo err >&2")).await;
     done(&handle).await;
@@ -437,8 +455,9 @@ async fn bl_17_stderr_only_delta() {
     s.shutdown().await;
 }
 
+/// Catalogue: BL-18.
 #[actix_rt::test]
-async fn bl_18_separator_only_when_stdout_lacks_a_newline() {
+async fn separator_only_when_stdout_lacks_a_newline() {
     let s = Setup::new(|_| {});
     let handle = s.start(req("printf out; echo err >&2")).await;
     done(&handle).await;
@@ -446,8 +465,9 @@ async fn bl_18_separator_only_when_stdout_lacks_a_newline() {
     s.shutdown().await;
 }
 
+/// Catalogue: BL-19.
 #[actix_rt::test]
-async fn bl_19_lossy_read_with_stdout_spill_path() {
+async fn lossy_read_with_stdout_spill_path() {
     let s = Setup::new(|c| c.max_output_bytes = 100);
     let handle = s
         .start(req(
@@ -467,8 +487,9 @@ async fn bl_19_lossy_read_with_stdout_spill_path() {
     s.shutdown().await;
 }
 
+/// Catalogue: BL-20.
 #[actix_rt::test]
-async fn bl_20_stderr_spill_path() {
+async fn stderr_spill_path() {
     let s = Setup::new(|c| c.max_output_bytes = 100);
     let handle = s
         .start(req(
@@ -487,8 +508,9 @@ async fn bl_20_stderr_spill_path() {
     s.shutdown().await;
 }
 
+/// Catalogue: BL-21.
 #[actix_rt::test]
-async fn bl_21_kill_true_once_false_after() {
+async fn kill_true_once_false_after() {
     let s = Setup::new(|_| {});
     let handle = s.start(req("sleep 60")).await;
     assert!(handle.kill());
@@ -502,8 +524,9 @@ async fn bl_21_kill_true_once_false_after() {
     s.shutdown().await;
 }
 
+/// Catalogue: BL-22.
 #[actix_rt::test]
-async fn bl_22_kill_false_after_natural_completion() {
+async fn kill_false_after_natural_completion() {
     let s = Setup::new(|_| {});
     let handle = s.start(req("true")).await;
     assert_eq!(done(&handle).await, TaskStatus::Completed { exit_code: 0 });
@@ -511,8 +534,9 @@ async fn bl_22_kill_false_after_natural_completion() {
     s.shutdown().await;
 }
 
+/// Catalogue: BL-23.
 #[actix_rt::test]
-async fn bl_23_configured_grace_escalates() {
+async fn configured_grace_escalates() {
     let s = Setup::new(|_| {});
     let handle = s.start(req("trap '' TERM; echo armed; sleep 60")).await;
     read_until(&handle, "armed").await;
@@ -526,8 +550,9 @@ async fn bl_23_configured_grace_escalates() {
     s.shutdown().await;
 }
 
+/// Catalogue: BL-24.
 #[actix_rt::test]
-async fn bl_24_spec_abort_kills_a_background_command() {
+async fn spec_abort_kills_a_background_command() {
     let s = Setup::new(|_| {});
     let abort = AbortSignal::new();
     let mut r = req("sleep 60");
@@ -543,8 +568,9 @@ async fn bl_24_spec_abort_kills_a_background_command() {
     s.shutdown().await;
 }
 
+/// Catalogue: BL-25.
 #[actix_rt::test]
-async fn bl_25_self_signal_reported_killed() {
+async fn self_signal_reported_killed() {
     let s = Setup::new(|_| {});
     let handle = s.start(req("kill -TERM $$")).await;
     assert_eq!(
@@ -556,8 +582,9 @@ async fn bl_25_self_signal_reported_killed() {
     s.shutdown().await;
 }
 
+/// Catalogue: BL-26.
 #[actix_rt::test]
-async fn bl_26_background_spawn_failure_settles_killed_with_one_note() {
+async fn background_spawn_failure_settles_killed_with_one_note() {
     let s = Setup::new(|_| {});
     let mut r = req("true");
     r.workdir = Some("/nonexistent-dsh".into());
@@ -577,8 +604,9 @@ async fn bl_26_background_spawn_failure_settles_killed_with_one_note() {
     s.shutdown().await;
 }
 
+/// Catalogue: BL-27.
 #[actix_rt::test]
-async fn bl_27_background_survives_the_executor_and_dies_with_the_manager() {
+async fn background_survives_the_executor_and_dies_with_the_manager() {
     let s = Setup::new(|_| {});
     let handle = s.start(req("echo $$; sleep 60")).await;
     let pid: i32 = read_until(&handle, "\n").await.trim().parse().unwrap();
@@ -610,8 +638,9 @@ async fn bl_27_background_survives_the_executor_and_dies_with_the_manager() {
     );
 }
 
+/// Catalogue: BL-28.
 #[actix_rt::test]
-async fn bl_28_manager_shutdown_escalates_term_trappers() {
+async fn manager_shutdown_escalates_term_trappers() {
     let s = Setup::new(|_| {});
     let finished = s.start(req("echo done")).await;
     assert_eq!(

@@ -175,8 +175,9 @@ fn read_all(handle: &BashProcess) -> String {
     handle.read_output().delta
 }
 
+/// Catalogue: SB-01.
 #[actix_rt::test]
-async fn sb_01_exact_argv_and_per_call_policy() {
+async fn exact_argv_and_per_call_policy() {
     let s = Setup::read_only();
     let command = r#"echo 'a b' "c'd""#;
     let result = s.run(BashExecRequest::new(command)).await.unwrap();
@@ -198,8 +199,9 @@ async fn sb_01_exact_argv_and_per_call_policy() {
     s.shutdown().await;
 }
 
+/// Catalogue: SB-02.
 #[actix_rt::test]
-async fn sb_02_the_wrapped_argv_is_what_spawns() {
+async fn the_wrapped_argv_is_what_spawns() {
     let provider = FakeProvider::default();
     provider.queued.lock().unwrap().push(FakeWrap {
         prefix: vec!["env".into(), "DSH_WRAP_X=1".into()],
@@ -218,8 +220,9 @@ async fn sb_02_the_wrapped_argv_is_what_spawns() {
     s.shutdown().await;
 }
 
+/// Catalogue: SB-03.
 #[actix_rt::test]
-async fn sb_03_workspace_write_root_defaults_to_cwd() {
+async fn workspace_write_root_defaults_to_cwd() {
     let s = Setup::new(SandboxMode::WorkspaceWrite, None, FakeProvider::default());
     let result = s.run(BashExecRequest::new("true")).await.unwrap();
     assert_eq!(
@@ -234,8 +237,9 @@ async fn sb_03_workspace_write_root_defaults_to_cwd() {
     s.shutdown().await;
 }
 
+/// Catalogue: SB-04.
 #[actix_rt::test]
-async fn sb_04_configured_workspace_root_wins() {
+async fn configured_workspace_root_wins() {
     let s = Setup::new(
         SandboxMode::WorkspaceWrite,
         Some(Path::new("/ws")),
@@ -250,8 +254,9 @@ async fn sb_04_configured_workspace_root_wins() {
     s.shutdown().await;
 }
 
+/// Catalogue: SB-05.
 #[actix_rt::test]
-async fn sb_05_provider_is_consulted_per_wrap() {
+async fn provider_is_consulted_per_wrap() {
     let s = Setup::read_only();
     s.run(BashExecRequest::new("true")).await.unwrap();
     let handle = s.start(BashExecRequest::new("true")).await.unwrap();
@@ -260,8 +265,9 @@ async fn sb_05_provider_is_consulted_per_wrap() {
     s.shutdown().await;
 }
 
+/// Catalogue: SB-07.
 #[actix_rt::test]
-async fn sb_07_sandbox_unavailable_propagates() {
+async fn sandbox_unavailable_propagates() {
     let s = Setup::new(
         SandboxMode::ReadOnly,
         None,
@@ -285,8 +291,9 @@ async fn sb_07_sandbox_unavailable_propagates() {
     s.shutdown().await;
 }
 
+/// Catalogue: SB-08.
 #[actix_rt::test]
-async fn sb_08_danger_full_access_runs_unwrapped() {
+async fn danger_full_access_runs_unwrapped() {
     let s = Setup::new(SandboxMode::DangerFullAccess, None, FakeProvider::default());
     let result = s.run(BashExecRequest::new("echo free")).await.unwrap();
     assert_eq!(result.stdout.text, "free\n");
@@ -298,8 +305,9 @@ async fn sb_08_danger_full_access_runs_unwrapped() {
     s.shutdown().await;
 }
 
+/// Catalogue: SB-09.
 #[actix_rt::test]
-async fn sb_09_danger_full_access_starts_unwrapped_without_facts() {
+async fn danger_full_access_starts_unwrapped_without_facts() {
     let s = Setup::new(SandboxMode::DangerFullAccess, None, FakeProvider::default());
     let handle = s.start(BashExecRequest::new("echo free-bg")).await.unwrap();
     assert_eq!(settled(&handle).await, None);
@@ -308,8 +316,9 @@ async fn sb_09_danger_full_access_starts_unwrapped_without_facts() {
     s.shutdown().await;
 }
 
+/// Catalogue: SB-10.
 #[actix_rt::test]
-async fn sb_10_capability_fact_and_resolve_stamp() {
+async fn capability_fact_and_resolve_stamp() {
     let s = Setup::read_only();
     let policy = SandboxPolicy {
         mode: SandboxMode::ReadOnly,
@@ -328,8 +337,9 @@ async fn sb_10_capability_fact_and_resolve_stamp() {
     s.shutdown().await;
 }
 
+/// Catalogue: SB-11.
 #[actix_rt::test]
-async fn sb_11_explicit_policy_outranks_the_default() {
+async fn explicit_policy_outranks_the_default() {
     let s = Setup::read_only();
     let project = Path::new("/session/project");
     let explicit = with_policy("true", SandboxMode::WorkspaceWrite, project);
@@ -357,8 +367,9 @@ async fn sb_11_explicit_policy_outranks_the_default() {
     s.shutdown().await;
 }
 
+/// Catalogue: SB-12.
 #[actix_rt::test]
-async fn sb_12_an_escalated_run_reports_its_actual_mode() {
+async fn an_escalated_run_reports_its_actual_mode() {
     let s = Setup::read_only();
     let result = s
         .run(with_policy("true", SandboxMode::WorkspaceWrite, &cwd()))
@@ -375,8 +386,9 @@ async fn sb_12_an_escalated_run_reports_its_actual_mode() {
     s.shutdown().await;
 }
 
+/// Catalogue: SB-13.
 #[actix_rt::test]
-async fn sb_13_escalation_to_danger_bypasses_the_provider() {
+async fn escalation_to_danger_bypasses_the_provider() {
     let s = Setup::read_only();
     let result = s
         .run(with_policy(
@@ -395,8 +407,9 @@ async fn sb_13_escalation_to_danger_bypasses_the_provider() {
     s.shutdown().await;
 }
 
+/// Catalogue: SB-14.
 #[actix_rt::test]
-async fn sb_14_overlapping_tasks_keep_their_own_modes() {
+async fn overlapping_tasks_keep_their_own_modes() {
     let s = Setup::read_only();
     let escalated = s
         .start(with_policy(
@@ -422,8 +435,9 @@ async fn sb_14_overlapping_tasks_keep_their_own_modes() {
     s.shutdown().await;
 }
 
+/// Catalogue: SB-15.
 #[actix_rt::test]
-async fn sb_15_escalated_danger_background_has_no_facts() {
+async fn escalated_danger_background_has_no_facts() {
     let s = Setup::read_only();
     let handle = s
         .start(with_policy(
@@ -439,8 +453,9 @@ async fn sb_15_escalated_danger_background_has_no_facts() {
     s.shutdown().await;
 }
 
+/// Catalogue: SB-20.
 #[actix_rt::test]
-async fn sb_20_a_real_permission_failure_is_reported_as_a_denial() {
+async fn a_real_permission_failure_is_reported_as_a_denial() {
     use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::tempdir().unwrap();
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o555)).unwrap();
@@ -481,8 +496,9 @@ async fn sb_20_a_real_permission_failure_is_reported_as_a_denial() {
     s.shutdown().await;
 }
 
+/// Catalogue: SB-21.
 #[actix_rt::test]
-async fn sb_21_partial_enforcement_passes_through() {
+async fn partial_enforcement_passes_through() {
     let provider = FakeProvider::default();
     provider.queued.lock().unwrap().push(FakeWrap {
         enforcement: Enforcement::Partial,
@@ -501,8 +517,9 @@ async fn sb_21_partial_enforcement_passes_through() {
     s.shutdown().await;
 }
 
+/// Catalogue: SB-22.
 #[actix_rt::test]
-async fn sb_22_a_spawn_failure_stamps_facts() {
+async fn a_spawn_failure_stamps_facts() {
     let s = Setup::read_only();
     let request = BashExecRequest {
         workdir: Some("/nonexistent-dsh-sandbox".into()),
@@ -519,8 +536,9 @@ async fn sb_22_a_spawn_failure_stamps_facts() {
     s.shutdown().await;
 }
 
+/// Catalogue: SB-23.
 #[actix_rt::test]
-async fn sb_23_a_settled_denial() {
+async fn a_background_denial_is_stamped_at_settlement() {
     let s = Setup::read_only();
     let handle = s
         .start(BashExecRequest::new(
@@ -535,8 +553,9 @@ async fn sb_23_a_settled_denial() {
     s.shutdown().await;
 }
 
+/// Catalogue: SB-24.
 #[actix_rt::test]
-async fn sb_24_a_foreground_runner_failure_is_an_error() {
+async fn a_foreground_runner_failure_is_an_error() {
     let s = Setup::read_only();
     let err = s
         .run(BashExecRequest::new(
@@ -556,8 +575,9 @@ async fn sb_24_a_foreground_runner_failure_is_an_error() {
 const RUNNER_AND_DENIAL: &str =
     r#"echo "fake-runner: cannot open rule path: /x: Permission denied" >&2; exit 125"#;
 
+/// Catalogue: SB-25.
 #[actix_rt::test]
-async fn sb_25_runner_failure_outranks_denial_in_the_foreground() {
+async fn runner_failure_outranks_denial_in_the_foreground() {
     let s = Setup::read_only();
     let err = s
         .run(BashExecRequest::new(RUNNER_AND_DENIAL))
@@ -567,8 +587,9 @@ async fn sb_25_runner_failure_outranks_denial_in_the_foreground() {
     s.shutdown().await;
 }
 
+/// Catalogue: SB-26.
 #[actix_rt::test]
-async fn sb_26_a_background_runner_failure_stamps_runner_failed() {
+async fn a_background_runner_failure_stamps_runner_failed() {
     let s = Setup::read_only();
     let handle = s
         .start(BashExecRequest::new(RUNNER_AND_DENIAL))
@@ -586,8 +607,9 @@ async fn sb_26_a_background_runner_failure_stamps_runner_failed() {
     s.shutdown().await;
 }
 
+/// Catalogue: SB-27.
 #[actix_rt::test]
-async fn sb_27_overlapping_tasks_keep_their_own_wrap_facts() {
+async fn overlapping_tasks_keep_their_own_wrap_facts() {
     let provider = FakeProvider::default();
     provider.queued.lock().unwrap().extend([
         FakeWrap {
@@ -624,8 +646,9 @@ async fn sb_27_overlapping_tasks_keep_their_own_wrap_facts() {
     s.shutdown().await;
 }
 
+/// Catalogue: SB-28.
 #[actix_rt::test]
-async fn sb_28_a_signal_death_is_never_a_denial() {
+async fn a_signal_death_is_never_a_denial() {
     let s = Setup::read_only();
     let handle = s
         .start(BashExecRequest::new(
@@ -649,8 +672,9 @@ async fn sb_28_a_signal_death_is_never_a_denial() {
     s.shutdown().await;
 }
 
+/// Catalogue: SB-29.
 #[actix_rt::test]
-async fn sb_29_disposal_kills_wrapped_tasks() {
+async fn disposal_kills_wrapped_tasks() {
     let s = Setup::read_only();
     let handle = s.start(BashExecRequest::new("sleep 30")).await.unwrap();
     let pid = handle.pid().unwrap();

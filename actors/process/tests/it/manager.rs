@@ -9,8 +9,9 @@ use dsh_process::*;
 use dsh_test_support::own_process;
 use dsh_test_support::procfs::{open_fds, status_field, zombie_children};
 
+/// Catalogue: PM-01.
 #[actix_rt::test]
-async fn pm_01_registers_and_spawns() {
+async fn registers_and_spawns() {
     let h = Harness::new();
     let out = h.run(h.spec("echo managed")).await;
     assert_eq!(
@@ -20,8 +21,9 @@ async fn pm_01_registers_and_spawns() {
     h.shutdown().await;
 }
 
+/// Catalogue: PM-02.
 #[actix_rt::test]
-async fn pm_02_shutdown_kills_running_processes_and_awaits_exit() {
+async fn shutdown_kills_running_processes_and_awaits_exit() {
     let h = Harness::new();
     let mut spec = h.spec("sleep 60");
     spec.grace = Duration::from_millis(200);
@@ -35,8 +37,9 @@ async fn pm_02_shutdown_kills_running_processes_and_awaits_exit() {
     assert_eq!(out.signal.as_deref(), Some("SIGTERM"));
 }
 
+/// Catalogue: PM-03.
 #[actix_rt::test]
-async fn pm_03_settled_process_leaves_the_live_set() {
+async fn settled_process_leaves_the_live_set() {
     let h = Harness::new();
     assert_eq!(h.run(h.spec("true")).await.exit_code, Some(0));
     let stats = h.manager.send(Stats).await.unwrap();
@@ -80,8 +83,9 @@ async fn a_nul_byte_in_the_command_or_environment_is_a_clear_spawn_error() {
     h.shutdown().await;
 }
 
+/// Catalogue: PM-04.
 #[actix_rt::test]
-async fn pm_04_shutdown_tolerates_a_failed_spawn() {
+async fn shutdown_tolerates_a_failed_spawn() {
     let h = Harness::new();
     let mut spec = h.spec("true");
     spec.cwd = "/nonexistent-dir-dsh-manager-test".into();
@@ -95,8 +99,9 @@ async fn pm_04_shutdown_tolerates_a_failed_spawn() {
     h.shutdown().await;
 }
 
+/// Catalogue: PM-05.
 #[actix_rt::test]
-async fn pm_05_spawn_failure_racing_shutdown() {
+async fn spawn_failure_racing_shutdown() {
     let h = Harness::new();
     let mut spec = h.spec("true");
     spec.cwd = "/nonexistent-dir-dsh-manager-test".into();

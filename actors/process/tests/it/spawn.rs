@@ -8,8 +8,9 @@ use std::time::{Duration, Instant};
 use crate::common::*;
 use dsh_process::*;
 
+/// Catalogue: PL-01.
 #[actix_rt::test]
-async fn pl_01_stdout_on_success() {
+async fn stdout_on_success() {
     let h = Harness::new();
     let out = h.run(h.spec("echo hello")).await;
     assert_eq!((out.exit_code, out.signal.as_deref()), (Some(0), None));
@@ -25,8 +26,9 @@ async fn pl_01_stdout_on_success() {
     h.shutdown().await;
 }
 
+/// Catalogue: PL-02.
 #[actix_rt::test]
-async fn pl_02_stderr_separate() {
+async fn stderr_is_captured_apart_from_stdout() {
     let h = Harness::new();
     let out = h.run(h.spec("echo oops >&2")).await;
     assert_eq!(out.exit_code, Some(0));
@@ -37,8 +39,9 @@ async fn pl_02_stderr_separate() {
     h.shutdown().await;
 }
 
+/// Catalogue: PL-03.
 #[actix_rt::test]
-async fn pl_03_both_streams() {
+async fn both_streams_are_captured() {
     let h = Harness::new();
     let out = h.run(h.spec("echo out; echo err >&2")).await;
     assert_eq!(
@@ -48,16 +51,18 @@ async fn pl_03_both_streams() {
     h.shutdown().await;
 }
 
+/// Catalogue: PL-04.
 #[actix_rt::test]
-async fn pl_04_non_zero_exit() {
+async fn a_non_zero_exit_is_reported_as_such() {
     let h = Harness::new();
     let out = h.run(h.spec("exit 42")).await;
     assert_eq!((out.exit_code, out.signal), (Some(42), None));
     h.shutdown().await;
 }
 
+/// Catalogue: PL-05.
 #[actix_rt::test]
-async fn pl_05_caller_term_honoured_and_no_terminal_policy_added() {
+async fn caller_term_honoured_and_no_terminal_policy_added() {
     let h = Harness::new();
     let mut spec = h.spec("echo \"${TERM:-unset}\"");
     spec.env.insert("TERM".into(), "callers-choice".into());
@@ -65,8 +70,9 @@ async fn pl_05_caller_term_honoured_and_no_terminal_policy_added() {
     h.shutdown().await;
 }
 
+/// Catalogue: PL-06.
 #[actix_rt::test]
-async fn pl_06_runs_in_cwd() {
+async fn runs_in_cwd() {
     let h = Harness::new();
     let mut spec = h.spec("pwd");
     spec.cwd = "/tmp".into();
@@ -74,8 +80,9 @@ async fn pl_06_runs_in_cwd() {
     h.shutdown().await;
 }
 
+/// Catalogue: PL-07.
 #[actix_rt::test]
-async fn pl_07_abort_sends_sigterm_to_the_group() {
+async fn abort_sends_sigterm_to_the_group() {
     let h = Harness::new();
     let abort = AbortSignal::new();
     let mut spec = h.spec("sleep 60");
@@ -95,8 +102,9 @@ async fn pl_07_abort_sends_sigterm_to_the_group() {
     h.shutdown().await;
 }
 
+/// Catalogue: PL-08.
 #[actix_rt::test]
-async fn pl_08_sigkill_escalation_when_term_is_trapped() {
+async fn sigkill_escalation_when_term_is_trapped() {
     let h = Harness::new();
     let mut spec = h.spec("trap '' TERM; echo ready; while :; do sleep 60 & wait $!; done");
     spec.grace = Duration::from_millis(200);
@@ -110,8 +118,9 @@ async fn pl_08_sigkill_escalation_when_term_is_trapped() {
     h.shutdown().await;
 }
 
+/// Catalogue: PL-09.
 #[actix_rt::test]
-async fn pl_09_whole_group_dies() {
+async fn whole_group_dies() {
     let h = Harness::new();
     let dir = tempfile::tempdir().unwrap();
     let pidfile = pid_file(&dir, "grandchild");
@@ -127,8 +136,9 @@ async fn pl_09_whole_group_dies() {
     h.shutdown().await;
 }
 
+/// Catalogue: PL-10.
 #[actix_rt::test]
-async fn pl_10_abort_mid_run() {
+async fn abort_mid_run() {
     let h = Harness::new();
     let abort = AbortSignal::new();
     let mut spec = h.spec("sleep 60");
@@ -140,8 +150,9 @@ async fn pl_10_abort_mid_run() {
     h.shutdown().await;
 }
 
+/// Catalogue: PL-11.
 #[actix_rt::test]
-async fn pl_11_pre_aborted_signal_fails_the_spawn() {
+async fn pre_aborted_signal_fails_the_spawn() {
     let h = Harness::new();
     let abort = AbortSignal::new();
     abort.abort("too late");
@@ -152,8 +163,9 @@ async fn pl_11_pre_aborted_signal_fails_the_spawn() {
     h.shutdown().await;
 }
 
+/// Catalogue: PL-12.
 #[actix_rt::test]
-async fn pl_12_nonexistent_cwd_is_an_error_naming_path_and_os_error() {
+async fn nonexistent_cwd_is_an_error_naming_path_and_os_error() {
     let h = Harness::new();
     let mut spec = h.spec("true");
     spec.cwd = "/nonexistent-dir-dsh-test".into();
@@ -163,8 +175,9 @@ async fn pl_12_nonexistent_cwd_is_an_error_naming_path_and_os_error() {
     h.shutdown().await;
 }
 
+/// Catalogue: PL-13.
 #[actix_rt::test]
-async fn pl_13_kill_is_idempotent() {
+async fn kill_is_idempotent() {
     let h = Harness::new();
     let spawned = h.spawn(h.spec("sleep 60")).await.unwrap();
     h.kill(spawned.id).await;
@@ -179,8 +192,9 @@ async fn pl_13_kill_is_idempotent() {
     h.shutdown().await;
 }
 
+/// Catalogue: PL-14.
 #[actix_rt::test]
-async fn pl_14_bounded_pipe_drain_after_shell_exit() {
+async fn bounded_pipe_drain_after_shell_exit() {
     let h = Harness::new();
     let dir = tempfile::tempdir().unwrap();
     let pidfile = pid_file(&dir, "holder");
@@ -208,8 +222,9 @@ async fn pl_14_bounded_pipe_drain_after_shell_exit() {
     h.shutdown().await;
 }
 
+/// Catalogue: PL-15.
 #[actix_rt::test]
-async fn pl_15_stdin_written_and_closed() {
+async fn stdin_written_and_closed() {
     let h = Harness::new();
     let mut spec = h.spec("cat");
     spec.stdin = Some(b"hello from stdin\n".to_vec());
@@ -221,16 +236,18 @@ async fn pl_15_stdin_written_and_closed() {
     h.shutdown().await;
 }
 
+/// Catalogue: PL-16.
 #[actix_rt::test]
-async fn pl_16_no_stdin_reads_eof() {
+async fn no_stdin_reads_eof() {
     let h = Harness::new();
     let out = h.run(h.spec("cat")).await;
     assert_eq!((out.exit_code, out.stdout.text.as_str()), (Some(0), ""));
     h.shutdown().await;
 }
 
+/// Catalogue: PL-17.
 #[actix_rt::test]
-async fn pl_17_fd0_is_dev_null_or_a_pipe() {
+async fn fd0_is_dev_null_or_a_pipe() {
     let h = Harness::new();
     let out = h
         .run(h.spec("test -c /dev/stdin && echo char || echo other"))
@@ -243,8 +260,9 @@ async fn pl_17_fd0_is_dev_null_or_a_pipe() {
     h.shutdown().await;
 }
 
+/// Catalogue: PL-18.
 #[actix_rt::test]
-async fn pl_18_ordinary_env_merge() {
+async fn ordinary_env_merge() {
     let h = Harness::new();
     let mut spec = h.spec("echo \"$EXTRA_ONE/$EXTRA_TWO\"");
     spec.env = BTreeMap::from([
@@ -255,8 +273,9 @@ async fn pl_18_ordinary_env_merge() {
     h.shutdown().await;
 }
 
+/// Catalogue: PL-19.
 #[actix_rt::test]
-async fn pl_19_explicit_entry_beats_scrub() {
+async fn explicit_entry_beats_scrub() {
     let h = Harness::new();
     let mut spec = h.spec("echo \"$EXPLICIT_OVERRIDE_KEY\"");
     spec.env
@@ -265,8 +284,9 @@ async fn pl_19_explicit_entry_beats_scrub() {
     h.shutdown().await;
 }
 
+/// Catalogue: PL-20.
 #[actix_rt::test]
-async fn pl_20_epipe_tolerated() {
+async fn epipe_tolerated() {
     let h = Harness::new();
     let mut spec = h.spec("exit 7");
     spec.stdin = Some(vec![b'x'; 1 << 20]);
@@ -274,8 +294,9 @@ async fn pl_20_epipe_tolerated() {
     h.shutdown().await;
 }
 
+/// Catalogue: PL-21.
 #[actix_rt::test]
-async fn pl_21_independent_caps() {
+async fn each_stream_has_its_own_cap() {
     let h = Harness::new();
     let mut spec = h.spec("printf \"%.0sx\" $(seq 1 500); printf \"%.0se\" $(seq 1 500) >&2");
     spec.stdout_max_bytes = 500;
@@ -288,8 +309,9 @@ async fn pl_21_independent_caps() {
     h.shutdown().await;
 }
 
+/// Catalogue: PL-22.
 #[actix_rt::test]
-async fn pl_22_tail_kept_full_stream_spilled() {
+async fn tail_kept_full_stream_spilled() {
     let h = Harness::new();
     let mut spec = h.spec("for i in $(seq 1 200); do printf 'line-%04d\\n' $i; done");
     spec.stdout_max_bytes = 500;
@@ -304,8 +326,9 @@ async fn pl_22_tail_kept_full_stream_spilled() {
     h.shutdown().await;
 }
 
+/// Catalogue: PL-23.
 #[actix_rt::test]
-async fn pl_23_exactly_at_cap_not_truncated() {
+async fn exactly_at_cap_not_truncated() {
     let h = Harness::new();
     let mut spec = h.spec("printf \"%.0sx\" $(seq 1 500)");
     spec.stdout_max_bytes = 500;
@@ -316,8 +339,9 @@ async fn pl_23_exactly_at_cap_not_truncated() {
     h.shutdown().await;
 }
 
+/// Catalogue: PL-32.
 #[actix_rt::test]
-async fn pl_32_vanished_group_tolerated() {
+async fn vanished_group_tolerated() {
     let h = Harness::new();
     let spawned = h.spawn(h.spec("true")).await.unwrap();
     h.wait(spawned.id).await;
@@ -328,8 +352,9 @@ async fn pl_32_vanished_group_tolerated() {
     h.shutdown().await;
 }
 
+/// Catalogue: PL-33.
 #[actix_rt::test]
-async fn pl_33_empty_argv() {
+async fn an_empty_argv_is_refused() {
     let h = Harness::new();
     let mut spec = h.spec("x");
     spec.argv.clear();
@@ -341,8 +366,9 @@ async fn pl_33_empty_argv() {
     h.shutdown().await;
 }
 
+/// Catalogue: PL-34.
 #[actix_rt::test]
-async fn pl_34_empty_program_name() {
+async fn an_empty_program_name_is_refused() {
     let h = Harness::new();
     let mut spec = h.spec("x");
     spec.argv = vec![String::new()];
@@ -356,8 +382,9 @@ async fn pl_34_empty_program_name() {
     h.shutdown().await;
 }
 
+/// Catalogue: PL-35.
 #[actix_rt::test]
-async fn pl_35_argv_verbatim_no_shell() {
+async fn argv_verbatim_no_shell() {
     let h = Harness::new();
     let mut spec = h.spec("x");
     spec.argv = vec!["printf".into(), "%s".into(), "$HOME".into()];
@@ -365,8 +392,9 @@ async fn pl_35_argv_verbatim_no_shell() {
     h.shutdown().await;
 }
 
+/// Catalogue: PL-36.
 #[actix_rt::test]
-async fn pl_36_reasonless_pre_aborted_signal() {
+async fn reasonless_pre_aborted_signal() {
     let h = Harness::new();
     let abort = AbortSignal::new();
     abort.abort_without_reason();
@@ -379,8 +407,9 @@ async fn pl_36_reasonless_pre_aborted_signal() {
     h.shutdown().await;
 }
 
+/// Catalogue: PL-37.
 #[actix_rt::test]
-async fn pl_37_self_signal_reported_raw() {
+async fn self_signal_reported_raw() {
     let h = Harness::new();
     let out = h.run(h.spec("kill -TERM $$")).await;
     assert_eq!(
@@ -391,10 +420,11 @@ async fn pl_37_self_signal_reported_raw() {
     h.shutdown().await;
 }
 
+/// Catalogue: PL-38.
 #[actix_rt::test]
-async fn pl_38_scrub_credential_shaped_and_ambient_dsh_vars() {
+async fn scrub_credential_shaped_and_ambient_dsh_vars() {
     // Changes the process environment: only safe with no other test running beside it.
-    dsh_test_support::own_process!(pl_38_scrub_credential_shaped_and_ambient_dsh_vars);
+    dsh_test_support::own_process!(scrub_credential_shaped_and_ambient_dsh_vars);
     // SAFETY: own_process! above: this test has its process to itself, so no other thread reads the
     // environment.
     unsafe {
@@ -411,10 +441,11 @@ async fn pl_38_scrub_credential_shaped_and_ambient_dsh_vars() {
     h.shutdown().await;
 }
 
+/// Catalogue: PL-39.
 #[actix_rt::test]
-async fn pl_39_only_current_managed_env() {
+async fn only_current_managed_env() {
     // Changes the process environment: only safe with no other test running beside it.
-    dsh_test_support::own_process!(pl_39_only_current_managed_env);
+    dsh_test_support::own_process!(only_current_managed_env);
     // SAFETY: see pl_38.
     unsafe { std::env::set_var("DSH_STALE", "old-value") };
     let h = Harness::new();
@@ -431,8 +462,9 @@ async fn pl_39_only_current_managed_env() {
     h.shutdown().await;
 }
 
+/// Catalogue: PL-40.
 #[actix_rt::test]
-async fn pl_40_dsh_name_on_ordinary_channel_rejected() {
+async fn dsh_name_on_ordinary_channel_rejected() {
     let h = Harness::new();
     let mut spec = h.spec("true");
     spec.env.insert("DSH_WRONG_CHANNEL".into(), "bad".into());
@@ -444,8 +476,9 @@ async fn pl_40_dsh_name_on_ordinary_channel_rejected() {
     h.shutdown().await;
 }
 
+/// Catalogue: PL-41.
 #[actix_rt::test]
-async fn pl_41_ordinary_name_on_managed_channel_rejected() {
+async fn ordinary_name_on_managed_channel_rejected() {
     let h = Harness::new();
     let mut spec = h.spec("true");
     spec.dsh_env.insert("PATH".into(), "/wrong-channel".into());
@@ -471,8 +504,9 @@ fn assert_spill_name(path: &std::path::Path, label: &str) {
     );
 }
 
+/// Catalogue: PL-42.
 #[actix_rt::test]
-async fn pl_42_spill_file_name_and_mode() {
+async fn spill_file_name_and_mode() {
     let h = Harness::new();
     let mut spec = h.spec("for i in $(seq 1 200); do printf 'line-%04d\\n' $i; done");
     spec.stdout_max_bytes = 500;
@@ -486,8 +520,9 @@ async fn pl_42_spill_file_name_and_mode() {
     h.shutdown().await;
 }
 
+/// Catalogue: PL-43.
 #[actix_rt::test]
-async fn pl_43_default_private_spill_dir_is_0700_and_removed_at_shutdown() {
+async fn default_private_spill_dir_is_0700_and_removed_at_shutdown() {
     let manager = actix::Actor::start(ProcessManager::new(ManagerConfig::default()));
     let h = Harness {
         manager,
@@ -535,8 +570,9 @@ async fn keep_spill_keeps_the_private_directory() {
     std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
 }
 
+/// Catalogue: PL-45.
 #[actix_rt::test]
-async fn pl_45_abort_honoured_without_any_timeout() {
+async fn abort_honoured_without_any_timeout() {
     let h = Harness::new();
     let abort = AbortSignal::new();
     let mut spec = h.spec("sleep 60");

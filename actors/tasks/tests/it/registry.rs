@@ -184,8 +184,9 @@ impl Setup {
 
 const COMPLETED_0: TaskStatus = TaskStatus::Completed { exit_code: 0 };
 
+/// Catalogue: TS-01.
 #[actix_rt::test]
-async fn ts_01_stub_producer_serves_the_whole_api() {
+async fn stub_producer_serves_the_whole_api() {
     let s = Setup::new();
     let (id, mut control) = s.register("bash", None).await;
     assert_eq!(id, "bash-1");
@@ -203,8 +204,9 @@ async fn ts_01_stub_producer_serves_the_whole_api() {
     assert_eq!(done[0].snapshot.id, "bash-1");
 }
 
+/// Catalogue: TL-03.
 #[actix_rt::test]
-async fn tl_03_invalid_spec_registers_nothing_and_keeps_the_counter() {
+async fn invalid_spec_registers_nothing_and_keeps_the_counter() {
     let s = Setup::new();
     let (producer, _c) = stub();
     let err = s
@@ -239,8 +241,9 @@ async fn tl_03_invalid_spec_registers_nothing_and_keeps_the_counter() {
     assert_eq!(s.register("bash", None).await.0, "bash-1");
 }
 
+/// Catalogue: TL-04.
 #[actix_rt::test]
-async fn tl_04_ids_count_per_kind() {
+async fn ids_count_per_kind() {
     let s = Setup::new();
     let mut ids = Vec::new();
     for kind in ["bash", "bash", "subagent", "workflow"] {
@@ -249,8 +252,9 @@ async fn tl_04_ids_count_per_kind() {
     assert_eq!(ids, ["bash-1", "bash-2", "subagent-1", "workflow-1"]);
 }
 
+/// Catalogue: TL-05.
 #[actix_rt::test]
-async fn tl_05_reads_consume_and_a_read_after_the_end_marks_reported() {
+async fn reads_consume_and_a_read_after_the_end_marks_reported() {
     let s = Setup::new();
     let (id, mut control) = s.register("bash", None).await;
     control.print("first");
@@ -273,8 +277,9 @@ async fn tl_05_reads_consume_and_a_read_after_the_end_marks_reported() {
     assert!(r.snapshot.reported && r.snapshot.finished_at.is_some());
 }
 
+/// Catalogue: TL-09.
 #[actix_rt::test]
-async fn tl_09_unknown_id() {
+async fn an_unknown_task_id_is_an_error() {
     let s = Setup::new();
     assert_eq!(
         s.read("bash-99", None).await.unwrap_err().to_string(),
@@ -286,8 +291,9 @@ async fn tl_09_unknown_id() {
     );
 }
 
+/// Catalogue: TL-10.
 #[actix_rt::test]
-async fn tl_10_task_done_sent_exactly_once_per_task() {
+async fn task_done_sent_exactly_once_per_task() {
     let s = Setup::new();
     let (id, mut control) = s.register("bash", None).await;
     control.settle(COMPLETED_0);
@@ -307,8 +313,9 @@ async fn tl_10_task_done_sent_exactly_once_per_task() {
     assert_eq!(s.done.lock().unwrap().len(), 1);
 }
 
+/// Catalogue: TL-14.
 #[actix_rt::test]
-async fn tl_14_kill_marks_reported_and_the_end_keeps_killed() {
+async fn kill_marks_reported_and_the_end_keeps_killed() {
     let s = Setup::new();
     let (id, mut control) = s.register("bash", None).await;
     let reply = s.kill(&id, None).await.unwrap();
@@ -346,8 +353,9 @@ async fn a_killed_task_that_traps_and_exits_zero_stays_killed() {
     );
 }
 
+/// Catalogue: TL-15.
 #[actix_rt::test]
-async fn tl_15_kill_after_the_end_is_already_finished() {
+async fn kill_after_the_end_is_already_finished() {
     let s = Setup::new();
     let (id, mut control) = s.register("bash", None).await;
     control.settle(COMPLETED_0);
@@ -372,8 +380,9 @@ async fn tl_15_kill_after_the_end_is_already_finished() {
     );
 }
 
+/// Catalogue: TL-25.
 #[actix_rt::test]
-async fn tl_25_access_fence() {
+async fn only_the_owning_session_reads_kills_and_gets_an_owned_task() {
     let s = Setup::new();
     let (_alice_addr, alice) = agent("alice");
     let (owned, _c1) = s.register("bash", Some(alice)).await;
@@ -395,8 +404,9 @@ async fn tl_25_access_fence() {
     );
 }
 
+/// Catalogue: TL-26.
 #[actix_rt::test]
-async fn tl_26_list_visibility() {
+async fn a_session_lists_its_own_and_unowned_tasks() {
     let s = Setup::new();
     let (_a, alice) = agent("alice");
     let (_b, bob) = agent("bob");
@@ -422,8 +432,9 @@ async fn ownership_persists_after_completion() {
     assert!(s.read(&id, Some("alice")).await.is_ok());
 }
 
+/// Catalogue: TL-30.
 #[actix_rt::test]
-async fn tl_30_releasing_an_owner_kills_joins_and_removes_its_tasks() {
+async fn releasing_an_owner_kills_joins_and_removes_its_tasks() {
     let s = Setup::new();
     let (_a, alice) = agent("alice");
     let (live, mut live_control) = s.register("bash", Some(alice.clone())).await;
@@ -451,8 +462,9 @@ async fn tl_30_releasing_an_owner_kills_joins_and_removes_its_tasks() {
     );
 }
 
+/// Catalogue: TL-32.
 #[actix_rt::test]
-async fn tl_32_a_gone_agent_is_released_without_touching_a_same_session_replacement() {
+async fn a_gone_agent_is_released_without_touching_a_same_session_replacement() {
     let s = Setup::new();
     let (old_addr, old) = agent("sess");
     let (new_addr, new) = agent("sess");
@@ -482,8 +494,9 @@ async fn tl_32_a_gone_agent_is_released_without_touching_a_same_session_replacem
     drop(new_addr);
 }
 
+/// Catalogue: TL-35.
 #[actix_rt::test]
-async fn tl_35_shutdown_kills_awaits_and_sends_no_task_done() {
+async fn shutdown_kills_awaits_and_sends_no_task_done() {
     let s = Setup::new();
     let (_id, mut control) = s.register("bash", None).await;
     let shutdown = s.registry.send(ShutdownTasks);
@@ -535,8 +548,9 @@ async fn finished_records_over_the_cap_evict_reported_ones_first() {
     assert_eq!(s.list(None).await, vec!["bash-3", "bash-4"]);
 }
 
+/// Catalogue: TV-01.
 #[actix_rt::test]
-async fn tv_01_every_snapshot_is_coherent() {
+async fn every_snapshot_is_coherent() {
     let s = Setup::new();
     let (_a, alice) = agent("alice");
     let (id, mut control) = s.register("bash", Some(alice)).await;

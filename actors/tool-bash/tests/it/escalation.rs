@@ -181,8 +181,9 @@ fn bash(arguments: Value) -> ToolCall {
     ToolCall::new("bash", arguments)
 }
 
+/// Catalogue: TB-35.
 #[test]
-fn tb_35_a_confining_executor_without_a_policy_fails_to_load() {
+fn a_confining_executor_without_a_policy_fails_to_load() {
     let system = System::new();
     system.block_on(async {
         let setup = Setup::new(false, true);
@@ -202,8 +203,9 @@ fn tb_35_a_confining_executor_without_a_policy_fails_to_load() {
     });
 }
 
+/// Catalogue: TB-36.
 #[actix_rt::test]
-async fn tb_36_fields_advertised_and_pairing_validated() {
+async fn fields_advertised_and_pairing_validated() {
     let definitions = ToolBash::definitions(&tool_config(true), true);
     let bash_def = &definitions[0];
     let properties = &bash_def.input_schema["properties"];
@@ -254,8 +256,9 @@ async fn tb_36_fields_advertised_and_pairing_validated() {
     s.shutdown().await;
 }
 
+/// Catalogue: TB-37.
 #[actix_rt::test]
-async fn tb_37_composition_and_widening_checks() {
+async fn composition_and_widening_checks() {
     let plain = Setup::new(false, true);
     let result = plain.call(bash(escalation_args("workspace-write"))).await;
     assert!(result.is_error);
@@ -298,8 +301,9 @@ async fn tb_37_composition_and_widening_checks() {
     s.shutdown().await;
 }
 
+/// Catalogue: TB-38.
 #[actix_rt::test]
-async fn tb_38_fail_closed_when_approval_cannot_be_routed() {
+async fn fail_closed_when_approval_cannot_be_routed() {
     let unserviced = Setup::new(true, false);
     let result = unserviced
         .call(bash(escalation_args("workspace-write")).with_caller(agent("a")))
@@ -349,8 +353,9 @@ async fn tb_38_fail_closed_when_approval_cannot_be_routed() {
     s.shutdown().await;
 }
 
+/// Catalogue: TB-39, TB-40.
 #[actix_rt::test]
-async fn tb_39_and_tb_40_rejected_and_cancelled_run_nothing() {
+async fn rejected_and_cancelled_run_nothing() {
     let s = Setup::new(true, true);
     for (answer, expected) in [
         (
@@ -386,8 +391,9 @@ async fn tb_39_and_tb_40_rejected_and_cancelled_run_nothing() {
     s.shutdown().await;
 }
 
+/// Catalogue: TB-41.
 #[actix_rt::test]
-async fn tb_41_granted_foreground_and_background_run_under_the_approved_mode() {
+async fn granted_foreground_and_background_run_under_the_approved_mode() {
     let s = Setup::new(true, true);
     let (recipient, _) = approver(ApprovalOutcome::AllowedOnce);
     let result = s
@@ -419,8 +425,9 @@ async fn tb_41_granted_foreground_and_background_run_under_the_approved_mode() {
     s.shutdown().await;
 }
 
+/// Catalogue: TB-42.
 #[actix_rt::test]
-async fn tb_42_a_cancel_after_the_grant_publishes_nothing() {
+async fn a_cancel_after_the_grant_publishes_nothing() {
     let s = Setup::new(true, true);
     let cancel = AbortSignal::new();
     let on_ask = cancel.clone();
@@ -481,8 +488,9 @@ async fn a_cancel_while_waiting_for_approval_ends_the_wait_as_cancelled() {
     s.shutdown().await;
 }
 
+/// Catalogue: TB-43.
 #[actix_rt::test]
-async fn tb_43_the_session_override_drives_ordinary_calls_and_widening() {
+async fn the_session_override_drives_ordinary_calls_and_widening() {
     let s = Setup::new(true, true);
     s.tool
         .send(SetSessionSandboxMode {
@@ -512,8 +520,9 @@ async fn tb_43_the_session_override_drives_ordinary_calls_and_widening() {
     s.shutdown().await;
 }
 
+/// Catalogue: TB-44.
 #[test]
-fn tb_44_the_canonical_value_omits_absent_optional_facts() {
+fn the_canonical_value_omits_absent_optional_facts() {
     let value = sandbox_structured(&SandboxFacts {
         mode: SandboxMode::ReadOnly,
         denied: false,
@@ -533,8 +542,9 @@ fn tb_44_the_canonical_value_omits_absent_optional_facts() {
     );
 }
 
+/// Catalogue: TB-45.
 #[actix_rt::test]
-async fn tb_45_exhaustiveness_backstop() {
+async fn an_answer_outside_the_vocabulary_is_an_error() {
     let s = Setup::new(true, true);
     let (recipient, _) = approver(ApprovalOutcome::parse("rogue"));
     let result = s
@@ -571,8 +581,9 @@ fn settled_read(delta: &str, facts: SandboxFacts) -> TaskOutput {
 
 const EXIT_1: TaskStatus = TaskStatus::Completed { exit_code: 1 };
 
+/// Catalogue: TB-51.
 #[test]
-fn tb_51_settled_sandbox_facts_in_reads() {
+fn settled_sandbox_facts_in_reads() {
     let text = render_read_with(
         &settled_read("tail", denied(SandboxMode::ReadOnly)),
         &EXIT_1,
@@ -606,8 +617,9 @@ fn tb_51_settled_sandbox_facts_in_reads() {
     assert_eq!(text, "x\n[status: running]");
 }
 
+/// Catalogue: LG-24.
 #[test]
-fn lg_24_settled_background_denial_via_bash_output() {
+fn settled_background_denial_via_bash_output() {
     let text = render_read_with(
         &settled_read("", denied(SandboxMode::ReadOnly)),
         &EXIT_1,
@@ -625,8 +637,9 @@ fn lg_24_settled_background_denial_via_bash_output() {
     );
 }
 
+/// Catalogue: LG-25.
 #[test]
-fn lg_25_denial_facts_without_a_confining_executor_have_no_hint() {
+fn denial_facts_without_a_confining_executor_have_no_hint() {
     let text = render_read_with(
         &settled_read("", denied(SandboxMode::ReadOnly)),
         &EXIT_1,
@@ -639,8 +652,9 @@ fn lg_25_denial_facts_without_a_confining_executor_have_no_hint() {
     assert!(!text.contains("escalation available"));
 }
 
+/// Catalogue: LG-26.
 #[test]
-fn lg_26_background_runner_failure_marker() {
+fn background_runner_failure_marker() {
     let runner = SandboxFacts {
         mode: SandboxMode::ReadOnly,
         denied: false,
@@ -673,8 +687,9 @@ fn foreground(facts: Option<SandboxFacts>) -> BashRunResult {
     }
 }
 
+/// Catalogue: TB-68.
 #[test]
-fn tb_68_denial_before_exit() {
+fn denial_before_exit() {
     let text = render_result_with(&foreground(Some(denied(SandboxMode::ReadOnly))), false);
     assert_eq!(
         text,

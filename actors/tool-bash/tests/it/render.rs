@@ -39,8 +39,9 @@ fn read(delta: &str, lossy: bool, paths: &[&str]) -> TaskOutput {
 
 const RUNNING: TaskStatus = TaskStatus::Running;
 
+/// Catalogue: TB-46.
 #[test]
-fn tb_46_lossless_delta_verbatim() {
+fn lossless_delta_verbatim() {
     assert_eq!(
         render_read(&read("out\n", false, &[]), &RUNNING),
         "out\n[status: running]"
@@ -51,8 +52,9 @@ fn tb_46_lossless_delta_verbatim() {
     );
 }
 
+/// Catalogue: TB-47.
 #[test]
-fn tb_47_loss_notice_with_paths() {
+fn loss_notice_with_paths() {
     assert_eq!(
         render_read(&read("out\n", true, &["/spill/out.log"]), &RUNNING),
         "out\n[some output was dropped from memory; full output: /spill/out.log]\n[status: running]"
@@ -66,31 +68,35 @@ fn tb_47_loss_notice_with_paths() {
     );
 }
 
+/// Catalogue: TB-48, LG-04.
 #[test]
-fn tb_48_and_lg_04_loss_notice_unavailable() {
+fn loss_notice_unavailable() {
     assert_eq!(
         render_read(&read("tail", true, &[]), &RUNNING),
         "tail\n[some output was dropped from memory; full output: (unavailable)]\n[status: running]"
     );
 }
 
+/// Catalogue: TB-49.
 #[test]
-fn tb_49_empty_lossy_delta() {
+fn empty_lossy_delta() {
     assert_eq!(
         render_read(&read("", true, &["/spill/err.log"]), &RUNNING),
         "(no new output)\n[some output was dropped from memory; full output: /spill/err.log]\n[status: running]"
     );
 }
 
+/// Catalogue: TB-50.
 #[test]
-fn tb_50_separator_only_when_missing() {
+fn separator_only_when_missing() {
     let expected = "tail\n[some output was dropped from memory; full output: (unavailable)]\n[status: running]";
     assert_eq!(render_read(&read("tail", true, &[]), &RUNNING), expected);
     assert_eq!(render_read(&read("tail\n", true, &[]), &RUNNING), expected);
 }
 
+/// Catalogue: TB-52 to TB-55, LG-21, LG-22.
 #[test]
-fn tb_52_to_55_and_lg_21_22_status_lines() {
+fn status_lines_name_the_ending() {
     assert_eq!(
         status_line(&TaskStatus::Killed {
             signal: Some("SIGTERM".into())
@@ -112,8 +118,9 @@ fn tb_52_to_55_and_lg_21_22_status_lines() {
     assert_eq!(status_line(&RUNNING), "[status: running]");
 }
 
+/// Catalogue: TB-61.
 #[test]
-fn tb_61_stderr_only() {
+fn stderr_alone_is_rendered_under_its_marker() {
     let r = BashRunResult {
         stderr: text("err\n"),
         ..base()
@@ -121,8 +128,9 @@ fn tb_61_stderr_only() {
     assert_eq!(render_result(&r), "[stderr]\nerr\n");
 }
 
+/// Catalogue: TB-62.
 #[test]
-fn tb_62_stdout_and_stderr_without_newlines() {
+fn stdout_and_stderr_without_newlines() {
     let r = BashRunResult {
         stdout: text("out"),
         stderr: text("err"),
@@ -131,8 +139,9 @@ fn tb_62_stdout_and_stderr_without_newlines() {
     assert_eq!(render_result(&r), "out\n[stderr]\nerr");
 }
 
+/// Catalogue: TB-63.
 #[test]
-fn tb_63_exit_code_marker() {
+fn a_non_zero_exit_is_marked_with_its_code() {
     let r = BashRunResult {
         exit_code: Some(7),
         stdout: text("x"),
@@ -141,8 +150,9 @@ fn tb_63_exit_code_marker() {
     assert_eq!(render_result(&r), "x\n[exit code: 7]");
 }
 
+/// Catalogue: TB-64.
 #[test]
-fn tb_64_signal_marker() {
+fn a_signal_death_is_marked_with_its_signal() {
     let r = BashRunResult {
         exit_code: None,
         signal: Some("SIGKILL".into()),
@@ -154,8 +164,9 @@ fn tb_64_signal_marker() {
     );
 }
 
+/// Catalogue: TB-65.
 #[test]
-fn tb_65_timed_out_exit_0() {
+fn timed_out_exit_0() {
     let r = BashRunResult {
         timed_out: true,
         ..base()
@@ -163,8 +174,9 @@ fn tb_65_timed_out_exit_0() {
     assert_eq!(render_result(&r), "(no output)\n[timed out after 1000ms]");
 }
 
+/// Catalogue: TB-66.
 #[test]
-fn tb_66_timed_out_and_sigterm() {
+fn timed_out_and_sigterm() {
     let r = BashRunResult {
         timed_out: true,
         exit_code: None,
@@ -177,8 +189,9 @@ fn tb_66_timed_out_and_sigterm() {
     );
 }
 
+/// Catalogue: TB-67.
 #[test]
-fn tb_67_truncated_without_path() {
+fn truncated_without_path() {
     let r = BashRunResult {
         stdout: CollectedOutput {
             text: "tail".into(),

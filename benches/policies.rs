@@ -21,9 +21,9 @@ mod support;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use actix::prelude::*;
 use criterion::Criterion;
 use dsh::{AgentRef, Inject, Runtime, ToolCall};
+use dsh_test_support::actors::Recorder;
 use serde_json::json;
 use tokio::io::AsyncBufReadExt;
 
@@ -33,16 +33,7 @@ const LIMIT: usize = 8;
 const WAKES: usize = 100;
 
 /// An agent that drops its notices (the bench waits with `bash_output wait`).
-struct Sink;
-
-impl Actor for Sink {
-    type Context = Context<Self>;
-}
-
-impl Handler<Inject> for Sink {
-    type Result = ();
-    fn handle(&mut self, _: Inject, _: &mut Self::Context) {}
-}
+type Sink = Recorder<Inject>;
 
 /// The `i`-th task's command: 0, 10, 20 or 40 ms of sleep.
 fn command(i: usize) -> String {
@@ -219,7 +210,7 @@ async fn raw_wake() -> Duration {
 
 fn agents() -> Vec<AgentRef> {
     (0..SESSIONS)
-        .map(|s| AgentRef::new(format!("session-{s}"), Sink.start().recipient()))
+        .map(|s| AgentRef::new(format!("session-{s}"), Sink::start_discarding().recipient()))
         .collect()
 }
 

@@ -104,6 +104,17 @@ pub async fn call_as(rt: &Runtime, agent: &AgentRef, name: &str, arguments: Valu
         .expect("call timed out")
 }
 
+/// `bash_output` of task `id` as `agent`, waiting until the task settles.
+pub async fn wait_as(rt: &Runtime, agent: &AgentRef, id: &str) -> ToolResult {
+    call_as(
+        rt,
+        agent,
+        "bash_output",
+        json!({"task_id": id, "wait": true}),
+    )
+    .await
+}
+
 /// Runs `command` in the foreground with no agent.
 pub async fn bash(rt: &Runtime, command: &str) -> ToolResult {
     call(rt, "bash", bash_args(command)).await

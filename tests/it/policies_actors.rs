@@ -54,13 +54,7 @@ async fn a_host_policy_sees_who_asks_and_holds_background_work() {
     let r = call_as(&rt, &agent.agent, "bash", bash_args("echo fg")).await;
     assert_eq!(r.text, "fg\n");
     call_as(&rt, &agent.agent, "bash_kill", json!({"task_id": first})).await;
-    let r = call_as(
-        &rt,
-        &agent.agent,
-        "bash_output",
-        json!({"task_id": second, "wait": true}),
-    )
-    .await;
+    let r = wait_as(&rt, &agent.agent, &second).await;
     assert_eq!(r.text, "two\n[status: completed, exit code: 0]");
     let seen = seen.lock().unwrap().clone();
     assert!(seen.contains(&(Some("s1".into()), true)), "{seen:?}");

@@ -29,13 +29,7 @@ async fn a_failing_task_restarts_up_to_its_limit_then_gives_up_and_tells_the_own
         )
         .await
         .unwrap();
-    let r = call_as(
-        &rt,
-        &agent.agent,
-        "bash_output",
-        json!({"task_id": id, "wait": true}),
-    )
-    .await;
+    let r = wait_as(&rt, &agent.agent, &id).await;
     assert_eq!(
         r.text,
         format!(

@@ -173,13 +173,7 @@ async fn a_wait_respects_ownership() {
     let owner = TestAgent::new("owner");
     let other = TestAgent::new("other");
     let id = start_bg(&rt, Some(&owner.agent), "sleep 60").await;
-    let r = call_as(
-        &rt,
-        &other.agent,
-        "bash_output",
-        json!({"task_id": id, "wait": true}),
-    )
-    .await;
+    let r = wait_as(&rt, &other.agent, &id).await;
     assert_eq!(
         r.text,
         format!("Error: task {id} belongs to another session")

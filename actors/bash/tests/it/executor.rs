@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use crate::common;
 use actix::prelude::*;
 use dsh_bash::*;
 use dsh_process::signal::pid_is_live;
@@ -21,16 +22,8 @@ struct Setup {
 
 impl Setup {
     fn new(edit: impl FnOnce(&mut BashConfig)) -> Self {
-        let spill = tempfile::tempdir().unwrap();
-        let manager = ProcessManager::new(ManagerConfig {
-            spill_dir: Some(spill.path().into()),
-            ..Default::default()
-        })
-        .start();
-        let mut config = BashConfig {
-            grace_ms: 200,
-            ..BashConfig::default()
-        };
+        let (manager, spill) = common::manager();
+        let mut config = common::config();
         edit(&mut config);
         let resolver = config.resolver();
         let executor = LocalBashExecutor::new(config, manager.clone())
@@ -50,10 +43,7 @@ impl Setup {
 
     async fn run(&self, request: BashExecRequest) -> Result<BashRunResult, ExecError> {
         let spec = self.resolve(request).await?;
-        tokio::time::timeout(SOON * 2, self.executor.send(Run(spec)))
-            .await
-            .expect("run timed out")
-            .unwrap()
+        common::run(&self.executor, spec).await
     }
 
     async fn start(&self, request: BashExecRequest) -> BashProcess {
@@ -62,10 +52,7 @@ impl Setup {
     }
 
     async fn shutdown(&self) {
-        tokio::time::timeout(SOON, self.manager.send(Shutdown))
-            .await
-            .unwrap()
-            .unwrap();
+        common::shutdown(&self.manager).await;
     }
 }
 

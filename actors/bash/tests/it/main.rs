@@ -8,6 +8,7 @@
     reason = "test code: a failed unwrap is a failed test"
 )]
 
+mod common;
 mod executor;
 mod registry_load;
 mod sandbox;

@@ -6,10 +6,11 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::common;
 use actix::prelude::*;
 use dsh_bash::*;
+use dsh_process::Shutdown;
 use dsh_process::signal::pid_is_live;
-use dsh_process::{ProcessManager, Shutdown};
 use dsh_tasks::{KillTask, ReadTask, Register, RegistryConfig, TaskRegistry};
 
 const TASKS: usize = 200;
@@ -18,12 +19,7 @@ const READERS: usize = 4;
 
 #[actix_rt::test]
 async fn two_hundred_tasks_read_concurrently_deliver_every_line_exactly_once() {
-    let spill = tempfile::tempdir().unwrap();
-    let manager = ProcessManager::new(ManagerConfig {
-        spill_dir: Some(spill.path().into()),
-        ..Default::default()
-    })
-    .start();
+    let (manager, _spill) = common::manager();
     let config = BashConfig {
         grace_ms: 500,
         ..Default::default()

@@ -4,10 +4,11 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+use crate::common;
 use actix::prelude::*;
 use dsh_bash::sandbox::{Wrap, WrapFacts, canonical_root};
 use dsh_bash::*;
-use dsh_process::{ProcessManager, Shutdown};
+use dsh_process::ProcessManager;
 use dsh_test_support::SOON;
 use dsh_test_support::wait::poll_until;
 
@@ -94,16 +95,8 @@ struct Setup {
 
 impl Setup {
     fn new(mode: SandboxMode, root: Option<&Path>, provider: FakeProvider) -> Self {
-        let spill = tempfile::tempdir().unwrap();
-        let manager = ProcessManager::new(ManagerConfig {
-            spill_dir: Some(spill.path().into()),
-            ..Default::default()
-        })
-        .start();
-        let config = BashConfig {
-            grace_ms: 200,
-            ..BashConfig::default()
-        };
+        let (manager, spill) = common::manager();
+        let config = common::config();
         let policy = SandboxPolicy {
             mode,
             workspace_root: root.map_or_else(cwd, Path::to_path_buf),
@@ -128,10 +121,7 @@ impl Setup {
 
     async fn run(&self, request: BashExecRequest) -> Result<BashRunResult, ExecError> {
         let spec = (self.resolver)(request)?;
-        tokio::time::timeout(SOON * 2, self.executor.send(Run(spec)))
-            .await
-            .expect("run timed out")
-            .unwrap()
+        common::run(&self.executor, spec).await
     }
 
     async fn start(&self, request: BashExecRequest) -> Result<BashProcess, ExecError> {
@@ -140,10 +130,7 @@ impl Setup {
     }
 
     async fn shutdown(&self) {
-        tokio::time::timeout(SOON, self.manager.send(Shutdown))
-            .await
-            .unwrap()
-            .unwrap();
+        common::shutdown(&self.manager).await;
     }
 }
 

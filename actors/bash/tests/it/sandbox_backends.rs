@@ -6,6 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use crate::common;
 use actix::prelude::*;
 use dsh_bash::sandbox::{
     Backend, BackendChoice, LocalSandboxConfig, LocalSandboxProvider, NetworkPolicy,
@@ -53,18 +54,12 @@ impl Setup {
                 return None;
             }
         };
-        let spill = tempfile::tempdir().unwrap();
+        let (manager, spill) = common::manager();
         let workspace = outside_tmp();
-        let manager = ProcessManager::new(ManagerConfig {
-            spill_dir: Some(spill.path().into()),
-            ..Default::default()
-        })
-        .start();
         let config = BashConfig {
-            grace_ms: 200,
             cwd: Some(workspace.path().into()),
             timeout_ms: 30_000,
-            ..BashConfig::default()
+            ..common::config()
         };
         let policy = SandboxPolicy {
             mode,
@@ -91,11 +86,7 @@ impl Setup {
 
     async fn run(&self, request: BashExecRequest) -> BashRunResult {
         let spec = (self.resolver)(request).unwrap();
-        tokio::time::timeout(SOON * 2, self.executor.send(Run(spec)))
-            .await
-            .expect("run timed out")
-            .unwrap()
-            .unwrap()
+        common::run(&self.executor, spec).await.unwrap()
     }
 
     async fn start(&self, request: BashExecRequest) -> BashProcess {
@@ -113,10 +104,7 @@ impl Setup {
     }
 
     async fn shutdown(&self) {
-        tokio::time::timeout(SOON, self.manager.send(Shutdown))
-            .await
-            .unwrap()
-            .unwrap();
+        common::shutdown(&self.manager).await;
     }
 }
 
@@ -493,16 +481,8 @@ fn runner_setup(
     Resolver,
     tempfile::TempDir,
 ) {
-    let spill = tempfile::tempdir().unwrap();
-    let manager = ProcessManager::new(ManagerConfig {
-        spill_dir: Some(spill.path().into()),
-        ..Default::default()
-    })
-    .start();
-    let config_bash = BashConfig {
-        grace_ms: 200,
-        ..BashConfig::default()
-    };
+    let (manager, spill) = common::manager();
+    let config_bash = common::config();
     let policy = SandboxPolicy {
         mode: SandboxMode::ReadOnly,
         workspace_root: canonical(&std::env::current_dir().unwrap()),

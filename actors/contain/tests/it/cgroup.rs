@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use crate::common::*;
-use dsh_contain::{CgroupTree, Limits, Released, Spent};
+use dsh_contain::{CgroupTree, Leaf, Limits, Released, Spent};
 
 #[tokio::test]
 async fn every_escapee_dies_on_cgroup_kill_and_the_leaf_empties() {
@@ -66,19 +66,28 @@ fn destroying_the_tree_kills_every_leaf() {
     assert_none_left(&m);
 }
 
-#[test]
-fn pids_max_stops_a_fork_loop() {
-    let Some(facts) = cgroup_host() else { return };
+/// A tree and one leaf limited to `max_pids` processes, or `None` (after saying why) where the host
+/// has no cgroups or no pids limit.
+fn pids_limited(max_pids: u64) -> Option<(CgroupTree, Leaf)> {
+    let facts = cgroup_host()?;
     if let Err(why) = facts.pids_limit() {
         eprintln!("SKIP: no pids limit here: {why}");
-        return;
+        return None;
     }
     let limits = Limits {
-        max_pids: Some(40),
+        max_pids: Some(max_pids),
         max_memory: None,
     };
     let tree = CgroupTree::create(&facts, limits).expect("tree");
     let leaf = tree.create_leaf("p0-0", limits).expect("leaf");
+    Some((tree, leaf))
+}
+
+#[test]
+fn pids_max_stops_a_fork_loop() {
+    let Some((tree, leaf)) = pids_limited(40) else {
+        return;
+    };
     let m = sleep_marker();
     // 100 forks; each child sleeps. Perl reports the first failed fork instead of retrying as bash
     // does. The marker is perl's argument, so the children carry it in their command line too.
@@ -284,17 +293,9 @@ async fn two_hundred_sleeps_die_together() {
 
 #[test]
 fn a_fork_in_a_full_pids_leaf_fails() {
-    let Some(facts) = cgroup_host() else { return };
-    if let Err(why) = facts.pids_limit() {
-        eprintln!("SKIP: no pids limit here: {why}");
+    let Some((_tree, leaf)) = pids_limited(1) else {
         return;
-    }
-    let limits = Limits {
-        max_pids: Some(1),
-        max_memory: None,
     };
-    let tree = CgroupTree::create(&facts, limits).expect("tree");
-    let leaf = tree.create_leaf("p0-0", limits).expect("leaf");
     let m = sleep_marker();
     let first = spawn_script(&format!("exec sleep {m}"), &[], Some(leaf.target()));
     // Joining a v1 pids leaf is allowed past its limit, so the second child starts; its own fork

@@ -17,7 +17,7 @@
 //!
 //! ## Measurements and the choice
 //!
-//! `tests/spawn_timing.rs` (ignored; run with `cargo nextest run -p dsh-contain --release
+//! `tests/it/spawn_timing.rs` (ignored; run with `cargo nextest run -p dsh-contain --release
 //! --run-ignored only spawn_timing --no-capture`): `bash -c true` spawned, waited for and reaped,
 //! 100 per round, 21 rounds with the order rotated each round, medians of the rounds; 2 shared cores
 //! (load 2–14 from other builds), kernel 6.18, glibc 2.36, hybrid cgroups. "In spawn" is the time

@@ -4,6 +4,7 @@
 //!   (its descriptors, memory, threads or children) or change something process-wide.
 //! - [`wait`]: event-based waits with generous bounds, never fixed sleeps.
 //! - [`procfs`]: what `/proc` says about a pid.
+//! - [`scratch`]: temp dirs outside `/tmp`, for the sandbox tests.
 //! - [`actors`] (feature `actors`): an agent that records what it is sent, an approver that answers
 //!   every question the same way.
 //! - [`runtime`] (feature `runtime`): the library's runtime set up for tests, with calls and a
@@ -23,6 +24,7 @@ pub mod isolate;
 pub mod procfs;
 #[cfg(feature = "runtime")]
 pub mod runtime;
+pub mod scratch;
 pub mod wait;
 
 pub use wait::{SOON, within};

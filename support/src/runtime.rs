@@ -31,6 +31,20 @@ pub fn runtime_with(
     )
 }
 
+/// Whether the default sandbox backend works here; if not, says why (the caller then skips).
+pub fn sandbox_usable() -> bool {
+    match dsh::LocalSandboxProvider::new(dsh::LocalSandboxConfig::default())
+        .expect("the default sandbox config")
+        .verdict()
+    {
+        Ok(_) => true,
+        Err(reason) => {
+            eprintln!("skipped: no sandbox backend here: {reason}");
+            false
+        }
+    }
+}
+
 /// The recording agent: it keeps every notice it is sent.
 pub type Agent = Recorder<Inject>;
 

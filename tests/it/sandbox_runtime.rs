@@ -2,36 +2,21 @@
 //! a message to the runtime, an embedding agent approving an escalation as an actor, and the
 //! unsandboxed runtime refusing to set a mode.
 
-use std::path::PathBuf;
+use std::path::Path;
 
 use crate::common::{TestAgent, runtime, runtime_with};
 use actix::prelude::*;
 use dsh::{ApprovalOutcome, ApprovalRequest, LocalSandboxConfig, SandboxMode, ToolCall};
 use dsh_test_support::actors::Answerer;
+use dsh_test_support::scratch::outside_tmp;
 use serde_json::json;
 
 fn landlock_usable() -> bool {
-    match dsh::LocalSandboxProvider::new(LocalSandboxConfig::default())
-        .unwrap()
-        .verdict()
-    {
-        Ok(_) => true,
-        Err(reason) => {
-            eprintln!("skipped: no sandbox backend here: {reason}");
-            false
-        }
-    }
+    crate::common::sandbox_usable()
 }
 
 fn workspace() -> tempfile::TempDir {
-    let base = std::env::var_os("HOME")
-        .map(PathBuf::from)
-        .filter(|home| home.is_dir() && !home.starts_with("/tmp"))
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_TARGET_TMPDIR")));
-    tempfile::Builder::new()
-        .prefix("dsh-sandbox-rt-")
-        .tempdir_in(base)
-        .unwrap()
+    outside_tmp("dsh-sandbox-rt-", Path::new(env!("CARGO_TARGET_TMPDIR")))
 }
 
 /// Grants every escalation, as an embedding agent would after asking its user.

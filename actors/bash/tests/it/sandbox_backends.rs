@@ -28,14 +28,7 @@ struct Setup {
 /// A temp dir outside `/tmp` (which `workspace-write` may write): under `$HOME`, else the build's
 /// target directory.
 fn outside_tmp() -> tempfile::TempDir {
-    let base = std::env::var_os("HOME")
-        .map(PathBuf::from)
-        .filter(|home| home.is_dir() && !home.starts_with("/tmp"))
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_TARGET_TMPDIR")));
-    tempfile::Builder::new()
-        .prefix("dsh-sandbox-")
-        .tempdir_in(base)
-        .unwrap()
+    dsh_test_support::scratch::outside_tmp("dsh-sandbox-", Path::new(env!("CARGO_TARGET_TMPDIR")))
 }
 
 impl Setup {

@@ -116,18 +116,29 @@ fn pids_max_stops_a_fork_loop() {
     drop(tree);
 }
 
-#[tokio::test]
-async fn a_memory_limit_oom_kills_and_is_detected() {
-    let Some(facts) = cgroup_host() else { return };
+/// 64 MiB of memory, no pids limit.
+const MEMORY_64_MIB: Limits = Limits {
+    max_pids: None,
+    max_memory: Some(64 << 20),
+};
+
+/// A tree with `limits`, or `None` (after saying why) where the host has no cgroups or no memory
+/// limit.
+fn memory_limited_tree(limits: Limits) -> Option<CgroupTree> {
+    let facts = cgroup_host()?;
     if let Err(why) = facts.memory_limit() {
         eprintln!("SKIP: no memory limit here: {why}");
-        return;
+        return None;
     }
-    let limits = Limits {
-        max_pids: None,
-        max_memory: Some(64 << 20),
+    Some(CgroupTree::create(&facts, limits).expect("tree"))
+}
+
+#[tokio::test]
+async fn a_memory_limit_oom_kills_and_is_detected() {
+    let limits = MEMORY_64_MIB;
+    let Some(tree) = memory_limited_tree(limits) else {
+        return;
     };
-    let tree = CgroupTree::create(&facts, limits).expect("tree");
     let leaf = tree.create_leaf("p0-0", limits).expect("leaf");
     let m = sleep_marker();
     let child = spawn_script(
@@ -155,16 +166,10 @@ async fn a_memory_limit_oom_kills_and_is_detected() {
 
 #[tokio::test]
 async fn an_oom_killed_leaf_is_spent_and_its_successor_counts_from_zero() {
-    let Some(facts) = cgroup_host() else { return };
-    if let Err(why) = facts.memory_limit() {
-        eprintln!("SKIP: no memory limit here: {why}");
+    let limits = MEMORY_64_MIB;
+    let Some(tree) = memory_limited_tree(limits) else {
         return;
-    }
-    let limits = Limits {
-        max_pids: None,
-        max_memory: Some(64 << 20),
     };
-    let tree = CgroupTree::create(&facts, limits).expect("tree");
     let pool = dsh_contain::LeafPool::new(2);
     let m = sleep_marker();
     let leaf = pool.acquire(&tree, limits).expect("leaf");

@@ -65,12 +65,7 @@ async fn dsh_cycle(runtime: &Runtime, agents: &[AgentRef]) -> Cycle {
             )
         });
         for result in futures::future::join_all(calls).await {
-            let id = result
-                .text
-                .strip_prefix("started background task ")
-                .expect(&result.text)
-                .to_owned();
-            tasks.push((session, id));
+            tasks.push((session, support::started_task_id(&result)));
         }
     }
     let waits = tasks.into_iter().map(|(session, id)| {
@@ -165,11 +160,7 @@ async fn dsh_wake(runtime: &Runtime) -> Duration {
             json!({"command": WAKE_COMMAND, "description": "bench", "run_in_background": true}),
         ))
         .await;
-    let id = started
-        .text
-        .strip_prefix("started background task ")
-        .expect(&started.text)
-        .to_owned();
+    let id = support::started_task_id(&started);
     let result = runtime
         .call(ToolCall::new(
             "bash_output",

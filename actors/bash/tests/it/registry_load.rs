@@ -11,11 +11,23 @@ use actix::prelude::*;
 use dsh_bash::*;
 use dsh_process::Shutdown;
 use dsh_process::signal::pid_is_live;
-use dsh_tasks::{KillTask, ReadTask, Register, RegistryConfig, TaskRegistry};
+use dsh_tasks::{KillTask, ReadReply, ReadTask, Register, RegistryConfig, TaskRegistry};
 
 const TASKS: usize = 200;
 const LINES: usize = 300;
 const READERS: usize = 4;
+
+/// Reads task `id` with no caller.
+async fn read(registry: &Addr<TaskRegistry>, id: &str) -> ReadReply {
+    registry
+        .send(ReadTask {
+            id: id.into(),
+            caller: None,
+        })
+        .await
+        .unwrap()
+        .unwrap()
+}
 
 #[actix_rt::test]
 async fn two_hundred_tasks_read_concurrently_deliver_every_line_exactly_once() {
@@ -61,14 +73,7 @@ async fn two_hundred_tasks_read_concurrently_deliver_every_line_exactly_once() {
                 loop {
                     let mut all_ended = true;
                     for id in ids.iter().skip(reader).chain(ids.iter().take(reader)) {
-                        let reply = registry
-                            .send(ReadTask {
-                                id: id.clone(),
-                                caller: None,
-                            })
-                            .await
-                            .unwrap()
-                            .unwrap();
+                        let reply = read(&registry, id).await;
                         assert!(!reply.output.lossy);
                         let mut map = received.lock().unwrap();
                         let deltas = map.entry(id.clone()).or_default();
@@ -107,14 +112,7 @@ async fn two_hundred_tasks_read_concurrently_deliver_every_line_exactly_once() {
     for id in &ids {
         let settle_deadline = Instant::now() + Duration::from_secs(30);
         loop {
-            let reply = registry
-                .send(ReadTask {
-                    id: id.clone(),
-                    caller: None,
-                })
-                .await
-                .unwrap()
-                .unwrap();
+            let reply = read(&registry, id).await;
             if !reply.output.delta.is_empty() {
                 received
                     .lock()

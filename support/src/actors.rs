@@ -59,7 +59,8 @@ where
     }
 }
 
-/// Stops a [`Recorder`] of `M`s.
+/// Stops a [`Recorder`] of `M`s. Generic over `M` so that it can never be the message a recorder
+/// records (its two handlers would overlap).
 pub struct Stop<M>(PhantomData<fn() -> M>);
 
 impl<M> Stop<M> {

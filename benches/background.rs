@@ -56,13 +56,7 @@ async fn start_in_batches(
             runtime.call(call)
         });
         for result in futures::future::join_all(calls).await {
-            ids.push(
-                result
-                    .text
-                    .strip_prefix("started background task ")
-                    .expect(&result.text)
-                    .to_owned(),
-            );
+            ids.push(support::started_task_id(&result));
         }
     }
     ids
@@ -254,13 +248,7 @@ async fn dsh_kills(runtime: &Runtime, n: usize) -> (Duration, Duration) {
             ))
         });
         for result in futures::future::join_all(starts).await {
-            ids.push(
-                result
-                    .text
-                    .strip_prefix("started background task ")
-                    .expect(&result.text)
-                    .to_owned(),
-            );
+            ids.push(support::started_task_id(&result));
         }
     }
     assert_eq!(runtime.process_stats().await.live, n);

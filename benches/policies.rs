@@ -21,9 +21,9 @@ mod support;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use actix::prelude::*;
 use criterion::Criterion;
 use dsh::{AgentRef, Inject, Runtime, ToolCall};
+use dsh_test_support::actors::Recorder;
 use serde_json::json;
 use tokio::io::AsyncBufReadExt;
 
@@ -33,16 +33,7 @@ const LIMIT: usize = 8;
 const WAKES: usize = 100;
 
 /// An agent that drops its notices (the bench waits with `bash_output wait`).
-struct Sink;
-
-impl Actor for Sink {
-    type Context = Context<Self>;
-}
-
-impl Handler<Inject> for Sink {
-    type Result = ();
-    fn handle(&mut self, _: Inject, _: &mut Self::Context) {}
-}
+type Sink = Recorder<Inject>;
 
 /// The `i`-th task's command: 0, 10, 20 or 40 ms of sleep.
 fn command(i: usize) -> String {
@@ -74,12 +65,7 @@ async fn dsh_cycle(runtime: &Runtime, agents: &[AgentRef]) -> Cycle {
             )
         });
         for result in futures::future::join_all(calls).await {
-            let id = result
-                .text
-                .strip_prefix("started background task ")
-                .expect(&result.text)
-                .to_owned();
-            tasks.push((session, id));
+            tasks.push((session, support::started_task_id(&result)));
         }
     }
     let waits = tasks.into_iter().map(|(session, id)| {
@@ -174,11 +160,7 @@ async fn dsh_wake(runtime: &Runtime) -> Duration {
             json!({"command": WAKE_COMMAND, "description": "bench", "run_in_background": true}),
         ))
         .await;
-    let id = started
-        .text
-        .strip_prefix("started background task ")
-        .expect(&started.text)
-        .to_owned();
+    let id = support::started_task_id(&started);
     let result = runtime
         .call(ToolCall::new(
             "bash_output",
@@ -219,7 +201,7 @@ async fn raw_wake() -> Duration {
 
 fn agents() -> Vec<AgentRef> {
     (0..SESSIONS)
-        .map(|s| AgentRef::new(format!("session-{s}"), Sink.start().recipient()))
+        .map(|s| AgentRef::new(format!("session-{s}"), Sink::start_discarding().recipient()))
         .collect()
 }
 

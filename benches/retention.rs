@@ -56,11 +56,7 @@ async fn start(runtime: &Runtime, command: &str) -> String {
             json!({"command": command, "description": "bench", "run_in_background": true}),
         ))
         .await;
-    result
-        .text
-        .strip_prefix("started background task ")
-        .expect(&result.text)
-        .to_owned()
+    support::started_task_id(&result)
 }
 
 /// Waits (polling the counts, without reading any task) until no process runs and the registry has

@@ -104,6 +104,15 @@ pub async fn bash(runtime: &Runtime, command: &str) -> ToolResult {
         .await
 }
 
+/// The task id a background start acknowledged (`started background task <id>`).
+pub fn started_task_id(result: &ToolResult) -> String {
+    result
+        .text
+        .strip_prefix("started background task ")
+        .expect(&result.text)
+        .to_owned()
+}
+
 /// Raw baseline: `bash -c <command>` through tokio with piped output, awaited.
 pub async fn raw_bash(command: &str) -> std::process::Output {
     tokio::process::Command::new("bash")

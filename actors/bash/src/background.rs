@@ -39,7 +39,7 @@ use phase::{Phase, Settled};
 /// [`heap_block_bytes`](dsh_tasks::heap_block_bytes) terms: this handle and its state, the process
 /// manager's record of the process (its table slot, counted at the table's emptiest), the output's
 /// shared state (two collectors, the outcome with its spill paths, the settle and progress
-/// channels). Measured with a counting allocator (`tests/retained_bytes.rs`, which fails when this
+/// channels). Measured with a counting allocator (`tests/it/retained_bytes.rs`, which fails when this
 /// falls short of what a task really keeps) and rounded up.
 pub const PROCESS_BYTES: usize = 2560;
 

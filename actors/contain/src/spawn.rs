@@ -15,7 +15,7 @@
 //! before anything runs. Besides the chosen method, [`Method::Clone3Fork`] (the fallback off
 //! x86_64) can be asked for with [`spawn_with`], and with the `bench-internals` feature
 //! `Method::SpawnThenJoin` (glibc `posix_spawn`, then a racy move into the cgroup), the baseline
-//! the timing harness (`tests/spawn_timing.rs`) measures against.
+//! the timing harness (`tests/it/spawn_timing.rs`) measures against.
 //!
 //! ## The choice
 //!

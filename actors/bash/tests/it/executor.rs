@@ -1,0 +1,645 @@
+//! The BS-* and BL-* cases: the executor seam and the local executor.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use crate::common;
+use actix::prelude::*;
+use dsh_bash::*;
+use dsh_process::signal::pid_is_live;
+use dsh_process::{ProcessManager, Shutdown};
+
+use dsh_test_support::SOON;
+
+/// The catalogue's "executor setup(cfg)": a manager with a test spill dir and an executor with
+/// grace 200 ms plus `cfg`.
+struct Setup {
+    manager: Addr<ProcessManager>,
+    executor: Addr<LocalBashExecutor>,
+    resolver: Resolver,
+    _spill: tempfile::TempDir,
+}
+
+impl Setup {
+    fn new(edit: impl FnOnce(&mut BashConfig)) -> Self {
+        let (manager, spill) = common::manager();
+        let mut config = common::config();
+        edit(&mut config);
+        let resolver = config.resolver();
+        let executor = LocalBashExecutor::new(config, manager.clone())
+            .unwrap()
+            .start();
+        Self {
+            manager,
+            executor,
+            resolver,
+            _spill: spill,
+        }
+    }
+
+    async fn resolve(&self, request: BashExecRequest) -> Result<BashExecSpec, ExecError> {
+        (self.resolver)(request)
+    }
+
+    async fn run(&self, request: BashExecRequest) -> Result<BashRunResult, ExecError> {
+        let spec = self.resolve(request).await?;
+        common::run(&self.executor, spec).await
+    }
+
+    async fn start(&self, request: BashExecRequest) -> BashProcess {
+        let spec = self.resolve(request).await.unwrap();
+        self.executor.send(Start(spec)).await.unwrap().unwrap()
+    }
+
+    async fn shutdown(&self) {
+        common::shutdown(&self.manager).await;
+    }
+}
+
+fn req(command: &str) -> BashExecRequest {
+    BashExecRequest::new(command)
+}
+
+async fn done(handle: &BashProcess) -> TaskStatus {
+    tokio::time::timeout(SOON, handle.done())
+        .await
+        .expect("background command never ended")
+}
+
+/// Polls consuming reads until the accumulated output contains `needle`; returns the accumulation.
+async fn read_until(handle: &BashProcess, needle: &str) -> String {
+    let deadline = Instant::now() + SOON;
+    let mut seen = String::new();
+    while !seen.contains(needle) {
+        assert!(
+            Instant::now() < deadline,
+            "never saw {needle:?}; saw {seen:?}"
+        );
+        seen.push_str(&handle.read_output().delta);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    seen
+}
+
+// ---- BS: the seam ----
+
+/// A stand-in executor: the seam is only its resolver and its messages.
+struct StubExecutor;
+impl Actor for StubExecutor {
+    type Context = Context<Self>;
+}
+fn stub_resolver() -> Resolver {
+    std::sync::Arc::new(|r: BashExecRequest| {
+        Ok(BashExecSpec {
+            command: r.command,
+            workdir: "/stub".into(),
+            timeout_ms: 1000,
+            stdout_max_bytes: 64_000,
+            stdin: r.stdin,
+            env: r.env,
+            dsh_env: r.dsh_env,
+            abort: r.abort,
+            peek: r.peek,
+            session: r.session,
+            sandbox_policy: r.sandbox_policy,
+        })
+    })
+}
+impl Handler<Run> for StubExecutor {
+    type Result = Result<BashRunResult, ExecError>;
+    fn handle(&mut self, Run(spec): Run, _: &mut Self::Context) -> Self::Result {
+        Ok(BashRunResult {
+            ending: RunEnding::Exited,
+            exit_code: Some(0),
+            signal: None,
+            timeout_ms: spec.timeout_ms,
+            stdout: CollectedOutput {
+                text: "ok".into(),
+                ..Default::default()
+            },
+            stderr: CollectedOutput::default(),
+            oom_killed: false,
+            sandbox: None,
+        })
+    }
+}
+
+/// Catalogue: BS-01.
+#[actix_rt::test]
+async fn any_actor_handling_the_messages_serves_the_seam() {
+    let stub = StubExecutor.start();
+    let resolve = stub_resolver();
+    let run: Recipient<Run> = stub.recipient();
+    let spec = resolve(req("echo hi")).unwrap();
+    assert_eq!(
+        (
+            spec.command.as_str(),
+            spec.workdir.to_str(),
+            spec.timeout_ms,
+            spec.stdout_max_bytes
+        ),
+        ("echo hi", Some("/stub"), 1000, 64_000)
+    );
+    let result = run.send(Run(spec)).await.unwrap().unwrap();
+    assert_eq!(
+        (result.exit_code, result.stdout.text.as_str()),
+        (Some(0), "ok")
+    );
+}
+
+// ---- BL: foreground ----
+
+/// Catalogue: BL-01.
+#[actix_rt::test]
+async fn output_and_effective_timeout() {
+    let s = Setup::new(|c| c.timeout_ms = 5000);
+    let r = s.run(req("echo hi")).await.unwrap();
+    assert_eq!(
+        (r.exit_code, r.stdout.text.as_str(), r.timeout_ms),
+        (Some(0), "hi\n", 5000)
+    );
+    s.shutdown().await;
+}
+
+/// Catalogue: BL-02.
+#[actix_rt::test]
+async fn config_cwd_and_per_call_override() {
+    let s = Setup::new(|c| c.cwd = Some("/tmp".into()));
+    assert!(
+        s.run(req("pwd"))
+            .await
+            .unwrap()
+            .stdout
+            .text
+            .trim()
+            .ends_with("/tmp")
+    );
+    let mut r = req("pwd");
+    r.workdir = Some("/".into());
+    assert_eq!(s.run(r).await.unwrap().stdout.text, "/\n");
+    s.shutdown().await;
+}
+
+/// Catalogue: BL-03.
+#[actix_rt::test]
+async fn default_cwd_is_the_runtime_cwd() {
+    let s = Setup::new(|_| {});
+    let cwd = std::env::current_dir().unwrap();
+    assert_eq!(
+        s.run(req("pwd")).await.unwrap().stdout.text.trim(),
+        cwd.to_str().unwrap()
+    );
+    s.shutdown().await;
+}
+
+/// Catalogue: BL-04.
+#[actix_rt::test]
+async fn timeout_capped_at_max() {
+    let s = Setup::new(|c| {
+        c.timeout_ms = 1000;
+        c.max_timeout_ms = 2000;
+    });
+    let mut r = req("true");
+    r.timeout_ms = Some(99999.0);
+    assert_eq!(s.run(r).await.unwrap().timeout_ms, 2000);
+    s.shutdown().await;
+}
+
+/// Catalogue: BL-05.
+#[actix_rt::test]
+async fn invalid_numeric_config_and_overrides() {
+    let manager = ProcessManager::new(ManagerConfig::default()).start();
+    type Edit = fn(&mut BashConfig);
+    let edits: [(&str, Edit); 5] = [
+        ("timeout_ms", |c| c.timeout_ms = 0),
+        ("max_timeout_ms", |c| c.max_timeout_ms = 0),
+        ("max_output_bytes", |c| c.max_output_bytes = 0),
+        ("max_spill_bytes", |c| c.max_spill_bytes = 0),
+        ("grace_ms", |c| c.grace_ms = 0),
+    ];
+    for (key, edit) in edits {
+        let mut config = BashConfig::default();
+        edit(&mut config);
+        let err = LocalBashExecutor::new(config, manager.clone())
+            .err()
+            .expect("rejected")
+            .to_string();
+        assert_eq!(
+            err,
+            format!("bash-local: {key} must be a positive finite number")
+        );
+    }
+    let config = BashConfig::default();
+    for bad in [f64::NAN, -1.0, 0.0, f64::INFINITY] {
+        let mut r = req("true");
+        r.timeout_ms = Some(bad);
+        assert_eq!(
+            config.resolve(r).unwrap_err().to_string(),
+            "bash-local: request.timeoutMs must be a positive finite number"
+        );
+        let mut r = req("true");
+        r.stdout_max_bytes = Some(bad);
+        assert_eq!(
+            config.resolve(r).unwrap_err().to_string(),
+            "bash-local: request.stdoutMaxBytes must be a positive finite number"
+        );
+    }
+}
+
+/// Catalogue: BL-06.
+#[actix_rt::test]
+async fn stdout_budget_default_and_foreground_raise() {
+    let s = Setup::new(|c| c.max_output_bytes = 100);
+    assert_eq!(s.resolve(req("true")).await.unwrap().stdout_max_bytes, 100);
+    let mut r = req("printf \"%.0sx\" $(seq 1 500); printf \"%.0se\" $(seq 1 500) >&2");
+    r.stdout_max_bytes = Some(500.0);
+    let result = s.run(r).await.unwrap();
+    assert!(!result.stdout.truncated);
+    assert_eq!(result.stdout.text, "x".repeat(500));
+    assert!(result.stderr.truncated && result.stderr.text.len() <= 100);
+    s.shutdown().await;
+}
+
+/// Catalogue: BL-07.
+#[actix_rt::test]
+async fn per_call_timeout_kills() {
+    let s = Setup::new(|c| c.timeout_ms = 60_000);
+    let mut r = req("sleep 60");
+    r.timeout_ms = Some(100.0);
+    let result = s.run(r).await.unwrap();
+    assert_eq!(result.ending, RunEnding::TimedOut);
+    assert_eq!(result.timeout_ms, 100);
+    assert_eq!(result.signal.as_deref(), Some("SIGTERM"));
+    s.shutdown().await;
+}
+
+/// Catalogue: BL-08.
+#[actix_rt::test]
+async fn abort_classified_as_aborted() {
+    let s = Setup::new(|_| {});
+    let abort = AbortSignal::new();
+    let mut r = req("sleep 60");
+    r.abort = Some(abort.clone());
+    actix_rt::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        abort.abort("user cancelled");
+    });
+    let result = s.run(r).await.unwrap();
+    assert_eq!(result.ending, RunEnding::Aborted);
+    s.shutdown().await;
+}
+
+/// Catalogue: BL-09.
+#[actix_rt::test]
+async fn self_kill_is_neither_timeout_nor_abort() {
+    let s = Setup::new(|c| c.timeout_ms = 60_000);
+    let result = s.run(req("kill -TERM $$")).await.unwrap();
+    assert_eq!(result.signal.as_deref(), Some("SIGTERM"));
+    assert_eq!(result.ending, RunEnding::Exited);
+    s.shutdown().await;
+}
+
+/// Catalogue: BL-10.
+#[actix_rt::test]
+async fn a_spawn_failure_is_an_error() {
+    let s = Setup::new(|_| {});
+    let mut r = req("true");
+    r.workdir = Some("/nonexistent-dsh".into());
+    let err = s.run(r).await.unwrap_err().to_string();
+    assert!(err.contains("ENOENT"), "{err}");
+    s.shutdown().await;
+}
+
+/// Catalogue: BL-11.
+#[actix_rt::test]
+async fn stdin_env_and_dsh_env_threaded() {
+    let s = Setup::new(|_| {});
+    let mut r = req("cat; echo \"[$SEAM_VAR][$DSH_SEAM_VAR]\"");
+    r.stdin = Some(b"piped\n".to_vec());
+    r.env = Some(BTreeMap::from([("SEAM_VAR".into(), "env-ok".into())]));
+    r.dsh_env = Some(BTreeMap::from([("DSH_SEAM_VAR".into(), "dsh-ok".into())]));
+    let spec = s.resolve(r.clone()).await.unwrap();
+    assert_eq!(spec.stdin.as_deref(), Some(&b"piped\n"[..]));
+    assert_eq!(spec.env, r.env);
+    assert_eq!(spec.dsh_env, r.dsh_env);
+    assert_eq!(
+        s.run(r).await.unwrap().stdout.text,
+        "piped\n[env-ok][dsh-ok]\n"
+    );
+    s.shutdown().await;
+}
+
+/// Catalogue: BL-12.
+#[actix_rt::test]
+async fn absent_optionals_stay_absent() {
+    let s = Setup::new(|_| {});
+    let spec = s.resolve(req("true")).await.unwrap();
+    assert!(
+        spec.stdin.is_none()
+            && spec.env.is_none()
+            && spec.dsh_env.is_none()
+            && spec.abort.is_none()
+    );
+    s.shutdown().await;
+}
+
+#[actix_rt::test]
+async fn terminal_env_is_set_and_a_caller_entry_wins() {
+    let s = Setup::new(|_| {});
+    let out = s
+        .run(req("echo \"$NO_COLOR $TERM $PAGER $GIT_PAGER\""))
+        .await
+        .unwrap();
+    assert_eq!(out.stdout.text, "1 dumb cat cat\n");
+    let mut r = req("echo \"$TERM\"");
+    r.env = Some(BTreeMap::from([("TERM".into(), "xterm".into())]));
+    assert_eq!(s.run(r).await.unwrap().stdout.text, "xterm\n");
+    s.shutdown().await;
+}
+
+#[actix_rt::test]
+async fn trapped_term_after_timeout_is_still_timed_out() {
+    let s = Setup::new(|_| {});
+    let mut r = req("trap 'exit 0' TERM; sleep 60 & wait");
+    r.timeout_ms = Some(100.0);
+    let result = s.run(r).await.unwrap();
+    assert_eq!(result.ending, RunEnding::TimedOut);
+    assert_eq!((result.exit_code, result.signal), (Some(0), None));
+    s.shutdown().await;
+}
+
+// ---- BL: background ----
+
+/// Catalogue: BL-13.
+#[actix_rt::test]
+async fn start_returns_immediately_and_settles_completed() {
+    let s = Setup::new(|_| {});
+    let spec = s.resolve(req("sleep 0.2; echo done")).await.unwrap();
+    let began = Instant::now();
+    let handle = s.executor.send(Start(spec)).await.unwrap().unwrap();
+    assert!(
+        began.elapsed() < Duration::from_millis(150),
+        "start took {:?}",
+        began.elapsed()
+    );
+    assert_eq!(handle.status(), TaskStatus::Running);
+    assert_eq!(done(&handle).await, TaskStatus::Completed { exit_code: 0 });
+    s.shutdown().await;
+}
+
+/// Catalogue: BL-14.
+#[actix_rt::test]
+async fn stdin_and_env_reach_background_commands() {
+    let s = Setup::new(|_| {});
+    let mut r = req("cat; echo \"[$BG_VAR][$DSH_BG_VAR]\"");
+    r.stdin = Some(b"bg-stdin\n".to_vec());
+    r.env = Some(BTreeMap::from([("BG_VAR".into(), "bg-env".into())]));
+    r.dsh_env = Some(BTreeMap::from([("DSH_BG_VAR".into(), "bg-dsh-env".into())]));
+    let handle = s.start(r).await;
+    assert_eq!(done(&handle).await, TaskStatus::Completed { exit_code: 0 });
+    let out = handle.read_output().delta;
+    assert!(
+        out.contains("[bg-env][bg-dsh-env]") && out.contains("bg-stdin"),
+        "{out}"
+    );
+    s.shutdown().await;
+}
+
+/// Catalogue: BL-15.
+#[actix_rt::test]
+async fn consuming_reads_valid_after_exit() {
+    let s = Setup::new(|_| {});
+    let handle = s.start(req("echo first; sleep 1; echo second")).await;
+    let seen = read_until(&handle, "first\n").await;
+    assert_eq!(seen, "first\n");
+    done(&handle).await;
+    let read = handle.read_output();
+    assert_eq!(read.delta, "second\n");
+    assert!(!read.lossy);
+    assert_eq!(handle.read_output().delta, "");
+    s.shutdown().await;
+}
+
+/// Catalogue: BL-16.
+#[actix_rt::test]
+async fn stderr_section_marker() {
+    let s = Setup::new(|_| {});
+    let handle = s.start(req("echo out; echo err >&2")).await;
+    done(&handle).await;
+    assert_eq!(handle.read_output().delta, "out\n[stderr]\nerr\n");
+    s.shutdown().await;
+}
+
+/// Catalogue: BL-17.
+#[actix_rt::test]
+async fn stderr_only_delta() {
+    let s = Setup::new(|_| {});
+    let handle = s.start(req("echo err >&2")).await;
+    done(&handle).await;
+    assert_eq!(handle.read_output().delta, "[stderr]\nerr\n");
+    s.shutdown().await;
+}
+
+/// Catalogue: BL-18.
+#[actix_rt::test]
+async fn separator_only_when_stdout_lacks_a_newline() {
+    let s = Setup::new(|_| {});
+    let handle = s.start(req("printf out; echo err >&2")).await;
+    done(&handle).await;
+    assert_eq!(handle.read_output().delta, "out\n[stderr]\nerr\n");
+    s.shutdown().await;
+}
+
+/// Catalogue: BL-19.
+#[actix_rt::test]
+async fn lossy_read_with_stdout_spill_path() {
+    let s = Setup::new(|c| c.max_output_bytes = 100);
+    let handle = s
+        .start(req(
+            "for i in $(seq 1 100); do printf 'line-%04d\\n' $i; done",
+        ))
+        .await;
+    done(&handle).await;
+    let read = handle.read_output();
+    assert!(read.lossy);
+    assert_eq!(read.spill_paths.len(), 1);
+    assert!(
+        read.spill_paths[0]
+            .to_str()
+            .unwrap()
+            .ends_with("-stdout.log")
+    );
+    s.shutdown().await;
+}
+
+/// Catalogue: BL-20.
+#[actix_rt::test]
+async fn stderr_spill_path() {
+    let s = Setup::new(|c| c.max_output_bytes = 100);
+    let handle = s
+        .start(req(
+            "for i in $(seq 1 100); do printf 'line-%04d\\n' $i >&2; done",
+        ))
+        .await;
+    done(&handle).await;
+    let read = handle.read_output();
+    assert!(read.lossy && read.delta.contains("[stderr]"));
+    assert!(
+        read.spill_paths[0]
+            .to_str()
+            .unwrap()
+            .ends_with("-stderr.log")
+    );
+    s.shutdown().await;
+}
+
+/// Catalogue: BL-21.
+#[actix_rt::test]
+async fn kill_true_once_false_after() {
+    let s = Setup::new(|_| {});
+    let handle = s.start(req("sleep 60")).await;
+    assert!(handle.kill());
+    assert_eq!(
+        done(&handle).await,
+        TaskStatus::Killed {
+            signal: Some("SIGTERM".into())
+        }
+    );
+    assert!(!handle.kill());
+    s.shutdown().await;
+}
+
+/// Catalogue: BL-22.
+#[actix_rt::test]
+async fn kill_false_after_natural_completion() {
+    let s = Setup::new(|_| {});
+    let handle = s.start(req("true")).await;
+    assert_eq!(done(&handle).await, TaskStatus::Completed { exit_code: 0 });
+    assert!(!handle.kill());
+    s.shutdown().await;
+}
+
+/// Catalogue: BL-23.
+#[actix_rt::test]
+async fn configured_grace_escalates() {
+    let s = Setup::new(|_| {});
+    let handle = s.start(req("trap '' TERM; echo armed; sleep 60")).await;
+    read_until(&handle, "armed").await;
+    handle.kill();
+    assert_eq!(
+        done(&handle).await,
+        TaskStatus::Killed {
+            signal: Some("SIGKILL".into())
+        }
+    );
+    s.shutdown().await;
+}
+
+/// Catalogue: BL-24.
+#[actix_rt::test]
+async fn spec_abort_kills_a_background_command() {
+    let s = Setup::new(|_| {});
+    let abort = AbortSignal::new();
+    let mut r = req("sleep 60");
+    r.abort = Some(abort.clone());
+    let handle = s.start(r).await;
+    abort.abort("stop");
+    assert_eq!(
+        done(&handle).await,
+        TaskStatus::Killed {
+            signal: Some("SIGTERM".into())
+        }
+    );
+    s.shutdown().await;
+}
+
+/// Catalogue: BL-25.
+#[actix_rt::test]
+async fn self_signal_reported_killed() {
+    let s = Setup::new(|_| {});
+    let handle = s.start(req("kill -TERM $$")).await;
+    assert_eq!(
+        done(&handle).await,
+        TaskStatus::Killed {
+            signal: Some("SIGTERM".into())
+        }
+    );
+    s.shutdown().await;
+}
+
+/// Catalogue: BL-26.
+#[actix_rt::test]
+async fn background_spawn_failure_settles_killed_with_one_note() {
+    let s = Setup::new(|_| {});
+    let mut r = req("true");
+    r.workdir = Some("/nonexistent-dsh".into());
+    let handle = s.start(r).await;
+    assert_eq!(done(&handle).await, TaskStatus::Killed { signal: None });
+    let first = handle.read_output().delta;
+    assert!(
+        first.starts_with("[stderr]\nspawn failed: ") && first.contains("ENOENT"),
+        "{first}"
+    );
+    assert_eq!(
+        handle.read_output().delta,
+        "",
+        "the note is delivered exactly once"
+    );
+    assert!(!handle.kill());
+    s.shutdown().await;
+}
+
+/// Catalogue: BL-27.
+#[actix_rt::test]
+async fn background_survives_the_executor_and_dies_with_the_manager() {
+    let s = Setup::new(|_| {});
+    let handle = s.start(req("echo $$; sleep 60")).await;
+    let pid: i32 = read_until(&handle, "\n").await.trim().parse().unwrap();
+    let Setup {
+        manager,
+        executor,
+        _spill,
+        ..
+    } = s;
+    let weak = executor.downgrade();
+    drop(executor);
+    let deadline = Instant::now() + SOON;
+    while weak.upgrade().is_some() {
+        assert!(Instant::now() < deadline, "executor never stopped");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(handle.status(), TaskStatus::Running);
+    assert!(pid_is_live(pid));
+    manager.send(Shutdown).await.unwrap();
+    assert!(
+        !pid_is_live(pid),
+        "gone as soon as the manager's shutdown resolved"
+    );
+    assert_eq!(
+        done(&handle).await,
+        TaskStatus::Killed {
+            signal: Some("SIGTERM".into())
+        }
+    );
+}
+
+/// Catalogue: BL-28.
+#[actix_rt::test]
+async fn manager_shutdown_escalates_term_trappers() {
+    let s = Setup::new(|_| {});
+    let finished = s.start(req("echo done")).await;
+    assert_eq!(
+        done(&finished).await,
+        TaskStatus::Completed { exit_code: 0 }
+    );
+    let trapper = s.start(req("trap '' TERM; echo armed; sleep 60")).await;
+    read_until(&trapper, "armed").await;
+    s.shutdown().await;
+    assert_eq!(finished.status(), TaskStatus::Completed { exit_code: 0 });
+    assert_eq!(
+        done(&trapper).await,
+        TaskStatus::Killed {
+            signal: Some("SIGKILL".into())
+        }
+    );
+}

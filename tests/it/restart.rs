@@ -1,0 +1,137 @@
+//! Restart of host-started background tasks (`Runtime::start_supervised`): on failure or always,
+//! within an intensity limit, with backoff; giving up tells the owner. A kill stops the restarts.
+
+use std::time::Duration;
+
+use crate::common::*;
+use dsh::{BashExecRequest, Restart, RestartPolicy};
+use serde_json::json;
+
+fn policy(restart: Restart, max_restarts: u32) -> RestartPolicy {
+    RestartPolicy {
+        restart,
+        max_restarts,
+        within: Duration::from_secs(60),
+        backoff: Duration::from_millis(10),
+        max_backoff: Duration::from_millis(40),
+    }
+}
+
+#[actix_rt::test]
+async fn a_failing_task_restarts_up_to_its_limit_then_gives_up_and_tells_the_owner() {
+    let (rt, _s) = runtime();
+    let agent = TestAgent::new("host");
+    let id = rt
+        .start_supervised(
+            BashExecRequest::new("echo run; exit 1"),
+            policy(Restart::OnFailure, 2),
+            Some(agent.agent.clone()),
+        )
+        .await
+        .unwrap();
+    let r = wait_as(&rt, &agent.agent, &id).await;
+    assert_eq!(
+        r.text,
+        format!(
+            "run\n[restarted after exit code 1; run 2]\nrun\n[restarted after exit code 1; run 3]\n\
+             run\n[background bash task {id} keeps ending (exit code 1): gave up restarting it after \
+             2 restarts in 60s.]\n[status: completed, exit code: 1]"
+        )
+    );
+    let notices = agent.wait_notices(1).await;
+    assert_eq!(
+        notices[0],
+        format!(
+            "background bash task {id} keeps ending (exit code 1): gave up restarting it after 2 \
+             restarts in 60s."
+        )
+    );
+    finish(rt).await;
+}
+
+#[actix_rt::test]
+async fn on_failure_leaves_a_success_alone_and_never_never_restarts() {
+    let (rt, _s) = runtime();
+    let ok = rt
+        .start_supervised(
+            BashExecRequest::new("echo ok"),
+            policy(Restart::OnFailure, 5),
+            None,
+        )
+        .await
+        .unwrap();
+    let r = call(&rt, "bash_output", json!({"task_id": ok, "wait": true})).await;
+    assert_eq!(r.text, "ok\n[status: completed, exit code: 0]");
+    let never = rt
+        .start_supervised(
+            BashExecRequest::new("echo once; exit 4"),
+            policy(Restart::Never, 5),
+            None,
+        )
+        .await
+        .unwrap();
+    let r = call(&rt, "bash_output", json!({"task_id": never, "wait": true})).await;
+    assert_eq!(r.text, "once\n[status: completed, exit code: 4]");
+    finish(rt).await;
+}
+
+#[actix_rt::test]
+async fn always_restarts_until_killed() {
+    let (rt, _s) = runtime();
+    let id = rt
+        .start_supervised(
+            BashExecRequest::new("echo tick; sleep 0.05"),
+            policy(Restart::Always, 1000),
+            None,
+        )
+        .await
+        .unwrap();
+    let r = call(
+        &rt,
+        "bash_output",
+        json!({"task_id": id, "until": "run 3\\]"}),
+    )
+    .await;
+    assert!(
+        r.text.contains("[restarted after exit code 0; run 2]")
+            && r.text.ends_with("[status: running]"),
+        "{}",
+        r.text
+    );
+    let r = call(&rt, "bash_kill", json!({"task_id": id})).await;
+    assert_eq!(r.text, format!("killed background task {id}"));
+    let r = call(&rt, "bash_output", json!({"task_id": id, "wait": true})).await;
+    assert!(r.text.contains("[status: killed"), "{}", r.text);
+    assert!(!r.text.contains("run 50]"), "{}", r.text);
+    finish(rt).await;
+}
+
+#[actix_rt::test]
+async fn only_restarts_within_the_window_count_toward_the_limit() {
+    let (rt, _s) = runtime();
+    // One restart allowed per 50 ms, and each run lasts longer than that: it never gives up.
+    let id = rt
+        .start_supervised(
+            BashExecRequest::new("sleep 0.1; exit 1"),
+            RestartPolicy {
+                restart: Restart::OnFailure,
+                max_restarts: 1,
+                within: Duration::from_millis(50),
+                backoff: Duration::from_millis(1),
+                max_backoff: Duration::from_millis(1),
+            },
+            None,
+        )
+        .await
+        .unwrap();
+    let r = call(
+        &rt,
+        "bash_output",
+        json!({"task_id": id, "until": "run 4\\]"}),
+    )
+    .await;
+    assert!(r.text.ends_with("[status: running]"), "{}", r.text);
+    assert!(!r.text.contains("gave up"), "{}", r.text);
+    call(&rt, "bash_kill", json!({"task_id": id})).await;
+    finish(rt).await;
+}

@@ -1,0 +1,304 @@
+//! The sandbox through the library facade: `RuntimeBuilder::sandbox`, per-session standing modes set by
+//! a message to the runtime, an embedding agent approving an escalation as an actor, and the
+//! unsandboxed runtime refusing to set a mode.
+
+use std::path::Path;
+
+use crate::common::{TestAgent, runtime, runtime_with};
+use actix::prelude::*;
+use dsh::{ApprovalOutcome, ApprovalRequest, LocalSandboxConfig, SandboxMode, ToolCall};
+use dsh_test_support::actors::Answerer;
+use dsh_test_support::scratch::outside_tmp;
+use serde_json::json;
+
+fn landlock_usable() -> bool {
+    crate::common::sandbox_usable()
+}
+
+fn workspace() -> tempfile::TempDir {
+    outside_tmp("dsh-sandbox-rt-", Path::new(env!("CARGO_TARGET_TMPDIR")))
+}
+
+/// Grants every escalation, as an embedding agent would after asking its user.
+fn grants() -> Recipient<ApprovalRequest> {
+    Answerer::new(ApprovalOutcome::AllowedOnce)
+        .start()
+        .0
+        .recipient()
+}
+
+#[actix_rt::test]
+async fn session_modes_and_approved_escalations_through_the_runtime() {
+    if !landlock_usable() {
+        return;
+    }
+    let ws = workspace();
+    let (rt, _spill) = runtime_with(|b| {
+        b.cwd(ws.path())
+            .sandbox(SandboxMode::ReadOnly, LocalSandboxConfig::default())
+    });
+    assert_eq!(rt.sandbox_mode(), Some(SandboxMode::ReadOnly));
+    let writer = TestAgent::new("writer");
+    let reader = TestAgent::new("reader");
+    rt.set_session_sandbox_mode("writer", Some(SandboxMode::WorkspaceWrite))
+        .await
+        .unwrap();
+    let touch = |file: &str| json!({"command": format!("touch {file}"), "description": "t"});
+    let written = rt
+        .call(ToolCall::new("bash", touch("by-writer")).with_caller(writer.agent.clone()))
+        .await;
+    assert_eq!(written.text, "(no output)");
+    let denied = rt
+        .call(ToolCall::new("bash", touch("by-reader")).with_caller(reader.agent.clone()))
+        .await;
+    assert!(
+        denied
+            .text
+            .contains("[sandbox: file access denied under read-only mode]"),
+        "{}",
+        denied.text
+    );
+    assert_eq!(
+        denied.structured.as_ref().unwrap()["sandbox"]["denied"],
+        true
+    );
+    let mut escalated = touch("by-reader");
+    escalated["sandbox_permissions"] = json!("workspace-write");
+    escalated["justification"] = json!("the test writes one file");
+    let granted = rt
+        .call(
+            ToolCall::new("bash", escalated)
+                .with_caller(reader.agent.clone())
+                .with_approver(grants()),
+        )
+        .await;
+    assert_eq!(granted.text, "(no output)");
+    assert!(ws.path().join("by-writer").exists());
+    assert!(ws.path().join("by-reader").exists());
+    // Clearing the override returns the session to the default.
+    rt.set_session_sandbox_mode("writer", None).await.unwrap();
+    let again = rt
+        .call(ToolCall::new("bash", touch("again")).with_caller(writer.agent.clone()))
+        .await;
+    assert!(
+        again.text.contains("denied under read-only mode"),
+        "{}",
+        again.text
+    );
+    rt.shutdown().await;
+}
+
+/// A released session's standing mode and workspace go with it: a new session that reuses the id
+/// starts from the runtime's defaults, not from what the old one was granted.
+#[actix_rt::test]
+async fn a_released_session_forgets_its_mode_and_workspace() {
+    if !landlock_usable() {
+        return;
+    }
+    let ws = workspace();
+    let wider = workspace();
+    let (rt, _spill) = runtime_with(|b| {
+        b.cwd(ws.path())
+            .sandbox(SandboxMode::ReadOnly, LocalSandboxConfig::default())
+    });
+    let agent = TestAgent::new("reused");
+    rt.set_session_sandbox_mode("reused", Some(SandboxMode::WorkspaceWrite))
+        .await
+        .unwrap();
+    rt.set_session_workspace("reused", Some(wider.path().to_path_buf()))
+        .await
+        .unwrap();
+    let target = wider.path().join("granted");
+    let touch = json!({"command": format!("touch {}", target.display()), "description": "t"});
+    let written = rt
+        .call(ToolCall::new("bash", touch.clone()).with_caller(agent.agent.clone()))
+        .await;
+    assert_eq!(written.text, "(no output)");
+    std::fs::remove_file(&target).unwrap();
+    rt.release_session("reused").await;
+    let again = rt
+        .call(ToolCall::new("bash", touch).with_caller(agent.agent.clone()))
+        .await;
+    assert!(
+        again.text.contains("denied under read-only mode"),
+        "{}",
+        again.text
+    );
+    assert!(!target.exists());
+    rt.shutdown().await;
+}
+
+/// The fail-closed text a model reads as "this host cannot sandbox".
+const UNAVAILABLE: &str = "no sandbox backend is usable on this host";
+
+/// A confined runtime under `limits`, or `None` (said why) where the host cannot give them.
+fn limited(
+    limits: dsh::TaskLimits,
+    config: LocalSandboxConfig,
+) -> Option<(dsh::Runtime, tempfile::TempDir, tempfile::TempDir)> {
+    let ws = workspace();
+    let spill = tempfile::tempdir().unwrap();
+    let started = dsh::Runtime::builder()
+        .cwd(ws.path())
+        .timeout_ms(30_000)
+        .grace_ms(200)
+        .spill_dir(spill.path())
+        .task_limits(limits)
+        .sandbox(SandboxMode::WorkspaceWrite, config)
+        .start_in_current_system();
+    match started {
+        Ok(rt) => Some((rt, ws, spill)),
+        Err(err) => {
+            eprintln!("skipped: {err}");
+            None
+        }
+    }
+}
+
+/// A limit too small for the command to start is the command failing to start, never the sandbox
+/// being unusable: at 1 byte the Landlock restriction itself fails with `ENOMEM` (the child joined
+/// its memory cgroup first), which read as `SANDBOX_UNAVAILABLE`.
+#[actix_rt::test]
+async fn a_memory_limit_too_small_for_bash_is_a_spawn_failure_not_a_sandbox_error() {
+    if !landlock_usable() {
+        return;
+    }
+    let limits = dsh::TaskLimits {
+        max_pids: None,
+        max_memory: Some(1),
+    };
+    let config = LocalSandboxConfig {
+        backend: dsh::BackendChoice::Landlock,
+        ..LocalSandboxConfig::default()
+    };
+    let Some((rt, _ws, _spill)) = limited(limits, config) else {
+        return;
+    };
+    for background in [false, true] {
+        let result = rt
+            .call(ToolCall::new(
+                "bash",
+                json!({"command": "echo hi", "description": "t", "run_in_background": background}),
+            ))
+            .await;
+        assert!(!result.text.contains(UNAVAILABLE), "{}", result.text);
+        assert!(result.is_error, "{}", result.text);
+        assert!(
+            result
+                .text
+                .starts_with("Error: spawn \"bash\" failed: ENOMEM"),
+            "{}",
+            result.text
+        );
+    }
+    rt.shutdown().await;
+}
+
+/// bubblewrap that cannot create its sandbox because the command's process limit leaves it no
+/// process is the command's limit showing, not the sandbox failing: the result is shown as is.
+#[actix_rt::test]
+async fn a_runner_out_of_processes_is_a_result_not_a_sandbox_error() {
+    let config = LocalSandboxConfig {
+        backend: dsh::BackendChoice::Bwrap,
+        ..LocalSandboxConfig::default()
+    };
+    if let Err(reason) = dsh::LocalSandboxProvider::new(config.clone())
+        .unwrap()
+        .verdict()
+    {
+        eprintln!("skipped: bubblewrap is not usable here: {reason}");
+        return;
+    }
+    let limits = dsh::TaskLimits {
+        max_pids: Some(1),
+        max_memory: None,
+    };
+    let Some((rt, _ws, _spill)) = limited(limits, config) else {
+        return;
+    };
+    let result = rt
+        .call(ToolCall::new(
+            "bash",
+            json!({"command": "echo hi", "description": "t"}),
+        ))
+        .await;
+    assert!(!result.text.contains(UNAVAILABLE), "{}", result.text);
+    assert!(
+        result.text.contains("Resource temporarily unavailable"),
+        "{}",
+        result.text
+    );
+    let sandbox = &result.structured.as_ref().unwrap()["sandbox"];
+    assert_eq!(sandbox["mode"], "workspace-write", "{sandbox}");
+    assert_ne!(sandbox["runner_failed"], json!(true), "{sandbox}");
+    rt.shutdown().await;
+}
+
+#[actix_rt::test]
+async fn an_unsandboxed_runtime_has_no_mode_to_set() {
+    let (rt, _spill) = runtime();
+    assert_eq!(rt.sandbox_mode(), None);
+    assert!(
+        rt.set_session_sandbox_mode("s", Some(SandboxMode::ReadOnly))
+            .await
+            .is_err()
+    );
+    let definitions = rt.tool_definitions();
+    assert!(
+        definitions[0].input_schema["properties"]
+            .get("sandbox_permissions")
+            .is_none()
+    );
+    rt.shutdown().await;
+}
+
+/// A task a host starts for a session (`start_supervised`) is confined as that session's own
+/// commands are: its standing mode and its workspace root.
+#[actix_rt::test]
+async fn a_supervised_task_runs_under_its_owners_mode_and_workspace() {
+    if !landlock_usable() {
+        return;
+    }
+    let server_ws = workspace();
+    let session_ws = workspace();
+    let (rt, _spill) = runtime_with(|b| {
+        b.cwd(server_ws.path())
+            .sandbox(SandboxMode::ReadOnly, LocalSandboxConfig::default())
+    });
+    let owner = TestAgent::new("owner");
+    rt.set_session_sandbox_mode("owner", Some(SandboxMode::WorkspaceWrite))
+        .await
+        .unwrap();
+    rt.set_session_workspace("owner", Some(session_ws.path().to_path_buf()))
+        .await
+        .unwrap();
+    let target = session_ws.path().join("by-supervised");
+    let policy = dsh::RestartPolicy {
+        restart: dsh::Restart::Never,
+        ..dsh::RestartPolicy::default()
+    };
+    let id = rt
+        .start_supervised(
+            dsh::BashExecRequest::new(format!("touch '{}'", target.display())),
+            policy,
+            Some(owner.agent.clone()),
+        )
+        .await
+        .unwrap();
+    let read = rt
+        .call(
+            ToolCall::new(
+                "bash_output",
+                json!({"task_id": id, "wait": true, "timeout_ms": 30000}),
+            )
+            .with_caller(owner.agent.clone()),
+        )
+        .await;
+    assert!(
+        read.text.contains("[status: completed, exit code: 0]"),
+        "{}",
+        read.text
+    );
+    assert!(target.is_file());
+    rt.shutdown().await;
+}

@@ -10,7 +10,7 @@
     reason = "test code: a failed unwrap is a failed test"
 )]
 
-mod jsonl_server;
+use crate::jsonl_server;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -14,7 +14,7 @@
     reason = "test code: a failed unwrap is a failed test"
 )]
 
-mod jsonl_server;
+use crate::jsonl_server;
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};

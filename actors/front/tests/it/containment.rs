@@ -14,7 +14,7 @@
     reason = "test code: a failed unwrap is a failed test"
 )]
 
-mod jsonl_server;
+use crate::jsonl_server;
 
 use std::time::{Duration, Instant};
 

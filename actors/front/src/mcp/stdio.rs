@@ -1,12 +1,12 @@
 //! The MCP server's stdio: dsh's own line reader and writer threads (bounded lines, hang-up detection)
-//! with [`crate::jsonrpc_errors::screen`] in front of rmcp.
+//! with [`crate::mcp::jsonrpc_errors::screen`] in front of rmcp.
 //!
 //! rmcp reads and writes an in-memory duplex pipe; two small tasks move whole lines between it and
 //! the threads, so an error answered here and a response written by rmcp never interleave.
 //!
 //! Backpressure (`flow.rs`) is applied here, in front of rmcp, which starts a handler for every
 //! request it reads: at most `--max-in-flight` `tools/call` requests are forwarded and not yet ended
-//! (`mcp_in_flight.rs`); a later one is held, in order, and forwarded when one ends. Every other
+//! (`mcp/in_flight.rs`); a later one is held, in order, and forwarded when one ends. Every other
 //! message — a cancel, the client's answer to an elicitation or `roots/list`, any other request — is
 //! forwarded as soon as it is read. No input is read while as many calls are held, or while 1 MiB of
 //! output waits for the client to read it. A held call that the client cancels is dropped unread by
@@ -21,8 +21,8 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::flow::may_read;
-use crate::jsonrpc_errors::{INVALID_REQUEST, PARSE_ERROR, Screened, error_response, screen};
-use crate::mcp_in_flight::{InFlight, RequestKey};
+use crate::mcp::in_flight::{InFlight, RequestKey};
+use crate::mcp::jsonrpc_errors::{INVALID_REQUEST, PARSE_ERROR, Screened, error_response, screen};
 use crate::outbox::Outbox;
 use crate::stdio::{self, InputLine};
 

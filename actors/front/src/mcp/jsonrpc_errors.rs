@@ -19,7 +19,7 @@ use serde_json::value::RawValue;
 use rmcp::model::ClientJsonRpcMessage;
 
 use crate::json_field::decode;
-use crate::mcp_in_flight::RequestKey;
+use crate::mcp::in_flight::RequestKey;
 
 pub const PARSE_ERROR: i32 = -32700;
 pub const INVALID_REQUEST: i32 = -32600;

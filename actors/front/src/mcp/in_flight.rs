@@ -7,7 +7,7 @@
 //! refused before the tool handler (a `_meta` rmcp does not accept), or cancelled (rmcp then sends
 //! no response, so the end of the handling is the only sign of it).
 //!
-//! Every forwarded `tools/call` has first been parsed as rmcp parses it (`jsonrpc_errors.rs`), so
+//! Every forwarded `tools/call` has first been parsed as rmcp parses it (`mcp/jsonrpc_errors.rs`), so
 //! rmcp hands every one to the service and none stays counted for ever; and an id is counted once:
 //! a `tools/call` whose id is still in flight is refused before it is forwarded.
 

@@ -15,22 +15,11 @@ mod flags;
 mod flow;
 mod json_field;
 mod jsonl;
-mod jsonl_approvals;
-mod jsonl_line;
-mod jsonl_sessions;
-mod jsonrpc_errors;
 mod limits;
-mod log_gate;
 mod mcp;
-mod mcp_approvals;
-mod mcp_in_flight;
-mod mcp_stdio;
-mod mcp_tools;
 mod nofile;
 mod notices;
 mod outbox;
-mod progress;
-mod roots;
 mod run;
 mod signals;
 mod stdio;
@@ -79,7 +68,7 @@ enum Mode {
               value_parser = parse_max_in_flight)]
         max_in_flight: usize,
         /// How often a call with a progressToken reports progress.
-        #[arg(long, default_value_t = progress::DEFAULT_INTERVAL_MS, value_name = "MS",
+        #[arg(long, default_value_t = mcp::progress::DEFAULT_INTERVAL_MS, value_name = "MS",
               value_parser = clap::value_parser!(u64).range(1..))]
         progress_interval_ms: u64,
     },
@@ -104,7 +93,8 @@ enum Mode {
     Watchdog,
     /// A Landlock launcher: confine this process to MODE with ROOT writable, then exec the command.
     /// Not used by dsh itself (it confines in the spawn); kept to measure the launcher design
-    /// against it (`benches/sandbox.rs`).
+    /// against it (`benches/sandbox.rs`), so only built with the `bench-internals` feature.
+    #[cfg(feature = "bench-internals")]
     #[command(name = "__landlock-launch", hide = true)]
     LandlockLaunch {
         /// `read-only` or `workspace-write`.
@@ -121,6 +111,7 @@ fn main() {
     let cli = Cli::parse();
     match cli.mode {
         Mode::Watchdog => watchdog(),
+        #[cfg(feature = "bench-internals")]
         Mode::LandlockLaunch { mode, root, argv } => landlock_launch(&mode, root, &argv),
         Mode::Doctor => {
             doctor::print();
@@ -164,7 +155,9 @@ fn main() {
                 max_line_bytes,
                 max_in_flight,
             } => jsonl::main(flags, max_line_bytes, max_in_flight).await,
-            Mode::Doctor | Mode::Watchdog | Mode::LandlockLaunch { .. } => Ok(0),
+            Mode::Doctor | Mode::Watchdog => Ok(0),
+            #[cfg(feature = "bench-internals")]
+            Mode::LandlockLaunch { .. } => Ok(0),
         }
     });
     let code = match outcome {
@@ -200,8 +193,9 @@ fn watchdog() -> ! {
     }
 }
 
-/// `__landlock-launch`: confine this (still single-threaded) process, then exec `argv`. Errors go
+/// `__landlock-launch` (`bench-internals` only): confine this (still single-threaded) process, then exec `argv`. Errors go
 /// to stderr prefixed `dsh-landlock-launch: ` (the launcher's runner-failure signature), exit 125.
+#[cfg(feature = "bench-internals")]
 fn landlock_launch(mode: &str, root: std::path::PathBuf, argv: &[String]) -> ! {
     use std::os::unix::process::CommandExt;
     let fail = |what: String| -> ! {

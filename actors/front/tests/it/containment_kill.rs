@@ -15,7 +15,7 @@
     reason = "test code: a failed unwrap is a failed test"
 )]
 
-mod jsonl_server;
+use crate::jsonl_server;
 
 use std::process::Command;
 use std::time::{Duration, Instant};

@@ -10,19 +10,23 @@
 //! line longer than `--max-line-bytes` is skipped as it streams by and answered with an error.
 //!
 //! A session's state (its agent stand-in) lives only while a call of it runs or a task it owns is
-//! kept (`jsonl_sessions.rs`).
+//! kept (`jsonl/sessions.rs`).
 //!
 //! Backpressure (`flow.rs`): at most `--max-in-flight` calls run; a call read beyond that is held in
 //! order, and once as many are held, or while 1 MiB of replies wait for the client to read them, no
 //! input is read. Cancels and approval answers are handled as soon as they are read.
 //!
-//! Escalation approvals (`jsonl_approvals.rs`): the server asks `{"approval": n, "id": …, "session": …,
+//! Escalation approvals (`jsonl/approvals.rs`): the server asks `{"approval": n, "id": …, "session": …,
 //! "reason": …}` and the client answers `{"approve": n, "outcome": "allowed-once"|"rejected"|"cancelled"}`.
 //!
 //! End of input: open approval questions are answered `cancelled`; calls already running finish and are answered, then every process is killed and joined
 //! and the server exits 0. SIGINT/SIGTERM, or the client closing our stdout: everything is killed and
 //! joined at once (running calls are answered with what they got, where anyone can still read them); a
 //! second signal SIGKILLs every group immediately.
+
+mod approvals;
+mod line;
+mod sessions;
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -36,9 +40,9 @@ use tokio::task::JoinSet;
 
 use crate::flags::RuntimeFlags;
 use crate::flow::may_read;
-use crate::jsonl_approvals::{JsonlApprover, Pending};
-use crate::jsonl_line::{Id, Line, error_reply, parse_line};
-use crate::jsonl_sessions::Sessions;
+use crate::jsonl::approvals::{JsonlApprover, Pending};
+use crate::jsonl::line::{Id, Line, error_reply, parse_line};
+use crate::jsonl::sessions::Sessions;
 use crate::notices::session_agent;
 use crate::outbox::Outbox;
 use crate::signals::{self, Interrupts};
@@ -382,7 +386,7 @@ pub async fn main(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::jsonl_line::id_text;
+    use crate::jsonl::line::id_text;
 
     #[test]
     fn replies_echo_the_raw_id_first() {

@@ -3,14 +3,23 @@
 //! One connection is one agent session with its own id, so `DSH_SESSION_ID` and task ownership work.
 //! Completion notices for the session are appended as an extra text block to its next tool result and
 //! also sent as a log notification when the protocol version and the client's level allow it
-//! (`log_gate.rs`). MCP request cancellation aborts a foreground call; a `progressToken` gets progress
-//! notifications while the call runs (`progress.rs`). Results carry `structuredContent` beside the
-//! unchanged text. Without `--cwd`, the client's first `file://` root is the workspace (`roots.rs`).
-//! Malformed JSON-RPC is answered before rmcp sees it (`jsonrpc_errors.rs`, `mcp_stdio.rs`).
+//! (`mcp/log_gate.rs`). MCP request cancellation aborts a foreground call; a `progressToken` gets progress
+//! notifications while the call runs (`mcp/progress.rs`). Results carry `structuredContent` beside the
+//! unchanged text. Without `--cwd`, the client's first `file://` root is the workspace (`mcp/roots.rs`).
+//! Malformed JSON-RPC is answered before rmcp sees it (`mcp/jsonrpc_errors.rs`, `mcp/stdio.rs`).
 //! Sandbox escalations are approved through `elicitation/create` when the client declared it
-//! (`mcp_approvals.rs`). At most `--max-in-flight` `tools/call` requests are handed to rmcp at once
-//! (`mcp_stdio.rs`, `flow.rs`); rmcp serves the server wrapped in `mcp_in_flight::Counted`, which
+//! (`mcp/approvals.rs`). At most `--max-in-flight` `tools/call` requests are handed to rmcp at once
+//! (`mcp/stdio.rs`, `flow.rs`); rmcp serves the server wrapped in `in_flight::Counted`, which
 //! marks the end of each.
+
+mod approvals;
+mod in_flight;
+mod jsonrpc_errors;
+mod log_gate;
+pub mod progress;
+mod roots;
+mod stdio;
+mod tools;
 
 use dsh::lock_unpoisoned;
 use std::path::PathBuf;
@@ -30,13 +39,12 @@ use serde_json::Value;
 use tokio::sync::watch;
 
 use crate::flags::RuntimeFlags;
-use crate::log_gate::LogGate;
-use crate::mcp_in_flight::Counted;
-use crate::mcp_tools::{INSTRUCTIONS, mcp_tools, server_info};
+use crate::mcp::in_flight::Counted;
+use crate::mcp::log_gate::LogGate;
+use crate::mcp::roots::{apply_workspace, file_uri_path, usable_root};
+use crate::mcp::tools::{INSTRUCTIONS, mcp_tools, server_info};
 use crate::notices::session_agent;
-use crate::roots::{apply_workspace, file_uri_path, usable_root};
 use crate::signals::{self, Interrupts};
-use crate::{mcp_approvals, mcp_stdio, progress};
 
 /// How long a call waits for the client to answer `roots/list` before running without a workspace.
 const ROOTS_WAIT: Duration = Duration::from_secs(5);
@@ -230,7 +238,7 @@ impl ServerHandler for DshServer {
             .with_caller(self.session.agent.clone())
             .with_cancel(cancel.clone())
             .with_peek(peek.clone());
-        if mcp_approvals::client_elicits(&context.peer) {
+        if approvals::client_elicits(&context.peer) {
             call = call.with_approver(self.session.approver.clone());
         }
         let _ticker = context.meta.get_progress_token().map(|token| {
@@ -282,7 +290,7 @@ mod logging {
     use rmcp::service::Peer;
     use serde_json::Value;
 
-    use crate::log_gate::LogGate;
+    use crate::mcp::log_gate::LogGate;
 
     pub fn capabilities() -> ServerCapabilities {
         ServerCapabilities::builder()
@@ -330,13 +338,13 @@ pub async fn main(
     };
     // With --cwd the workspace is settled; otherwise it waits for the client's roots.
     let (workspace_tx, workspace) = watch::channel(flags.cwd.as_ref().map(|_| None));
-    let stdio = mcp_stdio::spawn(max_line_bytes, max_in_flight);
+    let stdio = stdio::spawn(max_line_bytes, max_in_flight);
     let server = DshServer {
         tools: Arc::new(mcp_tools(&runtime)),
         runtime: runtime.clone(),
         session: Arc::new(Session {
             agent,
-            approver: actix::Actor::start(mcp_approvals::McpApprover {
+            approver: actix::Actor::start(approvals::McpApprover {
                 peer: peer_slot.clone(),
             })
             .recipient(),

@@ -23,7 +23,8 @@ fn python() -> PathBuf {
         return PathBuf::from(python);
     }
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let venv = root.join("target/mcp-venv");
+    // The workspace's target directory, two levels above this crate.
+    let venv = root.join("../../target/mcp-venv");
     let python = venv.join("bin/python");
     let ready = Command::new(&python)
         .args(["-c", "import mcp"])

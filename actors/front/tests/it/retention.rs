@@ -9,8 +9,8 @@
     reason = "test code: a failed unwrap is a failed test"
 )]
 
-mod common;
-mod jsonl_server;
+use crate::common;
+use crate::jsonl_server;
 
 use std::path::Path;
 use std::time::{Duration, Instant};

@@ -1,77 +1,136 @@
 //! The runtime's settings as command-line flags (every config value; defaults shown in `--help`).
 
+use std::fmt;
 use std::path::PathBuf;
 
-use clap::{Args, ValueEnum};
+use clap::Args;
+use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 
 use crate::limits::{parse_task_memory, parse_task_pids};
+use crate::signals::DEFAULT_SHUTDOWN_GRACE_MS;
+use dsh::actors::bash::{
+    DEFAULT_GRACE_MS, DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_MAX_SPILL_BYTES, DEFAULT_MAX_TIMEOUT_MS,
+    DEFAULT_TIMEOUT_MS,
+};
 use dsh::actors::process::{ContainmentMode, TaskLimits};
+use dsh::actors::tasks::{DEFAULT_MAX_FINISHED, DEFAULT_MAX_RETAINED_BYTES, Named};
 use dsh::{
     BackendChoice, LocalSandboxConfig, LocalSandboxProvider, NetworkPolicy, OnTimeout, Runtime,
     RuntimeBuilder, SandboxMode,
 };
 
-/// `--containment`: how each command is kept together with all its descendants.
-#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Containment {
-    /// The strongest the host gives: cgroup, else subreaper, else group.
-    Auto,
-    /// One cgroup v2 leaf per command (exact kill, exact "all gone", limits).
-    Cgroup,
-    /// dsh adopts escaped descendants and finds them by an inherited marker.
-    Subreaper,
-    /// The process group only.
-    Group,
-}
+/// `--sandbox`: each mode's line in `--help`.
+const SANDBOX: &[(SandboxMode, &str)] = &[
+    (SandboxMode::ReadOnly, "No writes anywhere (only /dev/null)"),
+    (
+        SandboxMode::WorkspaceWrite,
+        "Writes only below the workspace (--cwd) and /tmp",
+    ),
+    (SandboxMode::DangerFullAccess, "No confinement"),
+];
+
+/// `--network`: TCP for confined commands.
+const NETWORK: &[(NetworkPolicy, &str)] = &[
+    (NetworkPolicy::Allow, "Not restricted (as the seeds)"),
+    (
+        NetworkPolicy::Deny,
+        "No TCP connect or bind, loopback included",
+    ),
+];
+
+/// `--sandbox-backend`: which confinement backend to use.
+const SANDBOX_BACKEND: &[(BackendChoice, &str)] = &[
+    (
+        BackendChoice::Auto,
+        "Landlock (applied in the spawn), else bubblewrap",
+    ),
+    (BackendChoice::Landlock, "Landlock only"),
+    (BackendChoice::Bwrap, "bubblewrap only"),
+];
 
 /// `--on-timeout`: what a foreground call that reaches its timeout becomes.
-#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OnTimeoutFlag {
-    /// Killed (SIGTERM, then SIGKILL after the grace), as in the seeds.
-    Kill,
-    /// Left running as a background task of the caller, keeping everything it printed.
-    Background,
+const ON_TIMEOUT: &[(OnTimeout, &str)] = &[
+    (
+        OnTimeout::Kill,
+        "Killed (SIGTERM, then SIGKILL after the grace), as in the seeds",
+    ),
+    (
+        OnTimeout::Background,
+        "Left running as a background task of the caller, keeping everything it printed",
+    ),
+];
+
+/// `--containment`'s word for "no mode given": the runtime picks the strongest the host gives.
+const AUTO: &str = "auto";
+
+/// `--containment`: how each command is kept together with all its descendants.
+const CONTAINMENT: &[(Option<ContainmentMode>, &str)] = &[
+    (
+        None,
+        "The strongest the host gives: cgroup, else subreaper, else group",
+    ),
+    (
+        Some(ContainmentMode::Cgroup),
+        "One cgroup v2 leaf per command (exact kill, exact \"all gone\", limits)",
+    ),
+    (
+        Some(ContainmentMode::Subreaper),
+        "dsh adopts escaped descendants and finds them by an inherited marker",
+    ),
+    (Some(ContainmentMode::Group), "The process group only"),
+];
+
+/// A flag whose values are a library setting's words: clap checks the word against `values` (so
+/// usage errors and `--help` list them, each with its line), and the setting's own `FromStr` makes
+/// the value.
+fn words<T>(values: &'static [(T, &'static str)]) -> impl TypedValueParser<Value = T>
+where
+    T: Named + std::str::FromStr<Err = dsh::actors::tasks::UnknownValue> + Send + Sync,
+{
+    PossibleValuesParser::new(
+        values
+            .iter()
+            .map(|(value, help)| PossibleValue::new(value.name()).help(*help)),
+    )
+    .try_map(|text| text.parse::<T>())
 }
 
-/// `--sandbox`: what commands may change on the filesystem.
-#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Sandbox {
-    /// No writes anywhere (only /dev/null).
-    ReadOnly,
-    /// Writes only below the workspace (--cwd) and /tmp.
-    WorkspaceWrite,
-    /// No confinement.
-    DangerFullAccess,
+/// `--containment`: `auto` is no mode (`None`), any other word is the mode of that name.
+fn containment() -> impl TypedValueParser<Value = Containment> {
+    PossibleValuesParser::new(CONTAINMENT.iter().map(|(mode, help)| {
+        PossibleValue::new(mode.map_or(AUTO, ContainmentMode::as_str)).help(*help)
+    }))
+    .try_map(|text| match text.as_str() {
+        AUTO => Ok(None),
+        mode => mode.parse().map(Some),
+    })
 }
 
-impl Sandbox {
-    fn mode(self) -> SandboxMode {
-        match self {
-            Sandbox::ReadOnly => SandboxMode::ReadOnly,
-            Sandbox::WorkspaceWrite => SandboxMode::WorkspaceWrite,
-            Sandbox::DangerFullAccess => SandboxMode::DangerFullAccess,
+/// The containment asked for: `None` is `auto`. A name of its own so that clap takes the whole
+/// option as the flag's value (the flag always has one, `auto` by default) instead of making the flag
+/// optional.
+pub type Containment = Option<ContainmentMode>;
+
+/// A byte count as the flags spell it (`64MiB`, `1G`, `500kB`; see [`parse_bytes`]), shown in
+/// `--help` in the largest binary unit that divides it, so a library default reads as it is meant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ByteCount(pub u64);
+
+impl fmt::Display for ByteCount {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let ByteCount(bytes) = *self;
+        for (unit, suffix) in [(1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")] {
+            if bytes != 0 && bytes % unit == 0 {
+                return write!(f, "{}{suffix}", bytes / unit);
+            }
         }
+        write!(f, "{bytes}")
     }
 }
 
-/// `--network`: TCP for confined commands.
-#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Network {
-    /// Not restricted (as the seeds).
-    Allow,
-    /// No TCP connect or bind, loopback included.
-    Deny,
-}
-
-/// `--sandbox-backend`: which confinement backend to use.
-#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SandboxBackend {
-    /// Landlock (applied in the spawn), else bubblewrap.
-    Auto,
-    /// Landlock only.
-    Landlock,
-    /// bubblewrap only.
-    Bwrap,
+/// [`parse_bytes`] as a [`ByteCount`].
+fn byte_count(text: &str) -> Result<ByteCount, String> {
+    parse_bytes(text).map(ByteCount)
 }
 
 #[derive(Args, Debug, Clone)]
@@ -79,14 +138,14 @@ pub struct RuntimeFlags {
     /// What commands may write [default: workspace-write where a sandbox backend is usable, else
     /// unconfined with a warning; see `dsh doctor`]. An explicit confined mode the host cannot give
     /// is a startup error.
-    #[arg(long, value_enum)]
-    pub sandbox: Option<Sandbox>,
+    #[arg(long, value_parser = words(SANDBOX))]
+    pub sandbox: Option<SandboxMode>,
     /// TCP for confined commands; `deny` needs Landlock ABI 4 or bubblewrap, else startup fails.
-    #[arg(long, value_enum, default_value = "allow")]
-    pub network: Network,
+    #[arg(long, value_parser = words(NETWORK), default_value_t = NetworkPolicy::default())]
+    pub network: NetworkPolicy,
     /// Which sandbox backend confines commands.
-    #[arg(long, value_enum, default_value = "auto")]
-    pub sandbox_backend: SandboxBackend,
+    #[arg(long, value_parser = words(SANDBOX_BACKEND), default_value_t = BackendChoice::default())]
+    pub sandbox_backend: BackendChoice,
     /// Let confined commands signal processes outside their sandbox (by default Landlock ABI 6
     /// refuses it, so a command cannot kill dsh or its agent).
     #[arg(long)]
@@ -99,19 +158,19 @@ pub struct RuntimeFlags {
     #[arg(long, value_name = "TEXT")]
     pub sandbox_runner_failure_signature: Vec<String>,
     /// Default foreground timeout in milliseconds.
-    #[arg(long, default_value_t = 120_000, value_name = "MS")]
+    #[arg(long, default_value_t = DEFAULT_TIMEOUT_MS, value_name = "MS")]
     pub timeout_ms: u64,
     /// Cap for a call's own `timeoutMs`.
-    #[arg(long, default_value_t = 600_000, value_name = "MS")]
+    #[arg(long, default_value_t = DEFAULT_MAX_TIMEOUT_MS, value_name = "MS")]
     pub max_timeout_ms: u64,
     /// Per-stream bytes kept in memory; beyond it the tail is kept and the full output spilled to a file.
-    #[arg(long, default_value_t = 64_000, value_name = "BYTES")]
+    #[arg(long, default_value_t = DEFAULT_MAX_OUTPUT_BYTES, value_name = "BYTES")]
     pub max_output_bytes: u64,
     /// Per-stream cap of a spill file (64 MiB); a larger stream keeps only its tail.
-    #[arg(long, default_value_t = 64 << 20, value_name = "BYTES")]
+    #[arg(long, default_value_t = DEFAULT_MAX_SPILL_BYTES, value_name = "BYTES")]
     pub max_spill_bytes: u64,
     /// Grace between SIGTERM and SIGKILL, and after exit for descendants holding the pipes.
-    #[arg(long, default_value_t = 3_000, value_name = "MS")]
+    #[arg(long, default_value_t = DEFAULT_GRACE_MS, value_name = "MS")]
     pub grace_ms: u64,
     /// Workspace directory: default working directory and base of relative workdirs [default: current dir].
     #[arg(long, value_name = "DIR")]
@@ -134,20 +193,22 @@ pub struct RuntimeFlags {
     )]
     pub max_queued_per_session: u64,
     /// What a foreground call that reaches its timeout becomes.
-    #[arg(long, value_enum, default_value = "kill")]
-    pub on_timeout: OnTimeoutFlag,
+    #[arg(long, value_parser = words(ON_TIMEOUT), default_value_t = OnTimeout::default())]
+    pub on_timeout: OnTimeout,
     /// Finished background tasks kept; beyond it they are discarded (read ones first, then the
     /// oldest) and reading one is an error.
-    #[arg(long, default_value_t = 1000, value_name = "N")]
+    #[arg(long, default_value_t = DEFAULT_MAX_FINISHED, value_name = "N")]
     pub max_finished_tasks: usize,
     /// Output bytes finished background tasks keep in memory (e.g. 64MiB); beyond it they are
     /// discarded likewise.
-    #[arg(long, default_value = "64MiB", value_name = "BYTES", value_parser = parse_bytes)]
-    pub retained_output_bytes: u64,
+    #[arg(long, value_name = "BYTES", value_parser = byte_count,
+          default_value_t = ByteCount(DEFAULT_MAX_RETAINED_BYTES as u64))]
+    pub retained_output_bytes: ByteCount,
     /// Bytes of spill files (full outputs) finished background tasks keep on disk; beyond it they
     /// are discarded likewise, with their files.
-    #[arg(long, default_value = "1GiB", value_name = "BYTES", value_parser = parse_bytes)]
-    pub retained_spill_bytes: u64,
+    #[arg(long, value_name = "BYTES", value_parser = byte_count,
+          default_value_t = ByteCount(dsh::actors::tasks::DEFAULT_MAX_SPILL_BYTES))]
+    pub retained_spill_bytes: ByteCount,
     /// Keep the spill directory (full outputs) after exit.
     #[arg(long)]
     pub keep_spill: bool,
@@ -156,7 +217,7 @@ pub struct RuntimeFlags {
     pub dsh_home: Option<PathBuf>,
     /// How each command is kept together with all its descendants; an explicit mode the host
     /// cannot give is a startup error (see `dsh doctor`).
-    #[arg(long, value_enum, default_value = "auto")]
+    #[arg(long, value_parser = containment(), default_value = AUTO)]
     pub containment: Containment,
     /// Most processes (and threads) one command may have at once (at least 4); needs cgroup
     /// containment.
@@ -167,7 +228,7 @@ pub struct RuntimeFlags {
     #[arg(long, value_name = "BYTES", value_parser = parse_task_memory)]
     pub task_max_memory: Option<u64>,
     /// On SIGTERM or SIGINT, everything is killed within this time (SIGKILL to what is left).
-    #[arg(long, default_value_t = 1_000, value_name = "MS")]
+    #[arg(long, default_value_t = DEFAULT_SHUTDOWN_GRACE_MS, value_name = "MS")]
     pub shutdown_grace_ms: u64,
 }
 
@@ -206,21 +267,13 @@ impl RuntimeFlags {
             .max_spill_bytes(self.max_spill_bytes)
             .grace_ms(self.grace_ms)
             .keep_spill(self.keep_spill)
-            .on_timeout(match self.on_timeout {
-                OnTimeoutFlag::Kill => OnTimeout::Kill,
-                OnTimeoutFlag::Background => OnTimeout::Background,
-            })
+            .on_timeout(self.on_timeout)
             .max_finished_tasks(self.max_finished_tasks)
             .retained_output_bytes(
-                usize::try_from(self.retained_output_bytes).unwrap_or(usize::MAX),
+                usize::try_from(self.retained_output_bytes.0).unwrap_or(usize::MAX),
             )
-            .retained_spill_bytes(self.retained_spill_bytes)
-            .containment(match self.containment {
-                Containment::Auto => None,
-                Containment::Cgroup => Some(ContainmentMode::Cgroup),
-                Containment::Subreaper => Some(ContainmentMode::Subreaper),
-                Containment::Group => Some(ContainmentMode::Group),
-            })
+            .retained_spill_bytes(self.retained_spill_bytes.0)
+            .containment(self.containment)
             .task_limits(TaskLimits {
                 max_pids: self.task_max_pids,
                 max_memory: self.task_max_memory,
@@ -247,15 +300,8 @@ impl RuntimeFlags {
     /// The sandbox settings from the flags.
     pub fn sandbox_config(&self) -> LocalSandboxConfig {
         LocalSandboxConfig {
-            backend: match self.sandbox_backend {
-                SandboxBackend::Auto => BackendChoice::Auto,
-                SandboxBackend::Landlock => BackendChoice::Landlock,
-                SandboxBackend::Bwrap => BackendChoice::Bwrap,
-            },
-            network: match self.network {
-                Network::Allow => NetworkPolicy::Allow,
-                Network::Deny => NetworkPolicy::Deny,
-            },
+            backend: self.sandbox_backend,
+            network: self.network,
             scope_signals: !self.no_signal_scope,
             runner_command: self.sandbox_runner.clone(),
             runner_failure_signatures: self.sandbox_runner_failure_signature.clone(),
@@ -268,14 +314,16 @@ impl RuntimeFlags {
     /// unconfined, said loudly.
     fn with_sandbox(&self, builder: RuntimeBuilder) -> Result<RuntimeBuilder, String> {
         let config = self.sandbox_config();
-        if self.network == Network::Deny && self.sandbox == Some(Sandbox::DangerFullAccess) {
+        if self.network == NetworkPolicy::Deny
+            && self.sandbox == Some(SandboxMode::DangerFullAccess)
+        {
             return Err(
                 "--network deny needs a confined --sandbox mode (read-only or workspace-write)"
                     .into(),
             );
         }
         if let Some(mode) = self.sandbox {
-            return Ok(builder.sandbox(mode.mode(), config));
+            return Ok(builder.sandbox(mode, config));
         }
         let provider = LocalSandboxProvider::new(config)?;
         match provider.verdict() {
@@ -284,7 +332,7 @@ impl RuntimeFlags {
                 Ok(builder
                     .sandbox_provider(SandboxMode::WorkspaceWrite, std::sync::Arc::new(provider)))
             }
-            Err(reason) if self.network == Network::Deny => Err(format!(
+            Err(reason) if self.network == NetworkPolicy::Deny => Err(format!(
                 "--network deny: no sandbox backend is usable on this host ({reason})"
             )),
             Err(reason) => {
@@ -326,7 +374,35 @@ impl RuntimeFlags {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_bytes;
+    use super::*;
+
+    /// Each flag lists exactly its setting's words, in the setting's order.
+    #[test]
+    fn every_setting_word_has_its_help_line() {
+        fn names<T: Named>(table: &[(T, &str)]) -> Vec<&'static str> {
+            table.iter().map(|(value, _)| value.name()).collect()
+        }
+        fn all<T: Named>() -> Vec<&'static str> {
+            T::VALUES.iter().map(|value| value.name()).collect()
+        }
+        assert_eq!(names(SANDBOX), all::<SandboxMode>());
+        assert_eq!(names(NETWORK), all::<NetworkPolicy>());
+        assert_eq!(names(SANDBOX_BACKEND), all::<BackendChoice>());
+        assert_eq!(names(ON_TIMEOUT), all::<OnTimeout>());
+        let modes: Vec<_> = CONTAINMENT.iter().filter_map(|(mode, _)| *mode).collect();
+        assert_eq!(modes, ContainmentMode::ALL);
+    }
+
+    #[test]
+    fn byte_counts_show_in_the_largest_binary_unit() {
+        assert_eq!(ByteCount(64 << 20).to_string(), "64MiB");
+        assert_eq!(ByteCount(1 << 30).to_string(), "1GiB");
+        assert_eq!(ByteCount(1536).to_string(), "1536");
+        assert_eq!(ByteCount(0).to_string(), "0");
+        for text in ["64MiB", "1GiB", "12345"] {
+            assert_eq!(byte_count(text).map(|n| n.to_string()).as_deref(), Ok(text));
+        }
+    }
 
     #[test]
     fn byte_counts_take_binary_and_decimal_suffixes() {

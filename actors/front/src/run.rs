@@ -15,7 +15,7 @@ pub async fn main(
     command: Vec<String>,
 ) -> Result<i32, String> {
     // One call and then the end: nothing could read a task a timeout moved to the background.
-    flags.on_timeout = crate::flags::OnTimeoutFlag::Kill;
+    flags.on_timeout = dsh::OnTimeout::Kill;
     let mut interrupts = Interrupts::install(flags.shutdown_grace());
     let runtime = flags.start()?;
     let mut arguments = json!({"command": command.join(" "), "description": "dsh run"});

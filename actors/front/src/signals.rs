@@ -10,6 +10,9 @@ use std::time::Duration;
 use dsh::Runtime;
 use tokio::signal::unix::{Signal, SignalKind, signal};
 
+/// `--shutdown-grace-ms`'s default: everything is dead within a second of the first signal.
+pub const DEFAULT_SHUTDOWN_GRACE_MS: u64 = 1_000;
+
 /// SIGINT and SIGTERM, installed once.
 pub struct Interrupts {
     streams: Option<(Signal, Signal)>,

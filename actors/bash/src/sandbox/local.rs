@@ -18,14 +18,16 @@
 //! `probe_timeout_ms`). No usable backend: every confined call fails closed.
 
 use std::collections::HashMap;
+use std::fmt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::str::FromStr;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use dsh_contain::landlock::{Coverage, Ruleset, RulesetSpec};
 use dsh_process::lock_unpoisoned;
-use dsh_tasks::{Enforcement, SandboxMode};
+use dsh_tasks::{Enforcement, Named, SandboxMode, UnknownValue};
 
 use crate::errors::ExecError;
 use crate::sandbox::policy::SandboxPolicy;
@@ -52,6 +54,65 @@ pub enum BackendChoice {
     Landlock,
     /// bubblewrap only.
     Bwrap,
+}
+
+impl Named for NetworkPolicy {
+    const VALUES: &'static [NetworkPolicy] = &[NetworkPolicy::Allow, NetworkPolicy::Deny];
+    const WHAT: &'static str = "a network policy";
+
+    /// `allow` or `deny`.
+    fn name(self) -> &'static str {
+        match self {
+            NetworkPolicy::Allow => "allow",
+            NetworkPolicy::Deny => "deny",
+        }
+    }
+}
+
+impl Named for BackendChoice {
+    const VALUES: &'static [BackendChoice] = &[
+        BackendChoice::Auto,
+        BackendChoice::Landlock,
+        BackendChoice::Bwrap,
+    ];
+    const WHAT: &'static str = "a sandbox backend";
+
+    /// `auto`, `landlock` or `bwrap`.
+    fn name(self) -> &'static str {
+        match self {
+            BackendChoice::Auto => "auto",
+            BackendChoice::Landlock => "landlock",
+            BackendChoice::Bwrap => "bwrap",
+        }
+    }
+}
+
+impl fmt::Display for NetworkPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl fmt::Display for BackendChoice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for NetworkPolicy {
+    type Err = UnknownValue;
+
+    fn from_str(text: &str) -> Result<Self, UnknownValue> {
+        NetworkPolicy::from_name(text)
+    }
+}
+
+impl FromStr for BackendChoice {
+    type Err = UnknownValue;
+
+    fn from_str(text: &str) -> Result<Self, UnknownValue> {
+        BackendChoice::from_name(text)
+    }
 }
 
 /// The backend in use.

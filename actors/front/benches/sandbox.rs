@@ -3,9 +3,9 @@
 //! - `landlock_in_spawn`: the chosen design — the ruleset built once in dsh, the `clone3` child
 //!   restricts itself right before exec;
 //! - `landlock_launcher`: the alternative — the runner is this binary re-executed as a launcher
-//!   (`dsh __landlock-launch`), which confines itself and execs `bash -c` (through the seeds' runner
-//!   path: `bash -c "exec '<dsh>' '__landlock-launch' … 'bash' '-c' 'true'"`);
-//! - `bwrap`: bubblewrap with the seeds' profile, where installed;
+//!   (`dsh __landlock-launch`), which confines itself and execs `bash -c` (through the operator-runner
+//!   path, `--sandbox-runner`: `bash -c "exec '<dsh>' '__landlock-launch' … 'bash' '-c' 'true'"`);
+//! - `bwrap`: bubblewrap with dsh's profile (docs/ARCHITECTURE.md, "Sandbox"), where installed;
 //! - `unconfined`: the runtime without a sandbox; `tokio_bash_true`: raw tokio.
 //!
 //! Then, when measuring, paired rounds (alternating order) for the ratios that matter.

@@ -31,7 +31,8 @@ fn landlock() -> String {
     }
 }
 
-/// Where bubblewrap is and whether it runs the seeds' profile here.
+/// Where bubblewrap is and whether it runs dsh's bubblewrap profile here (docs/ARCHITECTURE.md,
+/// "Sandbox").
 fn bwrap() -> String {
     let Some(path) = dsh::actors::bash::sandbox::local::find_on_path("bwrap") else {
         return "not found on PATH".to_owned();

@@ -9,6 +9,11 @@
 //!   runtime dies without saying goodbye.
 //!
 //! Logs go to stderr only (`RUST_LOG`, default `warn`); stdout belongs to the protocol.
+//!
+//! This crate (`dsh-front`) holds the front ends so the `dsh` library carries nothing only the command
+//! needs (clap, rmcp, tracing-subscriber): one folder per protocol (`mcp/`, `jsonl/`) beside what they
+//! share (`flags.rs`, `stdio.rs`, `outbox.rs`, `flow.rs`, `signals.rs`); see docs/ARCHITECTURE.md,
+//! "Front ends".
 
 mod doctor;
 mod flags;

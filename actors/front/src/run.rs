@@ -23,7 +23,8 @@ pub async fn main(
         arguments["workdir"] = json!(dir);
     }
     let cancel = AbortSignal::new();
-    // One-shot runs have nobody to ask: an escalation gets the seeds' "no approval channel" text.
+    // One-shot runs have nobody to ask: an escalation gets the "no approval channel" text
+    // (docs/CONTRACT.md, "Front ends").
     let call = runtime.call(
         ToolCall::new("bash", arguments)
             .with_cancel(cancel.clone())

@@ -1,8 +1,8 @@
 //! Escalation approvals over MCP: an `elicitation/create` (form mode) to the client, when the client
 //! declared the elicitation capability at `initialize`. Accept → `allowed-once` (unless the form
 //! says `approve: false`), decline → `rejected`, cancel → `cancelled`; a failed request →
-//! `unavailable`. Without the capability a call has no approver, so an escalation gets the seeds'
-//! "no approval channel is available" text.
+//! `unavailable`. Without the capability a call has no approver, so an escalation gets the
+//! "no approval channel is available" text (docs/CONTRACT.md, "`bash`").
 
 use std::sync::{Arc, Mutex};
 

@@ -1,4 +1,4 @@
-//! Backpressure through the binary (`src/bin/dsh/flow.rs`): a client that sends and does not read
+//! Backpressure through the binary (`actors/front/src/flow.rs`): a client that sends and does not read
 //! makes the server stop reading, with its memory bounded, and then gets every reply exactly once;
 //! at the `--max-in-flight` cap cancels and approval answers still get through and held calls run
 //! in order; a paused server still stops at SIGTERM and when the client closes its stdout.

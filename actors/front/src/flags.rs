@@ -1,11 +1,11 @@
 //! The runtime's settings as command-line flags (every config value; defaults shown in `--help`).
 
-use std::fmt;
 use std::path::PathBuf;
 
 use clap::Args;
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 
+use crate::bytes::{ByteCount, byte_count};
 use crate::limits::{parse_task_memory, parse_task_pids};
 use crate::signals::DEFAULT_SHUTDOWN_GRACE_MS;
 use dsh::actors::bash::{
@@ -111,28 +111,6 @@ fn containment() -> impl TypedValueParser<Value = Containment> {
 /// optional.
 pub type Containment = Option<ContainmentMode>;
 
-/// A byte count as the flags spell it (`64MiB`, `1G`, `500kB`; see [`parse_bytes`]), shown in
-/// `--help` in the largest binary unit that divides it, so a library default reads as it is meant.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ByteCount(pub u64);
-
-impl fmt::Display for ByteCount {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let ByteCount(bytes) = *self;
-        for (unit, suffix) in [(1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")] {
-            if bytes != 0 && bytes % unit == 0 {
-                return write!(f, "{}{suffix}", bytes / unit);
-            }
-        }
-        write!(f, "{bytes}")
-    }
-}
-
-/// [`parse_bytes`] as a [`ByteCount`].
-fn byte_count(text: &str) -> Result<ByteCount, String> {
-    parse_bytes(text).map(ByteCount)
-}
-
 #[derive(Args, Debug, Clone)]
 pub struct RuntimeFlags {
     /// What commands may write [default: workspace-write where a sandbox backend is usable, else
@@ -230,32 +208,6 @@ pub struct RuntimeFlags {
     /// On SIGTERM or SIGINT, everything is killed within this time (SIGKILL to what is left).
     #[arg(long, default_value_t = DEFAULT_SHUTDOWN_GRACE_MS, value_name = "MS")]
     pub shutdown_grace_ms: u64,
-}
-
-/// `64MiB`, `1G`, `500k`, `1048576`: a byte count with an optional binary (KiB/MiB/GiB, or K/M/G)
-/// or decimal (kB/MB/GB) suffix.
-pub fn parse_bytes(text: &str) -> Result<u64, String> {
-    let text = text.trim();
-    let split = text
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(text.len());
-    let (number, suffix) = text.split_at(split);
-    let number: u64 = number
-        .parse()
-        .map_err(|_| format!("{text:?} is not a byte count (e.g. 64MiB)"))?;
-    let unit: u64 = match suffix.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "k" | "kib" => 1 << 10,
-        "m" | "mib" => 1 << 20,
-        "g" | "gib" => 1 << 30,
-        "kb" => 1_000,
-        "mb" => 1_000_000,
-        "gb" => 1_000_000_000,
-        other => return Err(format!("unknown size suffix {other:?} (use KiB, MiB, GiB)")),
-    };
-    number
-        .checked_mul(unit)
-        .ok_or_else(|| format!("{text:?} is too large"))
 }
 
 impl RuntimeFlags {
@@ -391,27 +343,5 @@ mod tests {
         assert_eq!(names(ON_TIMEOUT), all::<OnTimeout>());
         let modes: Vec<_> = CONTAINMENT.iter().filter_map(|(mode, _)| *mode).collect();
         assert_eq!(modes, ContainmentMode::ALL);
-    }
-
-    #[test]
-    fn byte_counts_show_in_the_largest_binary_unit() {
-        assert_eq!(ByteCount(64 << 20).to_string(), "64MiB");
-        assert_eq!(ByteCount(1 << 30).to_string(), "1GiB");
-        assert_eq!(ByteCount(1536).to_string(), "1536");
-        assert_eq!(ByteCount(0).to_string(), "0");
-        for text in ["64MiB", "1GiB", "12345"] {
-            assert_eq!(byte_count(text).map(|n| n.to_string()).as_deref(), Ok(text));
-        }
-    }
-
-    #[test]
-    fn byte_counts_take_binary_and_decimal_suffixes() {
-        assert_eq!(parse_bytes("64MiB"), Ok(64 << 20));
-        assert_eq!(parse_bytes("64M"), Ok(64 << 20));
-        assert_eq!(parse_bytes("1G"), Ok(1 << 30));
-        assert_eq!(parse_bytes("500kB"), Ok(500_000));
-        assert_eq!(parse_bytes("4096"), Ok(4096));
-        assert!(parse_bytes("MiB").is_err());
-        assert!(parse_bytes("5 parsecs").is_err());
     }
 }

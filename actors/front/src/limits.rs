@@ -58,10 +58,10 @@ pub fn parse_task_pids(text: &str) -> Result<u64, LimitError> {
     Ok(pids)
 }
 
-/// `--task-max-memory`: a byte count (as [`crate::flags::parse_bytes`]) of at least
+/// `--task-max-memory`: a byte count (as [`crate::bytes::parse_bytes`]) of at least
 /// [`MIN_TASK_MEMORY`].
 pub fn parse_task_memory(text: &str) -> Result<u64, LimitError> {
-    let bytes = crate::flags::parse_bytes(text).map_err(LimitError::NotBytes)?;
+    let bytes = crate::bytes::parse_bytes(text).map_err(LimitError::NotBytes)?;
     if bytes < MIN_TASK_MEMORY {
         return Err(LimitError::TooLittleMemory);
     }

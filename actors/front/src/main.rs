@@ -15,6 +15,7 @@
 //! share (`flags.rs`, `stdio.rs`, `outbox.rs`, `flow.rs`, `signals.rs`); see docs/ARCHITECTURE.md,
 //! "Front ends".
 
+mod bytes;
 mod doctor;
 mod flags;
 mod flow;

@@ -39,3 +39,23 @@ pub struct UnknownValue {
     /// The setting's words.
     pub expected: Vec<&'static str>,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::SandboxMode;
+
+    #[test]
+    fn each_word_parses_to_its_value_and_prints_back() {
+        for mode in SandboxMode::VALUES {
+            assert_eq!(mode.name().parse::<SandboxMode>(), Ok(*mode));
+            assert_eq!(mode.to_string(), mode.name());
+        }
+        let unknown = "Read-Only".parse::<SandboxMode>().unwrap_err();
+        assert_eq!(
+            unknown.to_string(),
+            "\"Read-Only\" is not a sandbox mode (expected one of: read-only, workspace-write, \
+             danger-full-access)"
+        );
+    }
+}

@@ -1,8 +1,23 @@
 //! Executor configuration: the budgets every command runs with, and their defaults.
 
+use std::fmt;
 use std::path::PathBuf;
+use std::str::FromStr;
+
+use dsh_tasks::{Named, UnknownValue};
 
 use crate::errors::ExecError;
+
+/// The default foreground timeout ([`BashConfig::timeout_ms`]): two minutes.
+pub const DEFAULT_TIMEOUT_MS: u64 = 120_000;
+/// The default cap for a call's own timeout ([`BashConfig::max_timeout_ms`]): ten minutes.
+pub const DEFAULT_MAX_TIMEOUT_MS: u64 = 600_000;
+/// The default per-stream in-memory cap ([`BashConfig::max_output_bytes`]).
+pub const DEFAULT_MAX_OUTPUT_BYTES: u64 = 64_000;
+/// The default per-stream spill-file cap ([`BashConfig::max_spill_bytes`]): 64 MiB.
+pub const DEFAULT_MAX_SPILL_BYTES: u64 = 64 << 20;
+/// The default kill and pipe-drain grace ([`BashConfig::grace_ms`]).
+pub const DEFAULT_GRACE_MS: u64 = 3_000;
 
 /// What a foreground call that reaches its timeout becomes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -12,6 +27,33 @@ pub enum OnTimeout {
     Kill,
     /// Left running as a background task of the caller, keeping everything it printed.
     Background,
+}
+
+impl Named for OnTimeout {
+    const VALUES: &'static [OnTimeout] = &[OnTimeout::Kill, OnTimeout::Background];
+    const WHAT: &'static str = "an on-timeout behaviour";
+
+    /// `kill` or `background`.
+    fn name(self) -> &'static str {
+        match self {
+            OnTimeout::Kill => "kill",
+            OnTimeout::Background => "background",
+        }
+    }
+}
+
+impl fmt::Display for OnTimeout {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for OnTimeout {
+    type Err = UnknownValue;
+
+    fn from_str(text: &str) -> Result<Self, UnknownValue> {
+        OnTimeout::from_name(text)
+    }
 }
 
 /// The local executor's budgets. Every value must be positive.
@@ -37,12 +79,12 @@ impl Default for BashConfig {
     fn default() -> Self {
         Self {
             cwd: None,
-            timeout_ms: 120_000,
-            max_timeout_ms: 600_000,
-            max_output_bytes: 64_000,
-            max_spill_bytes: 64 << 20,
-            grace_ms: 3_000,
-            on_timeout: OnTimeout::Kill,
+            timeout_ms: DEFAULT_TIMEOUT_MS,
+            max_timeout_ms: DEFAULT_MAX_TIMEOUT_MS,
+            max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES,
+            max_spill_bytes: DEFAULT_MAX_SPILL_BYTES,
+            grace_ms: DEFAULT_GRACE_MS,
+            on_timeout: OnTimeout::default(),
         }
     }
 }

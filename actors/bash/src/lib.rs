@@ -18,7 +18,10 @@ pub mod sandbox;
 mod supervised;
 
 pub use background::{BashProcess, merge_streams};
-pub use config::{BashConfig, OnTimeout};
+pub use config::{
+    BashConfig, DEFAULT_GRACE_MS, DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_MAX_SPILL_BYTES,
+    DEFAULT_MAX_TIMEOUT_MS, DEFAULT_TIMEOUT_MS, OnTimeout,
+};
 pub use errors::ExecError;
 pub use executor::{LocalBashExecutor, TERMINAL_ENV};
 pub use messages::{BashRunResult, MovedToBackground, Run, RunEnding, Start};

@@ -24,13 +24,40 @@ pub enum Mode {
     Group,
 }
 
-impl fmt::Display for Mode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
+impl Mode {
+    /// The three modes, strongest first (the order `auto` tries them in).
+    pub const ALL: [Mode; 3] = [Mode::Cgroup, Mode::Subreaper, Mode::Group];
+
+    /// `cgroup`, `subreaper` or `group`.
+    pub fn as_str(self) -> &'static str {
+        match self {
             Mode::Cgroup => "cgroup",
             Mode::Subreaper => "subreaper",
             Mode::Group => "group",
-        })
+        }
+    }
+}
+
+impl fmt::Display for Mode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A word that is none of the three modes (`auto` is not a mode: it is the choice among them).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is not a containment mode (expected one of: cgroup, subreaper, group)")]
+pub struct UnknownMode(pub String);
+
+impl std::str::FromStr for Mode {
+    type Err = UnknownMode;
+
+    /// `cgroup`, `subreaper` or `group`, exactly.
+    fn from_str(text: &str) -> Result<Self, UnknownMode> {
+        Mode::ALL
+            .into_iter()
+            .find(|mode| mode.as_str() == text)
+            .ok_or_else(|| UnknownMode(text.to_owned()))
     }
 }
 

@@ -69,7 +69,7 @@ pub mod watchdog;
 
 pub use cgroup::{CgroupTarget, CgroupTree, Leaf, Limits, Spent};
 pub use error::{Error, Result};
-pub use host::{HostFacts, LimitSource, Mode};
+pub use host::{HostFacts, LimitSource, Mode, UnknownMode};
 pub use pool::{LeafPool, Released};
 pub use spawn::{Child, Method, Program, SpawnError, Stdio, spawn, spawn_with};
 

@@ -12,12 +12,13 @@
 //! Layout: `messages` (the registry's protocol), `table` (the plain task table and every rule about
 //! records, unit-tested on its own), `registry` (the thin actor), `producer`, `agent`, `snapshot`,
 //! `wait` (waiting on a task until it settles or its output matches), `condition` (what a wait
-//! matches, fed as the output is written), `retention` (which finished tasks are discarded).
+//! matches, fed as the output is written), `retention` (which finished tasks are discarded), `names` (settings spelled as words).
 
 mod agent;
 mod condition;
 mod errors;
 mod messages;
+mod names;
 mod producer;
 mod registry;
 mod retention;
@@ -33,8 +34,12 @@ pub use messages::{
     GetRetentionLoad, GetTask, KillReply, KillTask, ListTasks, ReadReply, ReadTask, Register,
     ReleaseOwner, ShutdownTasks, Subscribe, TaskDone, TaskKillOutcome,
 };
+pub use names::{Named, UnknownValue};
 pub use producer::{TaskOutput, TaskProducer, TaskStatus};
-pub use registry::{DEFAULT_MAX_SPILL_BYTES, RegistryConfig, TaskRegistry};
+pub use registry::{
+    DEFAULT_MAX_FINISHED, DEFAULT_MAX_RETAINED_BYTES, DEFAULT_MAX_SPILL_BYTES, RegistryConfig,
+    TaskRegistry,
+};
 pub use retention::{
     FinishedTask, RetentionLimits, RetentionLoad, RetentionPolicy, heap_block_bytes,
 };

@@ -25,6 +25,13 @@ use crate::wait::{WaitOutcome, WaitTask, wait};
 /// where a day of 60 MB floods kept 1.8 GB before there was a budget.
 pub const DEFAULT_MAX_SPILL_BYTES: u64 = 1 << 30;
 
+/// The default number of finished tasks kept ([`RegistryConfig::max_finished`]).
+pub const DEFAULT_MAX_FINISHED: usize = 1000;
+
+/// The default output bytes finished tasks keep in memory ([`RegistryConfig::max_retained_bytes`]):
+/// 64 MiB.
+pub const DEFAULT_MAX_RETAINED_BYTES: usize = 64 << 20;
+
 /// Registry settings.
 #[derive(Clone, Debug)]
 pub struct RegistryConfig {
@@ -42,8 +49,8 @@ pub struct RegistryConfig {
 impl Default for RegistryConfig {
     fn default() -> Self {
         Self {
-            max_finished: 1000,
-            max_retained_bytes: 64 << 20,
+            max_finished: DEFAULT_MAX_FINISHED,
+            max_retained_bytes: DEFAULT_MAX_RETAINED_BYTES,
             max_spill_bytes: DEFAULT_MAX_SPILL_BYTES,
             owner_check_interval: Duration::from_millis(500),
         }

@@ -4,6 +4,9 @@
 //! when the task settled.
 
 use std::fmt;
+use std::str::FromStr;
+
+use crate::names::{Named, UnknownValue};
 
 /// What a confined command may change on the filesystem.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -57,6 +60,24 @@ impl SandboxMode {
 impl fmt::Display for SandboxMode {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+impl Named for SandboxMode {
+    const VALUES: &'static [SandboxMode] = &SandboxMode::ALL;
+    const WHAT: &'static str = "a sandbox mode";
+
+    fn name(self) -> &'static str {
+        self.as_str()
+    }
+}
+
+impl FromStr for SandboxMode {
+    type Err = UnknownValue;
+
+    /// `read-only`, `workspace-write` or `danger-full-access`, exactly.
+    fn from_str(text: &str) -> Result<Self, UnknownValue> {
+        SandboxMode::from_name(text)
     }
 }
 

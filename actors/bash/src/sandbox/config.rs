@@ -2,6 +2,11 @@
 //! probe bound, and the network and signal scope of confined commands. The binary sets them from
 //! its `--sandbox-*` and `--network` flags (README, "The binary: `dsh`").
 
+use std::fmt;
+use std::str::FromStr;
+
+use dsh_tasks::{Named, UnknownValue};
+
 /// Whether confined commands may use TCP.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum NetworkPolicy {
@@ -23,6 +28,65 @@ pub enum BackendChoice {
     Landlock,
     /// bubblewrap only.
     Bwrap,
+}
+
+impl Named for NetworkPolicy {
+    const VALUES: &'static [NetworkPolicy] = &[NetworkPolicy::Allow, NetworkPolicy::Deny];
+    const WHAT: &'static str = "a network policy";
+
+    /// `allow` or `deny`.
+    fn name(self) -> &'static str {
+        match self {
+            NetworkPolicy::Allow => "allow",
+            NetworkPolicy::Deny => "deny",
+        }
+    }
+}
+
+impl Named for BackendChoice {
+    const VALUES: &'static [BackendChoice] = &[
+        BackendChoice::Auto,
+        BackendChoice::Landlock,
+        BackendChoice::Bwrap,
+    ];
+    const WHAT: &'static str = "a sandbox backend";
+
+    /// `auto`, `landlock` or `bwrap`.
+    fn name(self) -> &'static str {
+        match self {
+            BackendChoice::Auto => "auto",
+            BackendChoice::Landlock => "landlock",
+            BackendChoice::Bwrap => "bwrap",
+        }
+    }
+}
+
+impl fmt::Display for NetworkPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl fmt::Display for BackendChoice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for NetworkPolicy {
+    type Err = UnknownValue;
+
+    fn from_str(text: &str) -> Result<Self, UnknownValue> {
+        NetworkPolicy::from_name(text)
+    }
+}
+
+impl FromStr for BackendChoice {
+    type Err = UnknownValue;
+
+    fn from_str(text: &str) -> Result<Self, UnknownValue> {
+        BackendChoice::from_name(text)
+    }
 }
 
 /// The local provider's settings.

@@ -1,0 +1,151 @@
+//! Helpers shared by the benches that also drive the `dsh` binary (a copy of the part of the root
+//! `benches/support` they use): a runtime on an actix system, per-iteration timings kept beside criterion's
+//! own statistics so each bench can print its ratio to the raw baseline measured in the same run, and
+//! memory readings.
+
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use dsh::{ContainmentMode, Runtime, ToolCall, ToolResult};
+use serde_json::json;
+
+static SAMPLES: Mutex<BTreeMap<String, Vec<f64>>> = Mutex::new(BTreeMap::new());
+
+/// Records that one iteration of `name` took `per_iter`.
+pub fn record(name: &str, per_iter: Duration) {
+    SAMPLES
+        .lock()
+        .unwrap()
+        .entry(name.to_owned())
+        .or_default()
+        .push(per_iter.as_secs_f64());
+}
+
+/// Runs `one` `iters` times for criterion's `iter_custom` and returns the total; the time per run is
+/// also recorded under `name` for the ratio lines.
+pub async fn time_runs(name: &str, iters: u64, mut one: impl AsyncFnMut()) -> Duration {
+    let start = std::time::Instant::now();
+    for _ in 0..iters {
+        one().await;
+    }
+    recorded(name, iters, start.elapsed())
+}
+
+/// [`time_runs`] for a blocking `one`.
+pub fn time_runs_blocking(name: &str, iters: u64, mut one: impl FnMut()) -> Duration {
+    let start = std::time::Instant::now();
+    for _ in 0..iters {
+        one();
+    }
+    recorded(name, iters, start.elapsed())
+}
+
+fn recorded(name: &str, iters: u64, took: Duration) -> Duration {
+    record(name, took / iters as u32);
+    took
+}
+
+/// The median seconds per iteration of `name`, if it ran (a filtered run skips benches).
+pub fn median(name: &str) -> Option<f64> {
+    let mut values = SAMPLES
+        .lock()
+        .unwrap()
+        .get(name)
+        .cloned()
+        .unwrap_or_default();
+    values.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    values.get(values.len() / 2).copied()
+}
+
+/// Prints `dsh / baseline` of the medians (a time ratio: lower is better), if both ran.
+pub fn report_ratio(label: &str, dsh: &str, baseline: &str) -> Option<f64> {
+    let (ours, raw) = (median(dsh)?, median(baseline)?);
+    let ratio = ours / raw;
+    println!(
+        "RESULT {label}: dsh {:.3} ms, baseline {:.3} ms, time ratio {ratio:.3}",
+        ours * 1e3,
+        raw * 1e3
+    );
+    Some(ratio)
+}
+
+/// The containment mode to bench: `DSH_BENCH_CONTAINMENT=cgroup|subreaper|group`, else the default
+/// (`auto`: the strongest the host gives).
+pub fn containment() -> Option<ContainmentMode> {
+    match std::env::var("DSH_BENCH_CONTAINMENT").ok()?.as_str() {
+        "cgroup" => Some(ContainmentMode::Cgroup),
+        "subreaper" => Some(ContainmentMode::Subreaper),
+        "group" => Some(ContainmentMode::Group),
+        other => panic!("DSH_BENCH_CONTAINMENT={other}: expected cgroup, subreaper or group"),
+    }
+}
+
+/// A runtime with the default configuration and spills in a temp dir, started in the current system.
+pub fn runtime() -> (Runtime, tempfile::TempDir) {
+    let spill = tempfile::tempdir().unwrap();
+    let runtime = Runtime::builder()
+        .spill_dir(spill.path())
+        .containment(containment())
+        .start_in_current_system()
+        .expect("runtime");
+    // On stderr: `--list` (nextest asks each bench binary for its list) must print only the list.
+    eprintln!("RESULT containment mode: {}", runtime.containment_mode());
+    (runtime, spill)
+}
+
+pub async fn bash(runtime: &Runtime, command: &str) -> ToolResult {
+    runtime
+        .call(ToolCall::new(
+            "bash",
+            json!({"command": command, "description": "bench"}),
+        ))
+        .await
+}
+
+/// Raw baseline: `bash -c <command>` through tokio with piped output, awaited.
+pub async fn raw_bash(command: &str) -> std::process::Output {
+    tokio::process::Command::new("bash")
+        .args(["-c", command])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .await
+        .expect("raw bash")
+}
+
+/// Whether this run measures (`cargo bench` passes `--bench`), as opposed to criterion's test mode,
+/// where each bench runs once to check that it works and the extra paired rounds are skipped.
+pub fn measuring() -> bool {
+    std::env::args().any(|arg| arg == "--bench")
+}
+
+/// Runs `rounds` rounds of both arms back to back, alternating which goes first, so both see the same
+/// machine (criterion runs its groups a minute apart, and these machines drift 10–25 % in that time).
+/// Returns each arm's median, in milliseconds.
+pub fn paired(rounds: usize, mut dsh: impl FnMut(), mut raw: impl FnMut()) -> (f64, f64) {
+    let mut dsh_times = Vec::with_capacity(rounds);
+    let mut raw_times = Vec::with_capacity(rounds);
+    for round in 0..rounds {
+        for step in 0..2 {
+            let start = std::time::Instant::now();
+            if (round + step) % 2 == 0 {
+                dsh();
+                dsh_times.push(start.elapsed());
+            } else {
+                raw();
+                raw_times.push(start.elapsed());
+            }
+        }
+    }
+    (median_ms(&mut dsh_times), median_ms(&mut raw_times))
+}
+
+/// The median of durations, in milliseconds.
+pub fn median_ms(values: &mut [Duration]) -> f64 {
+    values.sort();
+    values[values.len() / 2].as_secs_f64() * 1e3
+}

@@ -1,0 +1,104 @@
+//! `dsh doctor`: what this host gives dsh, one line each, so a user can see why `--containment`,
+//! a task limit or `--sandbox` is refused and what to change. The cgroup, subreaper and pidfd facts
+//! come from `dsh_contain`; the sandbox lines come from the same probe the runtime runs at start
+//! (`LocalSandboxProvider`), so what doctor says is what `dsh` would do.
+
+use dsh::{BackendChoice, LocalSandboxConfig, LocalSandboxProvider, NetworkPolicy};
+use dsh_contain::HostFacts;
+use nix::libc;
+
+/// Prints every line to stdout.
+pub fn print() {
+    for line in HostFacts::discover().doctor_lines() {
+        println!("{line}");
+    }
+    println!("landlock: {}", landlock());
+    println!("bubblewrap: {}", bwrap());
+    for line in sandbox_lines() {
+        println!("{line}");
+    }
+}
+
+/// The Landlock ABI version, or why there is none.
+fn landlock() -> String {
+    match dsh_contain::landlock::abi() {
+        Ok(abi) => format!("ABI {abi}"),
+        Err(err) => match err.raw_os_error() {
+            Some(libc::ENOSYS) => "no (the kernel has no Landlock)".to_owned(),
+            Some(libc::EOPNOTSUPP) => "no (Landlock is disabled at boot)".to_owned(),
+            _ => format!("no ({err})"),
+        },
+    }
+}
+
+/// Where bubblewrap is and whether it runs dsh's bubblewrap profile here (docs/ARCHITECTURE.md,
+/// "Sandbox").
+fn bwrap() -> String {
+    let Some(path) = dsh::actors::bash::sandbox::local::find_on_path("bwrap") else {
+        return "not found on PATH".to_owned();
+    };
+    let probe = LocalSandboxProvider::new(LocalSandboxConfig {
+        backend: BackendChoice::Bwrap,
+        ..LocalSandboxConfig::default()
+    });
+    match probe.as_ref().map(LocalSandboxProvider::verdict) {
+        Ok(Ok(_)) => format!("{} (usable)", path.display()),
+        Ok(Err(reason)) => format!("{} (not usable: {reason})", path.display()),
+        Err(reason) => format!("{} (not usable: {reason})", path.display()),
+    }
+}
+
+/// The backend `--sandbox` would use, what each mode enforces with it, and the extras.
+fn sandbox_lines() -> Vec<String> {
+    let provider = match LocalSandboxProvider::new(LocalSandboxConfig::default()) {
+        Ok(provider) => provider,
+        Err(reason) => return vec![format!("sandbox: {reason}")],
+    };
+    let backend = match provider.verdict() {
+        Ok(backend) => backend.to_string(),
+        Err(reason) => {
+            return vec![
+                format!("sandbox: none usable ({reason})"),
+                "sandbox default: UNCONFINED — commands can write anywhere this user can; \
+                 an explicit --sandbox read-only|workspace-write fails at start"
+                    .to_owned(),
+            ];
+        }
+    };
+    let enforcement = provider
+        .enforcement()
+        .map_or("none", |e| e.as_str())
+        .to_owned();
+    let deny = LocalSandboxProvider::new(LocalSandboxConfig {
+        network: NetworkPolicy::Deny,
+        ..LocalSandboxConfig::default()
+    })
+    .ok()
+    .and_then(|p| p.verdict().ok().map(ToString::to_string));
+    vec![
+        format!("sandbox: {backend}"),
+        "sandbox default: workspace-write".to_owned(),
+        format!(
+            "sandbox read-only: no writes anywhere except /dev/null (enforcement {enforcement})"
+        ),
+        format!(
+            "sandbox workspace-write: writes only below the workspace and /tmp (enforcement {enforcement})"
+        ),
+        "sandbox danger-full-access: unconfined".to_owned(),
+        format!(
+            "sandbox network deny: {}",
+            deny.map_or_else(
+                || "unavailable (--network deny fails at start)".to_owned(),
+                |b| format!("yes, by {b}")
+            )
+        ),
+        format!(
+            "sandbox signal scope: {}",
+            if provider.signals_scoped() {
+                "yes (Landlock ABI 6+: a confined command cannot signal dsh or its agent)"
+            } else {
+                "no (needs Landlock ABI 6)"
+            }
+        ),
+    ]
+}

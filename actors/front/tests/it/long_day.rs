@@ -1,0 +1,289 @@
+//! The long day: one `dsh jsonl` server per containment mode lives through every kind of ending a
+//! command can have, and after each one the **same** server still runs three plain `echo`s and a
+//! background task to completion, correctly and quickly (issue 19).
+//!
+//! A fresh runtime per test hides every defect that needs history: the first SIGKILL escalation in
+//! cgroup mode used to make every later command of the runtime die at birth (a killed cgroup leaf
+//! was recycled; see `dsh_contain::Spent::Killed`). Endings: a foreground timeout with SIGTERM
+//! ignored, `bash_kill` of a TERM-ignoring task, a cancel of a TERM-ignoring call, a timeout of a
+//! `setsid` escapee, a fork bomb (under `--task-max-pids` in cgroup mode; a bounded fork burst in the
+//! others, which cannot limit), an OOM kill under `--task-max-memory` (cgroup mode only), `kill -9 $$`,
+//! and a straggler left holding the pipes after the drain grace. At the end, end of input shuts the
+//! server down (exit 0) and nothing any call started is left running.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "test code: a failed unwrap is a failed test"
+)]
+
+use crate::jsonl_server;
+
+use std::time::{Duration, Instant};
+
+use dsh_test_support::procfs::live_with_cmdline;
+use dsh_test_support::wait::wait_until;
+use jsonl_server::{SOON, Server, bash};
+use serde_json::json;
+
+/// A plain call's round trip on a healthy server takes milliseconds; this bound only catches a server
+/// that stalls (it is generous for shared, noisy machines).
+const QUICK: Duration = Duration::from_secs(5);
+
+struct Day {
+    server: Server,
+    mode: &'static str,
+    /// Every marker a call of this day used, to check at the end that nothing is left.
+    markers: Vec<String>,
+    next: u32,
+}
+
+impl Day {
+    fn start(mode: &'static str, extra: &[&str]) -> Option<Self> {
+        let mut args = vec!["--containment", mode, "--grace-ms", "300"];
+        args.extend_from_slice(extra);
+        let server = Server::start_or_skip(&args)?;
+        Some(Day {
+            server,
+            mode,
+            markers: Vec::new(),
+            next: 0,
+        })
+    }
+
+    fn marker(&mut self) -> String {
+        let marker = jsonl_server::unique_marker(4100);
+        self.markers.push(marker.clone());
+        marker
+    }
+
+    fn id(&mut self, what: &str) -> String {
+        self.next += 1;
+        format!("{what}-{}", self.next)
+    }
+
+    /// Runs `command` in the foreground and returns its text.
+    fn run(&mut self, command: &str, extra: serde_json::Value) -> String {
+        let id = self.id("fg");
+        self.server.call(&id, "bash", bash(command, extra));
+        self.server.text(&id)
+    }
+
+    /// Starts `command` in the background and returns its task id.
+    fn start_task(&mut self, command: &str) -> String {
+        let id = self.id("bg");
+        self.server.call(
+            &id,
+            "bash",
+            bash(command, json!({"run_in_background": true})),
+        );
+        let started = self.server.text(&id);
+        started
+            .strip_prefix("started background task ")
+            .unwrap_or_else(|| panic!("{}: not started: {started}", self.mode))
+            .to_owned()
+    }
+
+    /// Waits for `task` to settle and returns the read that shows its end.
+    fn wait_task(&mut self, task: &str) -> String {
+        let id = self.id("wait");
+        self.server.call(
+            &id,
+            "bash_output",
+            json!({"task_id": task, "wait": true, "timeout_ms": 60000}),
+        );
+        self.server.text(&id)
+    }
+
+    /// A TERM-ignoring sleep whose process calls itself `<marker>-armed` once the trap is set.
+    fn armed_sleeper(&mut self) -> (String, String) {
+        let marker = self.marker();
+        let command =
+            format!("trap '' TERM; exec -a \"$(printf '%s-%s' {marker} armed)\" sleep {marker}");
+        (command, format!("{marker}-armed"))
+    }
+
+    /// After an ending: three `echo`s and a background task, right and quick.
+    fn still_serves(&mut self, after: &str) {
+        for n in 0..3 {
+            let asked = Instant::now();
+            let text = self.run(&format!("echo ok-{n}"), json!({}));
+            let took = asked.elapsed();
+            assert_eq!(
+                text,
+                format!("ok-{n}\n"),
+                "{}: after {after}, echo {n} went wrong",
+                self.mode
+            );
+            assert!(
+                took < QUICK,
+                "{}: after {after}, echo {n} took {took:?}",
+                self.mode
+            );
+        }
+        let task = self.start_task("echo bg-done");
+        let read = self.wait_task(&task);
+        assert_eq!(
+            read, "bg-done\n[status: completed, exit code: 0]",
+            "{}: after {after}, a background task went wrong",
+            self.mode
+        );
+    }
+
+    fn foreground_timeout_with_term_ignored(&mut self) {
+        let (command, _) = self.armed_sleeper();
+        let text = self.run(&command, json!({"timeoutMs": 500}));
+        assert!(text.contains("[timed out after 500ms]"), "{text}");
+        assert!(text.ends_with("[killed by signal: SIGKILL]"), "{text}");
+        self.still_serves("a foreground timeout with SIGTERM ignored");
+    }
+
+    fn bash_kill_of_a_term_ignoring_task(&mut self) {
+        let (command, armed) = self.armed_sleeper();
+        let task = self.start_task(&command);
+        assert!(wait_until(SOON, || live_with_cmdline(&armed).len() == 1));
+        let id = self.id("kill");
+        self.server
+            .call(&id, "bash_kill", json!({"task_id": task.clone()}));
+        assert_eq!(
+            self.server.text(&id),
+            format!("killed background task {task}")
+        );
+        let read = self.wait_task(&task);
+        assert!(read.ends_with("[status: killed by SIGKILL]"), "{read}");
+        self.still_serves("bash_kill of a TERM-ignoring task");
+    }
+
+    fn cancel_of_a_term_ignoring_call(&mut self) {
+        let (command, armed) = self.armed_sleeper();
+        let id = self.id("cancelled");
+        self.server.call(&id, "bash", bash(&command, json!({})));
+        assert!(wait_until(SOON, || live_with_cmdline(&armed).len() == 1));
+        self.server.send(&json!({"cancel": id}));
+        assert_eq!(self.server.text(&id), "Error: command aborted");
+        assert!(wait_until(SOON, || live_with_cmdline(&armed).is_empty()));
+        self.still_serves("a cancel of a TERM-ignoring call");
+    }
+
+    fn timeout_of_a_setsid_escapee(&mut self) {
+        let marker = self.marker();
+        let command = format!("setsid sleep {marker} >/dev/null 2>&1 & sleep 30");
+        let text = self.run(&command, json!({"timeoutMs": 500}));
+        assert!(text.contains("[timed out after 500ms]"), "{text}");
+        if self.mode == "group" {
+            // Group mode follows no escapee (README, "Containment"): it is the test's to stop.
+            assert_eq!(live_with_cmdline(&marker).len(), 1, "{text}");
+            kill_marked(&marker);
+        } else {
+            assert!(live_with_cmdline(&marker).is_empty(), "{text}");
+        }
+        self.still_serves("a timeout of a setsid escapee");
+    }
+
+    fn fork_bomb(&mut self) {
+        let marker = self.marker();
+        let text = if self.mode == "cgroup" {
+            // Under --task-max-pids the bomb runs into the limit; the timeout kills what it made.
+            let command = format!("b() {{ sleep {marker} & b | b & }}; b; wait");
+            self.run(&command, json!({"timeoutMs": 1500}))
+        } else {
+            let command = format!("for i in $(seq 60); do sleep {marker} & done; wait");
+            self.run(&command, json!({"timeoutMs": 1000}))
+        };
+        assert!(text.contains("[timed out after"), "{text}");
+        assert!(
+            wait_until(SOON, || live_with_cmdline(&marker).is_empty()),
+            "{}: the bomb's processes are left",
+            self.mode
+        );
+        self.still_serves("a fork bomb");
+    }
+
+    fn oom_kill(&mut self) {
+        let text = self.run("perl -e '$x = \"a\" x (400 * 1024 * 1024)'", json!({}));
+        assert!(text.ends_with("[killed: out of memory]"), "{text}");
+        self.still_serves("an OOM kill");
+    }
+
+    fn self_inflicted_sigkill(&mut self) {
+        let text = self.run("echo before; kill -9 $$", json!({}));
+        assert_eq!(text, "before\n[killed by signal: SIGKILL]");
+        self.still_serves("kill -9 $$");
+    }
+
+    fn drained_straggler(&mut self) {
+        let marker = self.marker();
+        // The sleeper keeps stdout open after the shell exits: the call returns at the drain grace.
+        let text = self.run(&format!("sleep {marker} & echo started"), json!({}));
+        assert_eq!(text, "started\n");
+        assert_eq!(live_with_cmdline(&marker).len(), 1, "the straggler runs on");
+        self.still_serves("a drained straggler");
+    }
+
+    /// End of input: the server exits 0 and nothing any call started is left.
+    fn end(mut self) {
+        self.server.close_input();
+        self.server.wait_exit();
+        let status = self.server.child.try_wait().expect("try_wait");
+        assert_eq!(status.and_then(|s| s.code()), Some(0), "{}", self.mode);
+        for marker in &self.markers {
+            assert!(
+                wait_until(SOON, || live_with_cmdline(marker).is_empty()),
+                "{}: processes with {marker} are left",
+                self.mode
+            );
+        }
+    }
+}
+
+fn kill_marked(marker: &str) {
+    for pid in live_with_cmdline(marker) {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+    assert!(wait_until(SOON, || live_with_cmdline(marker).is_empty()));
+}
+
+fn every_ending(mut day: Day) {
+    day.still_serves("the start");
+    day.foreground_timeout_with_term_ignored();
+    day.bash_kill_of_a_term_ignoring_task();
+    day.cancel_of_a_term_ignoring_call();
+    day.timeout_of_a_setsid_escapee();
+    day.fork_bomb();
+    if day.mode == "cgroup" {
+        day.oom_kill();
+    }
+    day.self_inflicted_sigkill();
+    day.drained_straggler();
+    // Each ending once more, in another order: history, not only the first time, must not matter.
+    day.self_inflicted_sigkill();
+    day.cancel_of_a_term_ignoring_call();
+    day.foreground_timeout_with_term_ignored();
+    day.bash_kill_of_a_term_ignoring_task();
+    day.end();
+}
+
+#[test]
+fn a_cgroup_server_serves_after_every_kind_of_ending() {
+    let limits = ["--task-max-pids", "64", "--task-max-memory", "256MiB"];
+    if let Some(day) = Day::start("cgroup", &limits) {
+        every_ending(day);
+    }
+}
+
+#[test]
+fn a_subreaper_server_serves_after_every_kind_of_ending() {
+    if let Some(day) = Day::start("subreaper", &[]) {
+        every_ending(day);
+    }
+}
+
+#[test]
+fn a_group_server_serves_after_every_kind_of_ending() {
+    if let Some(day) = Day::start("group", &[]) {
+        every_ending(day);
+    }
+}

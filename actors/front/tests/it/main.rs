@@ -1,0 +1,36 @@
+//! The tests that drive the `dsh` binary (and the runtime under its front ends' settings), in one
+//! integration-test binary: one module per subject. `common` and `jsonl_server` are their helpers
+//! (`common` is a copy of the part of the root `tests/common` these tests use).
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "test code: a failed unwrap is a failed test"
+)]
+
+mod common;
+mod jsonl_server;
+
+mod background_spawn_failure;
+mod backpressure;
+mod clean_start;
+mod cli_run;
+mod containment;
+mod containment_kill;
+mod doctor;
+mod jsonl;
+mod jsonl_sessions;
+mod long_day;
+mod mcp_client;
+mod mcp_protocol;
+mod mcp_ts;
+mod nofile;
+mod on_timeout;
+mod policies;
+mod retention;
+mod sandbox_cli;
+mod soak;
+mod soak_mixed;
+mod watchdog_process;
+mod watchdog_restarts;
+mod watchdog_watched;

@@ -1,0 +1,94 @@
+//! `dsh mcp` driven by a real MCP client: the official Python `mcp` package (tests/mcp/client.py).
+//! It lists the tools, runs foreground and background calls, `bash_output` and `bash_kill`, sees a
+//! completion notice both as a log notification and appended to its next result, and cancels a call.
+//!
+//! The client lives in a virtual environment: `$DSH_TEST_PYTHON` if set (`.ci/run` sets it), else
+//! `target/mcp-venv`, created here from tests/mcp/requirements.txt when missing.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "test code: a failed unwrap is a failed test"
+)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use dsh_test_support::procfs::assert_all_gone;
+use serde_json::Value;
+
+fn python() -> PathBuf {
+    if let Some(python) = std::env::var_os("DSH_TEST_PYTHON") {
+        return PathBuf::from(python);
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    // The workspace's target directory, two levels above this crate.
+    let venv = root.join("../../target/mcp-venv");
+    let python = venv.join("bin/python");
+    let ready = Command::new(&python)
+        .args(["-c", "import mcp"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ready {
+        let status = Command::new("python3")
+            .args(["-m", "venv"])
+            .arg(&venv)
+            .status()
+            .expect("python3 -m venv");
+        assert!(status.success(), "cannot create {}", venv.display());
+        let status = Command::new(venv.join("bin/pip"))
+            .args(["install", "-q", "-r"])
+            .arg(root.join("tests/mcp/requirements.txt"))
+            .status()
+            .expect("pip install");
+        assert!(status.success(), "cannot install the Python MCP client");
+    }
+    python
+}
+
+#[test]
+fn a_real_mcp_client_uses_all_three_tools_sees_notices_and_cancels() {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/client.py");
+    let output = Command::new(python())
+        .arg(script)
+        .arg(env!("CARGO_BIN_EXE_dsh"))
+        .output()
+        .expect("run the MCP client");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "client failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    let report: Value =
+        serde_json::from_str(stdout.trim().lines().last().unwrap_or("")).expect("JSON report");
+    let checks: Vec<&str> = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        checks,
+        [
+            "list_tools",
+            "foreground",
+            "validation",
+            "session_id",
+            "notice_logged",
+            "notice_appended",
+            "background_kill",
+            "cancel"
+        ]
+    );
+    // Every process the session started is gone once the client has disconnected.
+    let pids: Vec<i32> = report["pids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_i64().unwrap() as i32)
+        .collect();
+    assert_eq!(pids.len(), 4, "bash-1, bash-2, the cancelled call, bash-3");
+    assert_all_gone(&pids, Duration::from_secs(20));
+}

@@ -1,0 +1,607 @@
+//! The sandbox through the `dsh` binary: `--sandbox` modes with their markers, fail-closed startup,
+//! the unconfined-with-a-warning default where no backend works, jsonl escalation approvals
+//! (granted, rejected, cancelled by answer, by a cancel line and by end of input), `--network deny`
+//! against a listener on 127.0.0.1, signal scope against the server's own pid, and a confined
+//! background task's `bash_output` markers. Skips, saying why, where Landlock is missing.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "test code: a failed unwrap is a failed test"
+)]
+
+use crate::jsonl_server;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use dsh_test_support::wait::wait_until;
+use jsonl_server::{SOON, Server, bash};
+use serde_json::{Value, json};
+
+const DENIED_RO: &str = "[sandbox: file access denied under read-only mode]";
+const HINT: &str = "[sandbox: escalation available — retry this exact command once with sandbox_permissions (the narrowest wider mode that suffices) + justification; the approval prompt asks the user]";
+
+/// Whether Landlock confines here (the binary's default backend); prints why not.
+fn landlock_usable() -> bool {
+    match dsh::LocalSandboxProvider::new(dsh::LocalSandboxConfig {
+        backend: dsh::BackendChoice::Landlock,
+        ..Default::default()
+    })
+    .unwrap()
+    .verdict()
+    {
+        Ok(_) => true,
+        Err(reason) => {
+            eprintln!("skipped: Landlock is not usable here: {reason}");
+            false
+        }
+    }
+}
+
+/// A fresh directory outside `/tmp` (which workspace-write may write).
+fn outside_tmp() -> tempfile::TempDir {
+    let base = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .filter(|home| home.is_dir() && !home.starts_with("/tmp"))
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_TARGET_TMPDIR")));
+    tempfile::Builder::new()
+        .prefix("dsh-sandbox-cli-")
+        .tempdir_in(base)
+        .unwrap()
+}
+
+fn dsh(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_dsh"))
+        .args(args)
+        .output()
+        .expect("run dsh")
+}
+
+fn text(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn path_str(path: &Path) -> &str {
+    path.to_str().unwrap()
+}
+
+#[test]
+fn read_only_denies_touch_in_the_workspace_with_the_marker() {
+    if !landlock_usable() {
+        return;
+    }
+    let ws = outside_tmp();
+    let out = dsh(&[
+        "run",
+        "--sandbox",
+        "read-only",
+        "--cwd",
+        path_str(ws.path()),
+        "--",
+        "touch made-here",
+    ]);
+    let printed = text(&out);
+    assert!(
+        printed.contains(&format!("{DENIED_RO}\n{HINT}\n[exit code: 1]")),
+        "{printed}"
+    );
+    assert!(!ws.path().join("made-here").exists());
+}
+
+#[test]
+fn workspace_write_allows_the_workspace_and_tmp_and_denies_elsewhere() {
+    if !landlock_usable() {
+        return;
+    }
+    let ws = outside_tmp();
+    let elsewhere = outside_tmp();
+    let tmp_file = tempfile::NamedTempFile::new().unwrap();
+    let command = format!(
+        "touch inside && echo tmp-ok > {} && touch {}/outside",
+        path_str(tmp_file.path()),
+        path_str(elsewhere.path())
+    );
+    let out = dsh(&[
+        "run",
+        "--sandbox",
+        "workspace-write",
+        "--cwd",
+        path_str(ws.path()),
+        "--",
+        &command,
+    ]);
+    let printed = text(&out);
+    assert!(
+        printed.contains("[sandbox: file access denied under workspace-write mode]"),
+        "{printed}"
+    );
+    assert!(ws.path().join("inside").exists());
+    assert_eq!(
+        std::fs::read_to_string(tmp_file.path()).unwrap(),
+        "tmp-ok\n"
+    );
+    assert!(!elsewhere.path().join("outside").exists());
+}
+
+#[test]
+fn the_default_is_workspace_write_where_a_backend_works() {
+    if !landlock_usable() {
+        return;
+    }
+    let ws = outside_tmp();
+    let elsewhere = outside_tmp();
+    let command = format!("touch inside; touch {}/outside", path_str(elsewhere.path()));
+    let out = dsh(&["run", "--cwd", path_str(ws.path()), "--", &command]);
+    assert!(
+        text(&out).contains("[sandbox: file access denied under workspace-write mode]"),
+        "{}",
+        text(&out)
+    );
+    assert!(ws.path().join("inside").exists());
+    assert!(!elsewhere.path().join("outside").exists());
+}
+
+/// A `PATH` holding only `bash` (and what it needs): no `bwrap` can be found on it.
+fn path_without_bwrap() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for tool in ["bash", "touch", "true"] {
+        let found = ["/usr/bin", "/bin"]
+            .iter()
+            .map(|d| Path::new(d).join(tool))
+            .find(|p| p.exists())
+            .unwrap();
+        std::os::unix::fs::symlink(found, dir.path().join(tool)).unwrap();
+    }
+    dir
+}
+
+#[test]
+fn an_explicit_confined_mode_fails_closed_at_startup_without_a_backend() {
+    let path = path_without_bwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_dsh"))
+        .args([
+            "run",
+            "--sandbox",
+            "read-only",
+            "--sandbox-backend",
+            "bwrap",
+            "--",
+            "true",
+        ])
+        .env("PATH", path.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains(
+            "sandbox mode \"read-only\" is requested but no sandbox backend is usable on this host; \
+             refusing to run the command unconfined."
+        ),
+        "{said}"
+    );
+    assert!(text(&out).is_empty());
+}
+
+#[test]
+fn no_backend_and_no_mode_runs_unconfined_and_says_so_loudly() {
+    let path = path_without_bwrap();
+    let ws = outside_tmp();
+    let out = Command::new(env!("CARGO_BIN_EXE_dsh"))
+        .args([
+            "run",
+            "--sandbox-backend",
+            "bwrap",
+            "--cwd",
+            path_str(ws.path()),
+            "--",
+            "touch made",
+        ])
+        .env("PATH", path.path())
+        .env("RUST_LOG", "warn")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("NO SANDBOX"));
+    assert!(ws.path().join("made").exists());
+}
+
+fn escalation(command: &str) -> Value {
+    bash(
+        command,
+        json!({"sandbox_permissions": "workspace-write", "justification": "it writes its output file"}),
+    )
+}
+
+fn call_in_session(server: &mut Server, id: &str, arguments: Value) {
+    server.send(&json!({"id": id, "session": "s1", "tool": "bash", "arguments": arguments}));
+}
+
+/// The approval question for call `id`, checked, and its number.
+fn question(server: &mut Server, id: &str) -> u64 {
+    let line = server.line_where(|l| l.get("approval").is_some() && l["id"] == json!(id));
+    assert_eq!(line["session"], "s1");
+    assert_eq!(
+        line["reason"],
+        "escalate sandbox to workspace-write: it writes its output file"
+    );
+    line["approval"].as_u64().unwrap()
+}
+
+#[test]
+fn jsonl_escalation_granted_rejected_and_cancelled() {
+    if !landlock_usable() {
+        return;
+    }
+    let ws = outside_tmp();
+    let mut server =
+        Server::start(&["--sandbox", "read-only", "--cwd", path_str(ws.path())]).unwrap();
+    // Denied first, with the hint.
+    call_in_session(&mut server, "plain", bash("touch granted", json!({})));
+    let denied = server.text("plain");
+    assert!(denied.contains(&format!("{DENIED_RO}\n{HINT}")), "{denied}");
+    // Granted.
+    call_in_session(&mut server, "g", escalation("touch granted"));
+    let n = question(&mut server, "g");
+    server.send(&json!({"approve": n, "outcome": "allowed-once"}));
+    assert_eq!(server.text("g"), "(no output)");
+    assert!(ws.path().join("granted").exists());
+    // Rejected.
+    call_in_session(&mut server, "r", escalation("touch rejected"));
+    let n = question(&mut server, "r");
+    server.send(&json!({"approve": n, "outcome": "rejected"}));
+    let reply = server.reply("r");
+    assert_eq!(reply["is_error"], true);
+    assert_eq!(
+        reply["text"],
+        "Error: the user rejected escalating this command to \"workspace-write\""
+    );
+    // Cancelled by the answer.
+    call_in_session(&mut server, "c", escalation("touch cancelled"));
+    let n = question(&mut server, "c");
+    server.send(&json!({"approve": n, "outcome": "cancelled"}));
+    assert_eq!(
+        server.text("c"),
+        "Error: approval for escalating to \"workspace-write\" was cancelled"
+    );
+    // Cancelled by a cancel of the call while it waits.
+    call_in_session(&mut server, "k", escalation("touch killed"));
+    let withdrawn = question(&mut server, "k");
+    server.send(&json!({"cancel": "k"}));
+    assert_eq!(
+        server.text("k"),
+        "Error: approval for escalating to \"workspace-write\" was cancelled"
+    );
+    // The question went with the call: a late answer is an error line, and nothing runs.
+    server.send(&json!({"id": "late", "approve": withdrawn, "outcome": "allowed-once"}));
+    assert!(server.reply("late")["error"].as_str().is_some());
+    // An answer to nothing is an error line.
+    server.send(&json!({"id": "stray", "approve": 999, "outcome": "allowed-once"}));
+    assert!(
+        server.reply("stray")["error"]
+            .as_str()
+            .unwrap()
+            .contains("999")
+    );
+    for name in ["rejected", "cancelled", "killed"] {
+        assert!(!ws.path().join(name).exists(), "{name} ran");
+    }
+    server.finish();
+}
+
+#[test]
+fn jsonl_end_of_input_cancels_a_waiting_approval() {
+    if !landlock_usable() {
+        return;
+    }
+    let ws = outside_tmp();
+    let mut server =
+        Server::start(&["--sandbox", "read-only", "--cwd", path_str(ws.path())]).unwrap();
+    call_in_session(&mut server, "eof", escalation("touch eof"));
+    question(&mut server, "eof");
+    server.close_input();
+    assert_eq!(
+        server.text("eof"),
+        "Error: approval for escalating to \"workspace-write\" was cancelled"
+    );
+    server.wait_exit();
+    assert!(!ws.path().join("eof").exists());
+}
+
+/// The provider the binary would build with `config`, if it has a backend here.
+fn provider(config: dsh::LocalSandboxConfig) -> Option<dsh::LocalSandboxProvider> {
+    let provider = dsh::LocalSandboxProvider::new(config).unwrap();
+    match provider.verdict() {
+        Ok(_) => Some(provider),
+        Err(reason) => {
+            eprintln!("skipped: no backend for this configuration here: {reason}");
+            None
+        }
+    }
+}
+
+#[test]
+fn network_deny_blocks_a_listener_on_loopback() {
+    let deny = dsh::LocalSandboxConfig {
+        network: dsh::NetworkPolicy::Deny,
+        ..Default::default()
+    };
+    if provider(deny).is_none() {
+        return;
+    }
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let command = format!("exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected");
+    let out = dsh(&[
+        "run",
+        "--sandbox",
+        "read-only",
+        "--network",
+        "deny",
+        "--",
+        &command,
+    ]);
+    let printed = text(&out);
+    assert!(!printed.contains("connected"), "{printed}");
+    assert!(printed.contains("[exit code: 1]"), "{printed}");
+    assert!(
+        listener.accept().is_err(),
+        "the connection reached the listener"
+    );
+    // The default allows it.
+    let out = dsh(&["run", "--sandbox", "read-only", "--", &command]);
+    assert_eq!(text(&out), "connected\n");
+}
+
+#[test]
+fn signal_scope_protects_the_server_from_its_commands() {
+    let Some(provider) = provider(dsh::LocalSandboxConfig::default()) else {
+        return;
+    };
+    if !provider.signals_scoped() {
+        eprintln!("skipped: signal scoping needs Landlock ABI 6");
+        return;
+    }
+    let mut server = Server::start(&["--sandbox", "workspace-write"]).unwrap();
+    let pid = server.child.id();
+    server.call(
+        "kill",
+        "bash",
+        bash(&format!("kill -TERM {pid}"), json!({})),
+    );
+    let said = server.text("kill");
+    assert!(said.contains("Operation not permitted"), "{said}");
+    server.call("alive", "bash", bash("echo still here", json!({})));
+    assert_eq!(server.text("alive"), "still here\n");
+    server.finish();
+}
+
+#[test]
+fn a_confined_background_task_shows_the_denial_marker_once_settled() {
+    if !landlock_usable() {
+        return;
+    }
+    let ws = outside_tmp();
+    let mut server =
+        Server::start(&["--sandbox", "read-only", "--cwd", path_str(ws.path())]).unwrap();
+    call_in_session(
+        &mut server,
+        "bg",
+        bash("touch bg-made", json!({"run_in_background": true})),
+    );
+    let started = server.text("bg");
+    let task = started
+        .strip_prefix("started background task ")
+        .unwrap()
+        .to_owned();
+    let mut last = String::new();
+    let mut n = 0;
+    let settled = wait_until(SOON, || {
+        n += 1;
+        let id = format!("read-{n}");
+        server.send(&json!({"id": id, "session": "s1", "tool": "bash_output", "arguments": {"task_id": task}}));
+        last = server.text(&id);
+        !last.contains("[status: running]")
+    });
+    assert!(settled, "{last}");
+    assert!(
+        last.ends_with(&format!(
+            "[status: completed, exit code: 1]\n{DENIED_RO}\n{HINT}"
+        )),
+        "{last}"
+    );
+    assert!(!ws.path().join("bg-made").exists());
+    // Every later read ends with the markers too, after the task's output was read to its end.
+    server.send(&json!({"id": "again", "session": "s1", "tool": "bash_output", "arguments": {"task_id": task}}));
+    let again = server.text("again");
+    assert_eq!(
+        again,
+        format!("(no new output)\n[status: completed, exit code: 1]\n{DENIED_RO}\n{HINT}")
+    );
+    server.finish();
+}
+
+#[test]
+fn network_deny_without_confinement_is_a_startup_error() {
+    let out = dsh(&[
+        "run",
+        "--sandbox",
+        "danger-full-access",
+        "--network",
+        "deny",
+        "--",
+        "true",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("--network deny needs a confined --sandbox mode"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn danger_full_access_runs_unconfined_with_its_facts() {
+    let elsewhere = outside_tmp();
+    let target = elsewhere.path().join("free");
+    let out = dsh(&[
+        "run",
+        "--sandbox",
+        "danger-full-access",
+        "--",
+        &format!("touch {}", path_str(&target)),
+    ]);
+    assert_eq!(
+        (text(&out).as_str(), out.status.code()),
+        ("(no output)", Some(0))
+    );
+    assert!(target.exists());
+}
+
+#[test]
+fn runner_settings_are_checked_at_startup_and_a_runner_confines() {
+    let out = dsh(&[
+        "run",
+        "--sandbox-runner-failure-signature",
+        "x: ",
+        "--",
+        "true",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("sandbox-local: runnerFailureSignatures requires runnerCommand")
+    );
+    let out = dsh(&["run", "--sandbox-runner", "/opt/runner", "--", "true"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains(
+        "sandbox-local: runnerCommand requires at least one runnerFailureSignatures entry"
+    ));
+    let out = dsh(&[
+        "run",
+        "--sandbox-runner",
+        "",
+        "--sandbox-runner-failure-signature",
+        "x: ",
+        "--",
+        "true",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("sandbox-local: runnerCommand entries must be non-empty")
+    );
+    let Some(bwrap) = dsh::actors::bash::sandbox::local::find_on_path("bwrap") else {
+        eprintln!("skipped the working-runner half: bwrap is not on PATH");
+        return;
+    };
+    if provider(dsh::LocalSandboxConfig {
+        backend: dsh::BackendChoice::Bwrap,
+        ..Default::default()
+    })
+    .is_none()
+    {
+        return;
+    }
+    let elsewhere = outside_tmp();
+    let out = dsh(&[
+        "run",
+        "--sandbox",
+        "read-only",
+        "--sandbox-runner",
+        path_str(&bwrap),
+        "--sandbox-runner-failure-signature",
+        "bwrap: ",
+        "--",
+        &format!("touch {}/nope", path_str(elsewhere.path())),
+    ]);
+    assert!(text(&out).contains(DENIED_RO), "{}", text(&out));
+    assert!(!elsewhere.path().join("nope").exists());
+}
+
+/// Under each containment mode, a confined command's grandchild that left the group and the session
+/// still dies when the task is killed (here by its timeout).
+#[test]
+fn a_confined_commands_escaped_grandchild_dies_under_cgroup_and_subreaper_containment() {
+    if !landlock_usable() {
+        return;
+    }
+    for mode in ["cgroup", "subreaper"] {
+        let Some(mut server) = Server::start_or_skip(&[
+            "--sandbox",
+            "read-only",
+            "--containment",
+            mode,
+            "--grace-ms",
+            "200",
+        ]) else {
+            continue;
+        };
+        server.call(
+            "escape",
+            "bash",
+            bash(
+                "setsid sleep 300 </dev/null >/dev/null 2>&1 & echo $!; sleep 300",
+                json!({"timeoutMs": 1000}),
+            ),
+        );
+        let said = server.text("escape");
+        assert!(said.contains("[timed out after 1000ms]"), "{mode}: {said}");
+        let pid: i32 = said.lines().next().unwrap().trim().parse().unwrap();
+        assert!(
+            wait_until(SOON, || !dsh::actors::process::signal::pid_is_live(pid)),
+            "{mode}: the escaped grandchild {pid} of a confined command survived"
+        );
+        server.finish();
+    }
+}
+
+/// A confined call that `--on-timeout background` moves to the background keeps its sandbox
+/// facts: when it is later denied a write, its `bash_output` ends with the denial marker.
+#[test]
+fn a_confined_call_moved_to_the_background_keeps_its_denial_marker() {
+    if !landlock_usable() {
+        return;
+    }
+    let ws = outside_tmp();
+    let gate = ws.path().join("go");
+    let mut server = Server::start(&[
+        "--sandbox",
+        "read-only",
+        "--on-timeout",
+        "background",
+        "--cwd",
+        path_str(ws.path()),
+    ])
+    .unwrap();
+    // It waits for the test's go (a file only the test can create: the command may not write),
+    // so it is surely still running at its timeout.
+    let script = format!(
+        "echo waiting; while [ ! -e '{}' ]; do sleep 0.05; done; touch late-made",
+        gate.display()
+    );
+    call_in_session(&mut server, "fg", bash(&script, json!({"timeoutMs": 300})));
+    let moved = server.text("fg");
+    let task = moved
+        .split("moved to background task ")
+        .nth(1)
+        .and_then(|rest| rest.split(';').next())
+        .unwrap_or_else(|| panic!("not moved: {moved}"))
+        .to_owned();
+    std::fs::write(&gate, b"").unwrap();
+    server.send(
+        &json!({"id": "read", "session": "s1", "tool": "bash_output",
+        "arguments": {"task_id": task, "wait": true, "timeout_ms": 30000}}),
+    );
+    let read = server.text("read");
+    assert!(
+        read.ends_with(&format!(
+            "[status: completed, exit code: 1]\n{DENIED_RO}\n{HINT}"
+        )),
+        "{read}"
+    );
+    assert!(!ws.path().join("late-made").exists());
+    server.finish();
+}

@@ -54,13 +54,16 @@
 //!
 //! ## Cost
 //!
-//! One check of a task with one reader is 3 ioctls on the master plus 4–6 small `/proc` reads;
-//! measured on this machine (2 cores, debug-free `--release` not needed): about 25–40 µs per
-//! call for `read`, a little more for `epoll` (one more file). Listing the candidates is the
-//! caller's: from the cgroup leaf's `cgroup.procs`, or [`session_members`], which walks all of
-//! `/proc` (about 1.5 µs per process on this machine, so ~0.5 ms with 300 processes). Polled every
-//! 50 ms for 100 waiting tasks that is well under 1% of a core; see the test
-//! `input_wait_cost` in `tests/input_wait.rs`, which prints the figures.
+//! One check of a task with one reader is 3 ioctls on the master plus 4–6 small `/proc` reads
+//! (`stat`, `syscall`, a `stat` of the descriptor, and for `select`/`poll` a read of
+//! `/proc/<pid>/mem`, for `epoll` one `fdinfo` file). Measured on this machine (2 cores shared
+//! with five other builds, so the figures are upper bounds), debug and release alike since the
+//! time is in the kernel: **25 µs** per check at a bash `read`, **35–60 µs** at `python3 -i`
+//! (`pselect6`) and **45–60 µs** at node's REPL (`epoll_pwait`). Polled every 50 ms that is
+//! 0.1% of a core per waiting task. Listing the candidates is the caller's and costs more when
+//! done by walking `/proc`: [`session_members`] took **1.5–5 ms for ~120 processes**; the
+//! runtime should use the cgroup leaf's `cgroup.procs` (one read) or one census walk for all
+//! tasks per poll. The test `input_wait_cost` in `tests/input_wait.rs` prints the figures.
 
 use std::fs;
 use std::io;

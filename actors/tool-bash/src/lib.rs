@@ -7,6 +7,7 @@ mod approval;
 mod args;
 mod definitions;
 mod escalation;
+pub mod keys;
 mod managed_env;
 mod render;
 mod structured;

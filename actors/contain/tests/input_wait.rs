@@ -319,3 +319,67 @@ fn input_wait_cost() {
         "a check must stay cheap: {check:?}"
     );
 }
+
+// ---- latency: from the prompt on the master to the verdict ----
+
+/// Polls every millisecond from the moment `prompt` is on the master until the verdict is a
+/// wait; returns how long that took, and how long after writing `answer` the verdict stopped
+/// being a wait.
+fn prompt_latency(argv: &[&str], prompt: &str, answer: &[u8]) -> (Duration, Duration) {
+    let mut s = tty(argv);
+    s.read_until(prompt);
+    let seen = Instant::now();
+    while !s.verdict().is_waiting() {
+        assert!(seen.elapsed() < terminal::SOON, "never waiting");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let to_wait = seen.elapsed();
+    s.write(answer);
+    let written = Instant::now();
+    while s.verdict().is_waiting() {
+        assert!(written.elapsed() < terminal::SOON, "never left the wait");
+    }
+    (to_wait, written.elapsed())
+}
+
+#[test]
+fn prompt_to_verdict_latency() {
+    let mut cases: Vec<(&str, Vec<&str>, &str, &[u8])> = vec![
+        (
+            "bash read -p",
+            vec!["bash", "-c", "read -p 'name? ' x; sleep 5"],
+            "name? ",
+            b"a\n",
+        ),
+        (
+            "python3 input()",
+            vec![
+                "python3",
+                "-c",
+                "input('name? '); import time; time.sleep(5)",
+            ],
+            "name? ",
+            b"a\n",
+        ),
+        (
+            "python3 -i",
+            vec!["python3", "-q", "-i"],
+            ">>> ",
+            b"import time; time.sleep(5)\r",
+        ),
+    ];
+    if have("node") {
+        cases.push((
+            "node",
+            vec!["node"],
+            "> ",
+            b"Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 5000)\r",
+        ));
+    }
+    for (name, argv, prompt, answer) in cases {
+        let (to_wait, to_leave) = prompt_latency(&argv, prompt, answer);
+        eprintln!(
+            "latency {name}: prompt on master -> waiting {to_wait:?}; answer written -> not waiting {to_leave:?}"
+        );
+    }
+}

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use dsh_contain::input_wait::{self, Input, Verdict};
 use dsh_contain::pty::{self, Pty, Size};
 use dsh_test_support::procfs::assert_all_gone;
-use dsh_test_support::wait::SOON;
+pub use dsh_test_support::wait::SOON;
 
 /// How the program gets its input.
 pub enum Mode {

@@ -296,6 +296,8 @@ impl Readers {
             match waits_for(pid, stat.tty_nr, target) {
                 Ok(true) => self.reading = true,
                 Ok(false) => {}
+                // Gone since its `stat` was read: as if it had not been a candidate.
+                Err(err) if err.kind() == io::ErrorKind::NotFound => {}
                 Err(_) => return Some(Verdict::NotWaiting(Reason::ProcUnreadable)),
             }
         }

@@ -11,7 +11,7 @@
 //!   fails with `EIO` once every process of the task has closed the terminal (the end of output).
 //! - [`attach_terminal`] is the child's part between `clone3` and `execve`: `setsid`,
 //!   `TIOCSCTTY`, `dup2` onto 0/1/2. It is async-signal-safe (raw libc calls only, no allocation),
-//!   so it fits the spawn's child code in [`crate::spawn`].
+//!   so it fits the spawn's child code in [`crate::spawn`](mod@crate::spawn).
 //! - What the input-wait check and the driver ask of a live terminal: [`line_mode`] (the `ECHO` and
 //!   `ICANON` bits of the terminal's termios), [`foreground_group`] (`tcgetpgrp`),
 //!   [`pending_output`] (bytes the program wrote that the runtime has not read yet), and

@@ -69,6 +69,7 @@ mod spill;
 mod stragglers;
 mod table;
 mod tail;
+pub mod terminal;
 mod watchdog_link;
 
 pub use abort::{AbortSignal, ensure_not_aborted, wait_abort};

@@ -17,6 +17,7 @@ mod definitions;
 mod error;
 mod escalation;
 mod executor_ref;
+pub mod keys;
 mod managed_env;
 mod outcome;
 mod render;

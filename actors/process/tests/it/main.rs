@@ -10,3 +10,4 @@
 mod common;
 mod manager;
 mod spawn;
+mod terminal;

@@ -61,11 +61,6 @@ pub use dsh_tool_bash::{
     ToolResult,
 };
 
-/// Not host API: the front ends still reach it here until they move to their own crate; use
-/// `dsh::actors::process::lock_unpoisoned`.
-#[doc(hidden)]
-pub use dsh_process::lock_unpoisoned;
-
 /// The actor crates, for hosts that talk to the actors by message.
 pub mod actors {
     pub use dsh_bash as bash;

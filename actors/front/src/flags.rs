@@ -31,7 +31,7 @@ const SANDBOX: &[(SandboxMode, &str)] = &[
 
 /// `--network`: TCP for confined commands.
 const NETWORK: &[(NetworkPolicy, &str)] = &[
-    (NetworkPolicy::Allow, "Not restricted (as the seeds)"),
+    (NetworkPolicy::Allow, "Not restricted"),
     (
         NetworkPolicy::Deny,
         "No TCP connect or bind, loopback included",
@@ -52,7 +52,7 @@ const SANDBOX_BACKEND: &[(BackendChoice, &str)] = &[
 const ON_TIMEOUT: &[(OnTimeout, &str)] = &[
     (
         OnTimeout::Kill,
-        "Killed (SIGTERM, then SIGKILL after the grace), as in the seeds",
+        "Killed (SIGTERM, then SIGKILL after the grace)",
     ),
     (
         OnTimeout::Background,
@@ -129,7 +129,7 @@ pub struct RuntimeFlags {
     #[arg(long)]
     pub no_signal_scope: bool,
     /// An operator's bwrap-shaped sandbox runner, one argv word per use (`--sandbox-runner
-    /// /opt/bin/bwrap`); skips backend selection. The seeds' profile and the command follow it.
+    /// /opt/bin/bwrap`); skips backend selection. dsh's bubblewrap profile and the command follow it.
     #[arg(long, value_name = "WORD")]
     pub sandbox_runner: Vec<String>,
     /// Text the runner prints when it itself fails (required with --sandbox-runner; repeatable).

@@ -32,8 +32,8 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use actix::{Actor, Addr};
-use dsh::lock_unpoisoned;
-use dsh::{AbortSignal, AgentRef, Runtime, ToolCall};
+use dsh::actors::process::lock_unpoisoned;
+use dsh::{AbortSignal, AgentRef, Runtime, Session, ToolCall};
 use serde_json::json;
 use serde_json::value::RawValue;
 use tokio::task::JoinSet;
@@ -43,7 +43,7 @@ use crate::flow::may_read;
 use crate::jsonl::approvals::{JsonlApprover, Pending};
 use crate::jsonl::line::{Id, Line, error_reply, parse_line};
 use crate::jsonl::sessions::Sessions;
-use crate::notices::session_agent;
+use crate::notices::forwarder;
 use crate::outbox::Outbox;
 use crate::signals::{self, Interrupts};
 use crate::stdio::{self, InputLine};
@@ -172,15 +172,20 @@ impl Server {
         }
     }
 
-    /// The agent of `session`, holding the session alive for the call it is given to.
-    fn agent(&mut self, session: &str) -> AgentRef {
+    /// The runtime's handle on `session`, holding the session alive for the call it is given to.
+    fn session(&mut self, session: &str) -> Session {
         let out = self.out.clone();
-        self.sessions.agent(session, || {
+        let agent = self.sessions.agent(session, || {
             let name = session.to_owned();
-            session_agent(name.clone(), move |notice| {
-                let _ = out.send(json!({"session": name, "notice": notice}).to_string());
-            })
-        })
+            let inbox = forwarder({
+                let name = name.clone();
+                move |notice| {
+                    let _ = out.send(json!({"session": name, "notice": notice}).to_string());
+                }
+            });
+            AgentRef::new(name, inbox)
+        });
+        self.runtime.session_of(agent)
     }
 
     /// Puts a call's id in flight; `None` (answered) when the id already is.
@@ -236,13 +241,15 @@ impl Server {
         if let Some(id) = &id {
             call = call.with_id(id.get());
         }
-        if let Some(session) = &session {
-            call = call.with_caller(self.agent(session));
-        }
+        // The handle holds the session's lease until the call has ended.
+        let handle = session.as_deref().map(|name| self.session(name));
         let (runtime, out, running) =
             (self.runtime.clone(), self.out.clone(), self.running.clone());
         self.calls.spawn(async move {
-            let result = runtime.call(call).await;
+            let result = match handle {
+                Some(handle) => handle.call(call).await,
+                None => runtime.call(call).await,
+            };
             if let Some(key) = &key {
                 lock_unpoisoned(&running).remove(key);
             }

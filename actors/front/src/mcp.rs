@@ -21,14 +21,14 @@ mod roots;
 mod stdio;
 mod tools;
 
-use dsh::lock_unpoisoned;
+use dsh::actors::process::lock_unpoisoned;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use dsh::actors::tool_bash::OutputPeek;
-use dsh::{AbortSignal, AgentRef, Runtime, ToolCall};
+use dsh::{AbortSignal, ToolCall};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ListToolsResult,
     PaginatedRequestParams, ServerConfig, Tool,
@@ -43,7 +43,7 @@ use crate::mcp::in_flight::Counted;
 use crate::mcp::log_gate::LogGate;
 use crate::mcp::roots::{apply_workspace, file_uri_path, usable_root};
 use crate::mcp::tools::{INSTRUCTIONS, mcp_tools, server_info};
-use crate::notices::session_agent;
+use crate::notices::forwarder;
 use crate::signals::{self, Interrupts};
 
 /// How long a call waits for the client to answer `roots/list` before running without a workspace.
@@ -51,7 +51,8 @@ const ROOTS_WAIT: Duration = Duration::from_secs(5);
 
 /// The connection's session: its agent identity and the notices not yet shown to the model.
 struct Session {
-    agent: AgentRef,
+    /// The runtime's handle on this connection's session.
+    handle: dsh::Session,
     /// Asks the client through `elicitation/create` (used only when it declared the capability).
     approver: actix::Recipient<dsh::ApprovalRequest>,
     pending: Arc<Mutex<Vec<String>>>,
@@ -71,7 +72,6 @@ struct Session {
 
 #[derive(Clone)]
 struct DshServer {
-    runtime: Runtime,
     session: Arc<Session>,
     tools: Arc<Vec<Tool>>,
     progress_interval: Duration,
@@ -114,8 +114,7 @@ impl DshServer {
     #[allow(deprecated, reason = "roots are how MCP clients name the workspace")]
     fn refresh_roots(&self, peer: Peer<RoleServer>) {
         let tx = self.session.workspace_tx.clone();
-        let runtime = self.runtime.clone();
-        let session_id = self.session.agent.session_id.clone();
+        let session = self.session.handle.clone();
         let offers_roots = peer
             .peer_info()
             .is_some_and(|info| info.capabilities.roots.is_some());
@@ -148,10 +147,7 @@ impl DshServer {
             tracing::info!(?root, "workspace from the client's roots");
             // The sandbox's writable workspace follows (or falls back to the server's own when the
             // roots went away), before any call is let through.
-            if let Err(err) = runtime
-                .set_session_workspace(&session_id, root.clone())
-                .await
-            {
+            if let Err(err) = session.set_workspace(root.clone()).await {
                 tracing::warn!(%err, "cannot set the session's sandbox workspace");
             }
             tx.send_replace(Some(root));
@@ -235,7 +231,6 @@ impl ServerHandler for DshServer {
         let mut guard = AbortOnDrop(Some(cancel.clone()));
         let peek = OutputPeek::new();
         let mut call = ToolCall::new(name, arguments)
-            .with_caller(self.session.agent.clone())
             .with_cancel(cancel.clone())
             .with_peek(peek.clone());
         if approvals::client_elicits(&context.peer) {
@@ -244,7 +239,7 @@ impl ServerHandler for DshServer {
         let _ticker = context.meta.get_progress_token().map(|token| {
             progress::start(context.peer.clone(), token, peek, self.progress_interval)
         });
-        let running = self.runtime.call(call);
+        let running = self.session.handle.call(call);
         tokio::pin!(running);
         let result = tokio::select! {
             result = &mut running => result,
@@ -327,23 +322,23 @@ pub async fn main(
     let logs = Arc::new(LogGate::default());
     let peer_slot: Arc<Mutex<Option<Peer<RoleServer>>>> = Arc::default();
     let session_id = new_session_id();
-    let agent = {
+    let handle = {
         let (pending, peer_slot, logs) = (pending.clone(), peer_slot.clone(), logs.clone());
-        session_agent(session_id.clone(), move |notice| {
+        let inbox = forwarder(move |notice| {
             lock_unpoisoned(&pending).push(notice.clone());
             if let Some(peer) = lock_unpoisoned(&peer_slot).clone() {
                 logging::send(peer, &logs, notice);
             }
-        })
+        });
+        runtime.session(session_id.clone(), inbox)
     };
     // With --cwd the workspace is settled; otherwise it waits for the client's roots.
     let (workspace_tx, workspace) = watch::channel(flags.cwd.as_ref().map(|_| None));
     let stdio = stdio::spawn(max_line_bytes, max_in_flight);
     let server = DshServer {
         tools: Arc::new(mcp_tools(&runtime)),
-        runtime: runtime.clone(),
         session: Arc::new(Session {
-            agent,
+            handle,
             approver: actix::Actor::start(approvals::McpApprover {
                 peer: peer_slot.clone(),
             })

@@ -1,8 +1,11 @@
 //! An agent stand-in for a front end: an actor whose mailbox receives the completion notices of one
-//! session and hands each to a callback (write a JSON line, queue it for the next MCP result, …).
+//! session and hands each to a callback (write a JSON line, queue it for the next MCP result, …),
+//! the inbox of a [`dsh::Session`].
 
 use actix::prelude::*;
-use dsh::{AgentRef, Inject};
+use dsh::Inject;
+#[cfg(doc)]
+use dsh::Runtime;
 
 /// Receives a session's notices.
 pub struct NoticeForwarder {
@@ -21,12 +24,12 @@ impl Handler<Inject> for NoticeForwarder {
     }
 }
 
-/// An agent for `session_id` whose notices go to `forward`. The forwarder lives as long as the returned
-/// reference (and its clones).
-pub fn session_agent(session_id: String, forward: impl FnMut(String) + 'static) -> AgentRef {
-    let addr = NoticeForwarder {
+/// An inbox whose notices go to `forward`, for [`Runtime::session`]. The forwarder lives as long
+/// as the returned recipient (and its clones).
+pub fn forwarder(forward: impl FnMut(String) + 'static) -> Recipient<Inject> {
+    NoticeForwarder {
         forward: Box::new(forward),
     }
-    .start();
-    AgentRef::new(session_id, addr.recipient())
+    .start()
+    .recipient()
 }

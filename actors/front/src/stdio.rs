@@ -17,7 +17,7 @@ use std::io::{BufRead, BufWriter, ErrorKind, Write};
 use std::os::fd::AsFd;
 use std::sync::{Arc, Condvar, Mutex};
 
-use dsh::lock_unpoisoned;
+use dsh::actors::process::lock_unpoisoned;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 

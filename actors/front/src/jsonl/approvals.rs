@@ -11,7 +11,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use actix::prelude::*;
-use dsh::{ApprovalOutcome, ApprovalRequest, lock_unpoisoned};
+use dsh::actors::process::lock_unpoisoned;
+use dsh::{ApprovalOutcome, ApprovalRequest};
 use serde_json::Value;
 use tokio::sync::oneshot;
 

@@ -7,7 +7,8 @@
 use std::sync::{Arc, Mutex};
 
 use actix::prelude::*;
-use dsh::{ApprovalOutcome, ApprovalRequest, lock_unpoisoned};
+use dsh::actors::process::lock_unpoisoned;
+use dsh::{ApprovalOutcome, ApprovalRequest};
 use rmcp::RoleServer;
 use rmcp::model::{
     ClientResult, ElicitRequest, ElicitRequestParams, ElicitationAction, ElicitationSchema,

@@ -15,7 +15,7 @@ use std::borrow::Cow;
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
-use dsh::lock_unpoisoned;
+use dsh::actors::process::lock_unpoisoned;
 use rmcp::model::{
     ClientNotification, ClientRequest, NumberOrString, ProtocolVersion, RequestId, ServerConfig,
     ServerResult,

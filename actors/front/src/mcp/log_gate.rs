@@ -13,7 +13,7 @@
     reason = "MCP logging is deprecated by SEP-2577 but is still how clients surface server messages"
 )]
 
-use dsh::lock_unpoisoned;
+use dsh::actors::process::lock_unpoisoned;
 use std::sync::Mutex;
 
 use rmcp::model::{LoggingLevel, ProtocolVersion};

@@ -13,10 +13,12 @@
 //! and the next process gets a fresh one. The reason is a kernel behaviour, not a policy: a cgroup
 //! that was ever written `cgroup.kill` kills every process later created into it with
 //! `CLONE_INTO_CGROUP` at birth, so one recycled killed leaf made every later command of a runtime
-//! die in 0 ms (`tests/long_day.rs` runs every kind of ending against one server). The pool checks twice: when a leaf comes back ([`LeafPool::release`]: the leaf's own
-//! record of the kill, the OOM counter, `cgroup.events`, `cgroup.procs`) and again when it is issued
-//! ([`LeafPool::acquire`]: the kernel's files once more, in case anything happened to it while
-//! parked). A killed task costs one fresh leaf (BENCHMARKS.md, "Cgroup leaves"). After a kill of the
+//! die in 0 ms (`actors/front/tests/it/long_day.rs` runs every kind of ending against one
+//! server). The pool checks a leaf in full when it comes back ([`LeafPool::release`]: the leaf's
+//! own record of the kill, the OOM counter, `cgroup.events`, `cgroup.procs`), and when it is
+//! issued again ([`LeafPool::acquire`]) re-reads `cgroup.events`: while parked only an outside
+//! writer can change it, and a process moved in shows there as `populated 1`.
+//! A killed task costs one fresh leaf (BENCHMARKS.md, "Cgroup leaves"). After a kill of the
 //! whole tree every leaf in it is spent, so [`LeafPool::retire`] empties the pool for good.
 
 use std::sync::Mutex;

@@ -360,6 +360,7 @@ pub async fn main(
     };
     tracing::info!(session = %session_id, "serving MCP on stdio");
     let disconnected = stdio.disconnected.clone();
+    let input_closed = stdio.input_closed.clone();
     let served = tokio::select! {
         served = server.serve((stdio.read, stdio.write)) => served,
         () = disconnected.cancelled() => Err(rmcp::service::ServerInitializeError::ConnectionClosed(
@@ -394,6 +395,12 @@ pub async fn main(
         }
         () = disconnected.cancelled() => {
             tracing::info!("the client closed our stdout; shutting down");
+            false
+        }
+        // MCP's stdio shutdown: every running call's command is killed now, not after rmcp's wait
+        // for its answer, and nothing is answered after the end of input.
+        () = input_closed.cancelled() => {
+            tracing::info!("the client closed our stdin; shutting down");
             false
         }
     };

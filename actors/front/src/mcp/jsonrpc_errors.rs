@@ -5,6 +5,8 @@
 //! -32700 for unparseable input, -32600 (with the id when there is one) for an invalid request object,
 //! and MCP wants -32602 for invalid `tools/call` params. [`screen`] answers exactly those lines and
 //! lets every other line through untouched; unknown tool names are refused by the server itself.
+//! Params that are not an object, and a `logging/setLevel` with no known level, are -32602 with
+//! the request's id (rmcp would answer -32600 or -32601).
 //!
 //! A request whose params are well formed but cannot be decoded (a lone surrogate, `1e400`, nesting
 //! past serde_json's recursion limit) would reach rmcp as unparsable input and get no answer at
@@ -119,9 +121,17 @@ pub fn screen(line: &str) -> Screened {
         |problem: &str| answer(INVALID_PARAMS, format!("Invalid params: {problem}"));
     match value("params") {
         Err(err) => return invalid_params(&err.to_string()),
+        Ok(Some(params)) if !params.is_object() => {
+            return invalid_params("\"params\" must be an object");
+        }
         Ok(params) if method == "tools/call" => {
             if let Some(problem) = tool_call_params_problem(params) {
                 return invalid_params(problem);
+            }
+        }
+        Ok(Some(params)) if method == "logging/setLevel" => {
+            if let Some(problem) = set_level_params_problem(&params) {
+                return invalid_params(&problem);
             }
         }
         Ok(_) => {}
@@ -134,6 +144,31 @@ pub fn screen(line: &str) -> Screened {
     match RequestKey::from_json(&id_value) {
         Some(key) if method == "tools/call" => Screened::ToolCall(key),
         _ => Screened::Pass,
+    }
+}
+
+/// The levels of `logging/setLevel` (RFC 5424's, as MCP names them).
+const LOG_LEVELS: [&str; 8] = [
+    "debug",
+    "info",
+    "notice",
+    "warning",
+    "error",
+    "critical",
+    "alert",
+    "emergency",
+];
+
+fn set_level_params_problem(params: &Value) -> Option<String> {
+    match params.get("level") {
+        Some(Value::String(level)) if LOG_LEVELS.contains(&level.as_str()) => None,
+        Some(Value::String(level)) => Some(format!(
+            "unknown logging level {}; known levels: {}",
+            Value::String(level.clone()),
+            LOG_LEVELS.join(", ")
+        )),
+        Some(_) => Some("\"level\" must be a string".to_owned()),
+        None => Some("missing \"level\"".to_owned()),
     }
 }
 
@@ -236,6 +271,27 @@ mod tests {
         );
         assert_eq!(
             screen(r#"{"jsonrpc":"2.0","id":"p","method":"ping"}"#),
+            Screened::Pass
+        );
+        // Params that are not an object are invalid params, answered with the request's id.
+        assert_eq!(
+            code_and_id(r#"{"jsonrpc":"2.0","id":2,"method":"ping","params":[]}"#),
+            Some((-32602, 2.into()))
+        );
+        assert_eq!(
+            code_and_id(
+                r#"{"jsonrpc":"2.0","id":3,"method":"logging/setLevel","params":{"level":"loud"}}"#
+            ),
+            Some((-32602, 3.into()))
+        );
+        assert_eq!(
+            code_and_id(r#"{"jsonrpc":"2.0","id":3,"method":"logging/setLevel","params":{}}"#),
+            Some((-32602, 3.into()))
+        );
+        assert_eq!(
+            screen(
+                r#"{"jsonrpc":"2.0","id":4,"method":"logging/setLevel","params":{"level":"info"}}"#
+            ),
             Screened::Pass
         );
         for good in [

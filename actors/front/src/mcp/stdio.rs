@@ -37,6 +37,9 @@ pub struct McpStdio {
     pub write: DuplexStream,
     /// Cancelled when the client closed our stdout.
     pub disconnected: CancellationToken,
+    /// Cancelled when the client closed our stdin: MCP's stdio shutdown, so the server kills
+    /// every command at once instead of letting rmcp wait for the running calls.
+    pub input_closed: CancellationToken,
     /// The `tools/call` requests forwarded and not yet handled; rmcp's service removes each
     /// (`mcp_in_flight::Counted`).
     pub in_flight: Arc<InFlight>,
@@ -76,9 +79,11 @@ pub fn spawn(max_line_bytes: usize, max_in_flight: usize) -> McpStdio {
     let output = stdio::spawn_writer();
     let input = stdio::spawn_reader(max_line_bytes);
     let in_flight = Arc::new(InFlight::default());
+    let input_closed = CancellationToken::new();
     let inbound = tokio::spawn(
         Inbound {
             feed,
+            input_closed: input_closed.clone(),
             replies: output.lines.clone(),
             in_flight: in_flight.clone(),
             held: VecDeque::new(),
@@ -87,9 +92,18 @@ pub fn spawn(max_line_bytes: usize, max_in_flight: usize) -> McpStdio {
         .run(input),
     );
     let lines = output.lines;
+    let closed = input_closed.clone();
     let outbound = tokio::spawn(async move {
         let mut from_rmcp = BufReader::new(drain).lines();
-        while let Ok(Some(line)) = from_rmcp.next_line().await {
+        loop {
+            // What rmcp wrote before the end of input goes out; nothing it writes after does (the
+            // calls the shutdown aborts are not answered).
+            let line = tokio::select! {
+                biased;
+                line = from_rmcp.next_line() => line,
+                () = closed.cancelled() => break,
+            };
+            let Ok(Some(line)) = line else { break };
             if lines.send(line).is_err() {
                 break;
             }
@@ -99,6 +113,7 @@ pub fn spawn(max_line_bytes: usize, max_in_flight: usize) -> McpStdio {
         read,
         write,
         disconnected: output.disconnected,
+        input_closed,
         in_flight,
         flush: Flush {
             inbound,
@@ -113,6 +128,8 @@ pub fn spawn(max_line_bytes: usize, max_in_flight: usize) -> McpStdio {
 struct Inbound {
     /// rmcp's input; dropping it is end of input for rmcp.
     feed: DuplexStream,
+    /// Cancelled at the end of our stdin.
+    input_closed: CancellationToken,
     replies: Outbox,
     in_flight: Arc<InFlight>,
     /// `tools/call` lines read while `max_in_flight` were in flight, in order.
@@ -136,8 +153,11 @@ impl Inbound {
                 () = self.in_flight.ended(), if !self.held.is_empty() => continue,
                 () = self.replies.room(), if full => continue,
             };
-            // End of input: dropping `feed` is end of input for rmcp.
-            let Some(line) = line else { return };
+            // End of input: dropping `feed` is end of input for rmcp, and the server shuts down.
+            let Some(line) = line else {
+                self.input_closed.cancel();
+                return;
+            };
             if self.handle(line).await.is_err() {
                 return;
             }

@@ -13,7 +13,8 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use dsh::actors::process::signal::pid_is_live;
-use dsh_test_support::wait::line_channel;
+use dsh_test_support::procfs::{assert_all_gone, live_with_cmdline};
+use dsh_test_support::wait::{line_channel, wait_until};
 use serde_json::{Value, json};
 
 const SOON: Duration = Duration::from_secs(30);
@@ -161,6 +162,27 @@ fn bad_json_rpc_gets_the_right_error_codes() {
             .unwrap()
             .contains("unknown tool \"nope\"")
     );
+    // Params that are not an object: -32602 with the request's id (the client must not have to
+    // wait for its own timeout), and an unknown logging level is invalid params, not -32601.
+    client.send_raw(r#"{"jsonrpc":"2.0","id":"p","method":"ping","params":[]}"#);
+    let reply = client.response("p");
+    assert_eq!((error_code(&reply), &reply["id"]), (-32602, &json!("p")));
+    client.send_raw(
+        r#"{"jsonrpc":"2.0","id":6,"method":"logging/setLevel","params":{"level":"loud"}}"#,
+    );
+    let reply = client.response(6);
+    assert_eq!(error_code(&reply), -32602);
+    assert!(
+        reply["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("unknown logging level \"loud\"; known levels: debug, info,"),
+        "{reply}"
+    );
+    client.send_raw(
+        r#"{"jsonrpc":"2.0","id":7,"method":"logging/setLevel","params":{"level":"warning"}}"#,
+    );
+    assert_eq!(client.response(7)["result"], json!({}));
     // Still serving.
     let ok = client.call(5, "bash", bash("echo alive"));
     assert_eq!(ok["result"]["content"][0]["text"], "alive\n");
@@ -547,6 +569,43 @@ fn the_client_closing_our_stdout_kills_everything_and_exits_0() {
     }
     wait_exit(&mut child);
     assert!(!pid_is_live(pid), "the background task was killed");
+}
+
+/// MCP's stdio shutdown: the client closes our stdin while a foreground call runs a command that
+/// ignores SIGTERM. The command is killed at once (not after rmcp's wait for the call's answer), the
+/// server exits 0, and the aborted call is not answered.
+#[test]
+fn the_client_closing_our_stdin_kills_a_running_call_at_once_and_answers_nothing_after() {
+    let marker = format!("dsh-mcp-eof-{}", std::process::id());
+    let mut client = Client::session("2025-06-18", json!({}), &[]);
+    client.send(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "bash",
+        "arguments": bash(&format!("trap '' TERM; exec -a {marker} sleep 300"))}}),
+    );
+    assert!(
+        wait_until(SOON, || !live_with_cmdline(&marker).is_empty()),
+        "the command never started"
+    );
+    let pids = live_with_cmdline(&marker);
+    let closed = Instant::now();
+    drop(client.stdin.take());
+    wait_exit(&mut client.child);
+    // The kill escalates to SIGKILL after `--grace-ms 300`; rmcp's own wait was 5 s.
+    assert!(
+        closed.elapsed() < Duration::from_millis(2_500),
+        "exit took {:?}",
+        closed.elapsed()
+    );
+    assert_all_gone(&pids, SOON);
+    let mut after = client.seen.clone();
+    while let Ok(line) = client.lines.recv_timeout(Duration::from_millis(200)) {
+        after.push(line);
+    }
+    assert!(
+        after.iter().all(|m| m["id"] != json!(1)),
+        "the aborted call was answered: {after:?}"
+    );
 }
 
 /// A sandbox escalation through `elicitation/create`: accept runs the command once under the wider

@@ -18,6 +18,10 @@ pub struct ApprovalRequest {
     pub session: Option<String>,
     /// The mode asked for.
     pub mode: SandboxMode,
+    /// The command the model wants to run under `mode`, as it wrote it.
+    pub command: String,
+    /// The model's justification, as it wrote it.
+    pub justification: String,
     /// `escalate sandbox to <mode>: <justification>`.
     pub reason: String,
 }

@@ -18,6 +18,7 @@ pub(crate) async fn escalate(
     config: &ToolBashConfig,
     standing: Option<&SandboxPolicy>,
     escalation: &Escalation,
+    command: &str,
     call: &ToolCall,
 ) -> Result<SandboxPolicy, EscalationError> {
     let Some(standing) = standing else {
@@ -45,6 +46,8 @@ pub(crate) async fn escalate(
         call_id: call.id.clone(),
         session: call.caller.as_ref().map(|c| c.session_id.clone()),
         mode,
+        command: command.to_owned(),
+        justification: escalation.justification.clone(),
         reason: approval_reason(mode, &escalation.justification),
     };
     // An answer that has arrived is honoured first; a cancel after a grant is caught below.

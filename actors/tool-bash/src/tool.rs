@@ -156,7 +156,8 @@ async fn bash(
     let escalation_offered = standing.is_some();
     let policy = match &args.escalation {
         Some(escalation) => {
-            let granted = escalate(config, standing.as_ref(), escalation, &call).await?;
+            let granted =
+                escalate(config, standing.as_ref(), escalation, &args.command, &call).await?;
             if call.cancel.as_ref().is_some_and(AbortSignal::is_aborted) {
                 // Cancelled after the grant: nothing is published.
                 return Err(ToolError::Aborted);

@@ -48,10 +48,7 @@ impl Handler<ApprovalRequest> for McpApprover {
             };
             let params = ElicitRequestParams::FormElicitationParams {
                 meta: None,
-                message: format!(
-                    "dsh asks to run one command with wider sandbox access. {}. Allow it once?",
-                    request.reason
-                ),
+                message: question(&request),
                 requested_schema: schema,
             };
             let answer = peer
@@ -78,5 +75,65 @@ impl Handler<ApprovalRequest> for McpApprover {
                 Ok(_) | Err(_) => ApprovalOutcome::Unavailable,
             }
         })
+    }
+}
+
+/// How long a command may be in the question; a longer one is cut, and says so.
+const COMMAND_SHOWN: usize = 400;
+
+/// The question the user sees: the command first, then the mode it asks for, then the model's
+/// justification (which the model wrote, so it comes last and cannot pose as the command).
+fn question(request: &ApprovalRequest) -> String {
+    let command = request.command.trim();
+    let shown = match command.char_indices().nth(COMMAND_SHOWN) {
+        Some((cut, _)) => format!(
+            "{}… ({} more characters)",
+            &command[..cut],
+            command[cut..].chars().count()
+        ),
+        None => command.to_owned(),
+    };
+    format!(
+        "dsh asks to run this command once with {mode} sandbox access:\n\n{shown}\n\n\
+         The model's reason: {justification}\n\nAllow it once?",
+        mode = request.mode,
+        justification = request.justification.trim(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dsh::SandboxMode;
+
+    fn request(command: &str) -> ApprovalRequest {
+        ApprovalRequest {
+            tool: "bash",
+            call_id: None,
+            session: None,
+            mode: SandboxMode::WorkspaceWrite,
+            command: command.to_owned(),
+            justification: "it writes a file".to_owned(),
+            reason: String::new(),
+        }
+    }
+
+    #[test]
+    fn the_question_shows_the_command_then_the_mode_then_the_reason() {
+        assert_eq!(
+            question(&request("touch out")),
+            "dsh asks to run this command once with workspace-write sandbox access:\n\ntouch out\n\n\
+             The model's reason: it writes a file\n\nAllow it once?"
+        );
+    }
+
+    #[test]
+    fn a_long_command_is_cut_on_a_character_boundary_and_says_how_much_is_left() {
+        let long = "é".repeat(COMMAND_SHOWN + 10);
+        let asked = question(&request(&long));
+        assert!(asked.contains(&format!(
+            "{}… (10 more characters)",
+            "é".repeat(COMMAND_SHOWN)
+        )));
     }
 }

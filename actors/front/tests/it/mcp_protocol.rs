@@ -610,7 +610,7 @@ fn the_client_closing_our_stdin_kills_a_running_call_at_once_and_answers_nothing
 
 /// A sandbox escalation through `elicitation/create`: accept runs the command once under the wider
 /// mode, decline is the user's rejection, cancel is a cancel; a client without the capability gets
-/// the seeds' "no approval channel" text.
+/// the "no approval channel" text.
 #[test]
 fn sandbox_escalations_are_approved_through_elicitation() {
     if dsh::LocalSandboxProvider::new(dsh::LocalSandboxConfig::default())
@@ -650,12 +650,15 @@ fn sandbox_escalations_are_approved_through_elicitation() {
         client.send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
             "params": {"name": "bash", "arguments": escalate(file)}}));
         let ask = client.wait_for(|m| m["method"] == "elicitation/create");
+        let question = ask["params"]["message"].as_str().unwrap();
+        let (command, mode, reason) = (
+            question.find(&format!("touch {file}")),
+            question.find("workspace-write"),
+            question.find("it writes a file"),
+        );
         assert!(
-            ask["params"]["message"]
-                .as_str()
-                .unwrap()
-                .contains("escalate sandbox to workspace-write: it writes a file"),
-            "{ask}"
+            command.is_some() && mode.is_some() && reason > command && reason > mode,
+            "the question shows the command and the mode, then the justification: {ask}"
         );
         let mut answer = json!({"action": action});
         if action == "accept" {

@@ -77,6 +77,10 @@ enum Mode {
         #[arg(long, default_value_t = mcp::progress::DEFAULT_INTERVAL_MS, value_name = "MS",
               value_parser = clap::value_parser!(u64).range(1..))]
         progress_interval_ms: u64,
+        /// Without --cwd, how long a call waits for the client to answer roots/list before it runs
+        /// without a client root (in the server's directory); logged at info when it runs out.
+        #[arg(long, default_value_t = mcp::DEFAULT_ROOTS_TIMEOUT_MS, value_name = "MS")]
+        roots_timeout_ms: u64,
     },
     /// Serve the tools as JSON lines on stdin/stdout (see README for the protocol).
     Jsonl {
@@ -152,9 +156,15 @@ fn main() {
                 max_line_bytes,
                 max_in_flight,
                 progress_interval_ms,
+                roots_timeout_ms,
             } => {
-                let interval = std::time::Duration::from_millis(progress_interval_ms);
-                mcp::main(flags, max_line_bytes, max_in_flight, interval).await
+                let options = mcp::McpOptions {
+                    max_line_bytes,
+                    max_in_flight,
+                    progress_interval: std::time::Duration::from_millis(progress_interval_ms),
+                    roots_timeout: std::time::Duration::from_millis(roots_timeout_ms),
+                };
+                mcp::main(flags, options).await
             }
             Mode::Jsonl {
                 flags,

@@ -46,8 +46,21 @@ use crate::mcp::tools::{INSTRUCTIONS, mcp_tools, server_info};
 use crate::notices::forwarder;
 use crate::signals::{self, Interrupts};
 
-/// How long a call waits for the client to answer `roots/list` before running without a workspace.
-const ROOTS_WAIT: Duration = Duration::from_secs(5);
+/// How long a call waits for the client to answer `roots/list` before running without a workspace,
+/// unless `--roots-timeout-ms` says otherwise.
+pub const DEFAULT_ROOTS_TIMEOUT_MS: u64 = 5_000;
+
+/// The settings of `dsh mcp` beside the runtime's.
+pub struct McpOptions {
+    /// `--max-line-bytes`.
+    pub max_line_bytes: usize,
+    /// `--max-in-flight`.
+    pub max_in_flight: usize,
+    /// `--progress-interval-ms`.
+    pub progress_interval: Duration,
+    /// `--roots-timeout-ms`.
+    pub roots_timeout: Duration,
+}
 
 /// The connection's session: its agent identity and the notices not yet shown to the model.
 struct Session {
@@ -77,6 +90,8 @@ struct DshServer {
     progress_interval: Duration,
     /// No `--cwd`: the workspace comes from the client's roots.
     uses_roots: bool,
+    /// How long a call waits for the client's roots.
+    roots_timeout: Duration,
 }
 
 /// Aborts the call if the handler future is dropped before it finished (the client went away or
@@ -102,10 +117,18 @@ impl DshServer {
     /// The workspace root, waiting (bounded) for the client's answer to `roots/list`.
     async fn workspace(&self) -> Option<PathBuf> {
         let mut workspace = self.session.workspace.clone();
-        let ready = tokio::time::timeout(ROOTS_WAIT, workspace.wait_for(Option::is_some)).await;
+        let ready =
+            tokio::time::timeout(self.roots_timeout, workspace.wait_for(Option::is_some)).await;
         match ready {
             Ok(Ok(root)) => root.clone().flatten(),
-            _ => None,
+            Ok(Err(_)) => None,
+            Err(_) => {
+                tracing::info!(
+                    timeout_ms = self.roots_timeout.as_millis(),
+                    "no answer to roots/list in time (--roots-timeout-ms); this call runs without a client root"
+                );
+                None
+            }
         }
     }
 
@@ -124,8 +147,9 @@ impl DshServer {
         }
         let asked = self.session.roots_asked.fetch_add(1, Ordering::SeqCst) + 1;
         let applied = self.session.roots_applied.clone();
+        let timeout = self.roots_timeout;
         tokio::spawn(async move {
-            let listed = tokio::time::timeout(ROOTS_WAIT, peer.list_roots()).await;
+            let listed = tokio::time::timeout(timeout, peer.list_roots()).await;
             let root = match listed {
                 Ok(Ok(result)) => result.roots.iter().find_map(|r| file_uri_path(&r.uri)),
                 Ok(Err(err)) => {
@@ -310,12 +334,13 @@ mod logging {
     }
 }
 
-pub async fn main(
-    flags: RuntimeFlags,
-    max_line_bytes: usize,
-    max_in_flight: usize,
-    progress_interval: Duration,
-) -> Result<i32, String> {
+pub async fn main(flags: RuntimeFlags, options: McpOptions) -> Result<i32, String> {
+    let McpOptions {
+        max_line_bytes,
+        max_in_flight,
+        progress_interval,
+        roots_timeout,
+    } = options;
     let mut interrupts = Interrupts::install(flags.shutdown_grace());
     let runtime = flags.start()?;
     let pending = Arc::new(Mutex::new(Vec::new()));
@@ -353,6 +378,7 @@ pub async fn main(
         }),
         progress_interval,
         uses_roots: flags.cwd.is_none(),
+        roots_timeout,
     };
     let server = Counted {
         inner: server,

@@ -527,6 +527,28 @@ fn without_cwd_the_first_file_root_is_the_workspace() {
     client.finish();
 }
 
+/// A client that declares roots but never answers `roots/list` holds a call back only for
+/// `--roots-timeout-ms`; the call then runs in the server's own directory.
+#[test]
+fn an_unanswered_roots_list_delays_a_call_only_for_the_roots_timeout() {
+    let mut client = Client::session(
+        "2025-06-18",
+        json!({"roots": {"listChanged": true}}),
+        &["--roots-timeout-ms", "200"],
+    );
+    client.wait_for(|m| m["method"] == "roots/list");
+    let asked = Instant::now();
+    let pwd = client.call(1, "bash", bash("pwd"));
+    // The default wait is 5 s; 200 ms and a spawn fit well inside 3 s on a loaded machine.
+    assert!(asked.elapsed() < Duration::from_secs(3), "{:?}", asked.elapsed());
+    let here = std::env::current_dir().unwrap().canonicalize().unwrap();
+    assert_eq!(
+        pwd["result"]["content"][0]["text"],
+        format!("{}\n", here.display())
+    );
+    client.finish();
+}
+
 #[test]
 fn the_client_closing_our_stdout_kills_everything_and_exits_0() {
     let mut client = Client::session("2025-06-18", json!({}), &[]);

@@ -27,6 +27,9 @@
 //! wired in `compose.rs`), the handle (`runtime.rs`), sessions (`session.rs`), shutdown
 //! (`shutdown.rs`) and errors (`error.rs`).
 
+#[cfg(not(target_os = "linux"))]
+compile_error!("dsh runs on Linux only: it is built on cgroups, pidfds, clone3 and Landlock");
+
 mod builder;
 mod compose;
 mod error;

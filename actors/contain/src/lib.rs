@@ -50,6 +50,9 @@
 //!   [`watchdog::Watchdog::goodbye`]. Dying without it makes the watchdog do the same.
 #![deny(missing_docs)]
 
+#[cfg(not(target_os = "linux"))]
+compile_error!("dsh runs on Linux only: it is built on cgroups, pidfds, clone3 and Landlock");
+
 pub mod census;
 pub mod cgroup;
 pub mod error;

@@ -540,7 +540,11 @@ fn an_unanswered_roots_list_delays_a_call_only_for_the_roots_timeout() {
     let asked = Instant::now();
     let pwd = client.call(1, "bash", bash("pwd"));
     // The default wait is 5 s; 200 ms and a spawn fit well inside 3 s on a loaded machine.
-    assert!(asked.elapsed() < Duration::from_secs(3), "{:?}", asked.elapsed());
+    assert!(
+        asked.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        asked.elapsed()
+    );
     let here = std::env::current_dir().unwrap().canonicalize().unwrap();
     assert_eq!(
         pwd["result"]["content"][0]["text"],

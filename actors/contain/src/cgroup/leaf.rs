@@ -4,11 +4,14 @@
 //! Apart from the tree (`cgroup.rs`) because a leaf is what the pool, the spawn and the process
 //! crate hold and ask, one per process, while the tree is made and destroyed once per runtime.
 
+use std::fs::File;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use nix::fcntl::{OFlag, open};
+use nix::fcntl::{OFlag, open, openat};
 use nix::sys::stat::Mode;
 
 use super::{Limits, mkdir, remove_dirs, write};
@@ -22,6 +25,11 @@ use crate::host::LimitSource;
 pub struct Leaf {
     pub(super) v2: PathBuf,
     pub(super) v2_dir: OwnedFd,
+    /// The v2 leaf's `cgroup.events`, opened at the first look and kept for the life of the leaf:
+    /// a cgroup file read again from offset 0 shows its current state, so each later look is one
+    /// `pread` instead of a path walk, an open, a size query, two reads and a close (a command
+    /// costs four looks).
+    pub(super) events: OnceLock<File>,
     pub(super) v1: Vec<PathBuf>,
     pub(super) v1_procs: Vec<OwnedFd>,
     pub(super) oom: Option<OomSource>,
@@ -87,13 +95,15 @@ impl Leaf {
     /// Opens the fresh v2 leaf directory `v2` (already made) as a leaf with `limits`, no v1 twins
     /// and no OOM counter yet.
     pub(super) fn new(v2: PathBuf, limits: Limits) -> Result<Self> {
+        let v2_dir = open(
+            &v2,
+            OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| Error::io("open", &v2, e.into()))?;
         Ok(Leaf {
-            v2_dir: open(
-                &v2,
-                OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
-                Mode::empty(),
-            )
-            .map_err(|e| Error::io("open", &v2, e.into()))?,
+            events: OnceLock::new(),
+            v2_dir,
             v2,
             v1: Vec::new(),
             v1_procs: Vec::new(),
@@ -180,12 +190,12 @@ impl Leaf {
     /// could have done there) shows in `cgroup.events`, which is the one read this costs on the spawn
     /// path.
     pub fn check_still_idle(&self) -> std::result::Result<(), Spent> {
-        let events = std::fs::read_to_string(self.v2.join("cgroup.events"))
-            .map_err(|_| Spent::Unreadable)?;
-        if events::field(&events, "populated").is_none_or(|v| v != 0) {
+        let mut buf = [0; EVENTS_BYTES];
+        let events = self.read_events(&mut buf).map_err(|_| Spent::Unreadable)?;
+        if events::field(events, "populated").is_none_or(|v| v != 0) {
             return Err(Spent::Populated);
         }
-        if events::field(&events, "frozen").is_some_and(|v| v != 0) {
+        if events::field(events, "frozen").is_some_and(|v| v != 0) {
             return Err(Spent::Frozen);
         }
         Ok(())
@@ -225,7 +235,31 @@ impl Leaf {
 
     /// Whether any process is left in the leaf.
     pub fn is_populated(&self) -> Result<bool> {
-        events::populated(&self.v2.join("cgroup.events"))
+        let mut buf = [0; EVENTS_BYTES];
+        let events = self
+            .read_events(&mut buf)
+            .map_err(|e| Error::io("read", self.v2.join("cgroup.events"), e))?;
+        Ok(events::field(events, "populated").is_some_and(|v| v != 0))
+    }
+
+    /// The current text of the leaf's `cgroup.events`, read into `buf`.
+    fn read_events<'b>(&self, buf: &'b mut [u8; EVENTS_BYTES]) -> std::io::Result<&'b str> {
+        let file = match self.events.get() {
+            Some(file) => file,
+            None => {
+                let opened = openat(
+                    &self.v2_dir,
+                    "cgroup.events",
+                    OFlag::O_RDONLY | OFlag::O_CLOEXEC,
+                    Mode::empty(),
+                )?;
+                // One thread at a time asks a leaf; should two race, the loser's file is closed.
+                let _ = self.events.set(File::from(opened));
+                self.events.get().ok_or(std::io::ErrorKind::NotFound)?
+            }
+        };
+        let n = file.read_at(buf, 0)?;
+        std::str::from_utf8(&buf[..n]).map_err(|_| std::io::ErrorKind::InvalidData.into())
     }
 
     /// Resolves once every process of the leaf has exited (`populated 0`; zombies do not count).
@@ -241,7 +275,7 @@ impl Leaf {
     pub async fn wait_empty(&self) -> Result<()> {
         let events = self.v2.join("cgroup.events");
         loop {
-            if !events::populated(&events)? {
+            if !self.is_populated()? {
                 return Ok(());
             }
             let opened: Vec<(i32, std::os::fd::OwnedFd)> = self
@@ -295,3 +329,6 @@ impl Leaf {
         remove_dirs(self.v1.iter().chain(std::iter::once(&self.v2)))
     }
 }
+
+/// Room for the whole of a `cgroup.events` (`populated 0\nfrozen 0\n` today).
+const EVENTS_BYTES: usize = 128;

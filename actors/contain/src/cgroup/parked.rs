@@ -31,6 +31,7 @@ impl ParkedLeaf {
     pub(crate) fn unpark(self) -> Result<Leaf> {
         Ok(Leaf {
             v2_dir: open_dir(&self.v2)?,
+            events: std::sync::OnceLock::new(),
             v1_procs: self
                 .v1
                 .iter()

@@ -10,19 +10,24 @@
 //! `mcp/stdio.rs`). Sandbox escalations are approved through `elicitation/create` when the client
 //! declared it (`mcp/approvals.rs`). A session that began with `initialize` is asked for roots and
 //! approvals with requests of the server's own; a 2026-07-28 session, which has none, through input
-//! rounds of its calls (`mcp/input_rounds.rs`, `mcp/runs.rs`). At most `--max-in-flight` `tools/call` requests are handed to rmcp at once
+//! rounds of its calls (`mcp/input_rounds.rs`, `mcp/runs.rs`). A long `bash` call of a client with the
+//! Tasks extension becomes an MCP task (`mcp/foreground.rs`, `mcp/tasks.rs`). At most `--max-in-flight` `tools/call` requests are handed to rmcp at once
 //! (`mcp/stdio.rs`, `flow.rs`); rmcp serves the server wrapped in `in_flight::Counted`, which
 //! marks the end of each.
 
 mod approvals;
+mod foreground;
 mod in_flight;
 mod input_rounds;
 mod jsonrpc_errors;
 mod log_gate;
+mod logging;
 pub mod progress;
 mod roots;
 mod runs;
+mod session;
 mod stdio;
+mod tasks;
 mod tools;
 mod workspace;
 
@@ -30,21 +35,24 @@ use dsh::actors::process::lock_unpoisoned;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use dsh::{AbortSignal, ApprovalOutcome, ToolCall, ToolResult};
+use dsh::ToolCall;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ListToolsResult,
-    PaginatedRequestParams, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CancelTaskParams, GetTaskParams, GetTaskResult,
+    ListToolsResult, PaginatedRequestParams, ServerConfig, Tool, UpdateTaskParams,
 };
 use rmcp::service::{NotificationContext, Peer, RequestContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use serde_json::Value;
 
 use crate::flags::RuntimeFlags;
+use crate::mcp::foreground::Foreground;
 use crate::mcp::in_flight::Counted;
 use crate::mcp::input_rounds::{Lifecycle, ROOTS, RoundApprover, Rounds};
 use crate::mcp::log_gate::LogGate;
 use crate::mcp::roots::apply_workspace;
-use crate::mcp::runs::{Run, Step};
+use crate::mcp::runs::Run;
+use crate::mcp::session::{Session, new_session_id};
+use crate::mcp::tasks::Tasks;
 use crate::mcp::tools::{INSTRUCTIONS, mcp_tools, server_info};
 use crate::mcp::workspace::Workspace;
 use crate::notices::forwarder;
@@ -53,6 +61,8 @@ use crate::signals::{self, Interrupts};
 /// How long a call waits for the client to answer `roots/list` before running without a workspace,
 /// unless `--roots-timeout-ms` says otherwise.
 pub const DEFAULT_ROOTS_TIMEOUT_MS: u64 = 5_000;
+
+pub use crate::mcp::tasks::DEFAULT_TASK_AFTER_MS;
 
 /// The settings of `dsh mcp` beside the runtime's.
 pub struct McpOptions {
@@ -64,104 +74,15 @@ pub struct McpOptions {
     pub progress_interval: Duration,
     /// `--roots-timeout-ms`.
     pub roots_timeout: Duration,
-}
-
-/// The connection's session: its agent identity and the notices not yet shown to the model.
-struct Session {
-    /// The runtime's handle on this connection's session.
-    handle: dsh::Session,
-    /// Asks a handshake-era client through `elicitation/create` (used only when it declared the
-    /// capability).
-    approver: actix::Recipient<dsh::ApprovalRequest>,
-    /// Hands a 2026-07-28 call's approvals back to its run, for an input round.
-    round_approver: actix::Recipient<dsh::ApprovalRequest>,
-    /// The calls parked on approval rounds.
-    rounds: Arc<Rounds>,
-    pending: Arc<Mutex<Vec<String>>>,
-    logs: Arc<LogGate>,
-    workspace: Workspace,
+    /// `--task-after-ms`.
+    pub task_after: Duration,
 }
 
 #[derive(Clone)]
 struct DshServer {
     session: Arc<Session>,
     tools: Arc<Vec<Tool>>,
-    progress_interval: Duration,
-}
-
-/// Aborts the call if the handler future is dropped before it finished (the client went away or
-/// cancelled and the transport dropped the request).
-struct AbortOnDrop(Option<AbortSignal>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        if let Some(signal) = self.0.take() {
-            signal.abort("cancelled by the MCP client");
-        }
-    }
-}
-
-impl DshServer {
-    /// Runs `run` until it ends, is cancelled, or (2026-07-28) asks for an approval, which parks it
-    /// and answers its request with the input round.
-    async fn drive(
-        &self,
-        mut run: Run,
-        name: String,
-        arguments: Value,
-        context: &RequestContext<RoleServer>,
-    ) -> CallToolResponse {
-        let mut guard = AbortOnDrop(Some(run.cancel.clone()));
-        let _ticker = context.meta.get_progress_token().map(|token| {
-            progress::start(
-                context.peer.clone(),
-                token,
-                run.peek.clone(),
-                self.progress_interval,
-            )
-        });
-        let mut cancelled = false;
-        loop {
-            let step = tokio::select! {
-                step = run.step() => step,
-                () = context.ct.cancelled(), if !cancelled => {
-                    run.cancel.abort("cancelled by the MCP client");
-                    cancelled = true;
-                    continue;
-                }
-            };
-            match step {
-                Step::Done(result) => {
-                    guard.0 = None;
-                    return self.reply(result).into();
-                }
-                Step::Asks(ask) if cancelled => {
-                    let _ = ask.answer.send(ApprovalOutcome::Cancelled);
-                }
-                Step::Asks(ask) => {
-                    guard.0 = None;
-                    return self.session.rounds.park(name, arguments, run, ask).into();
-                }
-            }
-        }
-    }
-
-    /// The MCP result of a call: its text, then any notices not yet shown, and the same facts as
-    /// `structuredContent`.
-    fn reply(&self, result: ToolResult) -> CallToolResult {
-        let mut content = vec![ContentBlock::text(result.text)];
-        let notices = std::mem::take(&mut *lock_unpoisoned(&self.session.pending));
-        if !notices.is_empty() {
-            content.push(ContentBlock::text(notices.join("\n")));
-        }
-        let mut reply = if result.is_error {
-            CallToolResult::error(content)
-        } else {
-            CallToolResult::success(content)
-        };
-        reply.structured_content = result.structured;
-        reply
-    }
+    foreground: Foreground,
 }
 
 impl ServerHandler for DshServer {
@@ -191,6 +112,33 @@ impl ServerHandler for DshServer {
         self.session.logs.observe(context.protocol_version(), None);
         self.session.logs.set_level(request.level);
         Ok(())
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        _: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        let tasks = &self.session.tasks;
+        tasks.get(&request.task_id).map_err(invalid_params)
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        _: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let tasks = &self.session.tasks;
+        (tasks.update(&request.task_id, &request.input_responses)).map_err(invalid_params)
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        _: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let tasks = &self.session.tasks;
+        tasks.cancel(&request.task_id).map_err(invalid_params)
     }
 
     async fn list_tools(
@@ -233,8 +181,8 @@ impl ServerHandler for DshServer {
                 .session
                 .rounds
                 .resume(state, &name, &arguments, request.input_responses.as_ref())
-                .map_err(|err| ErrorData::invalid_params(err.to_string(), None))?;
-            return Ok(self.drive(run, name, arguments, &context).await);
+                .map_err(invalid_params)?;
+            return Ok(self.foreground.drive(run, name, arguments, &context).await);
         }
         let lifecycle = Lifecycle::of(&context);
         let workspace = &self.session.workspace;
@@ -272,54 +220,13 @@ impl ServerHandler for DshServer {
             call = call.with_approver(approver);
         }
         let run = Run::start(&self.session.handle, call, asking);
-        Ok(self.drive(run, name, arguments, &context).await)
+        Ok(self.foreground.drive(run, name, arguments, &context).await)
     }
 }
 
-/// A session id for this connection: unique per process and connection.
-fn new_session_id() -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    format!("mcp-{}-{nanos:08x}", std::process::id())
-}
-
-/// MCP logging, deprecated by SEP-2577 but still how clients surface a server's messages; kept in one
-/// place so it is easy to replace.
-#[allow(
-    deprecated,
-    reason = "notices are also sent as MCP log notifications, as the issue asks"
-)]
-mod logging {
-    use rmcp::RoleServer;
-    use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam, ServerCapabilities};
-    use rmcp::service::Peer;
-    use serde_json::Value;
-
-    use crate::mcp::log_gate::LogGate;
-
-    pub fn capabilities() -> ServerCapabilities {
-        ServerCapabilities::builder()
-            .enable_tools()
-            .enable_logging()
-            .build()
-    }
-
-    /// Sends a notice at `info`, if the gate allows it now.
-    pub fn send(peer: Peer<RoleServer>, gate: &LogGate, text: String) {
-        if !gate.allows(LoggingLevel::Info) {
-            return;
-        }
-        tokio::spawn(async move {
-            let param =
-                LoggingMessageNotificationParam::new(LoggingLevel::Info, Value::String(text))
-                    .with_logger("dsh");
-            if let Err(err) = peer.notify_logging_message(param).await {
-                tracing::debug!(%err, "could not send a notice as a log notification");
-            }
-        });
-    }
+/// A refused request's -32602, with the reason.
+fn invalid_params(err: impl std::fmt::Display) -> ErrorData {
+    ErrorData::invalid_params(err.to_string(), None)
 }
 
 pub async fn main(flags: RuntimeFlags, options: McpOptions) -> Result<i32, String> {
@@ -328,6 +235,7 @@ pub async fn main(flags: RuntimeFlags, options: McpOptions) -> Result<i32, Strin
         max_in_flight,
         progress_interval,
         roots_timeout,
+        task_after,
     } = options;
     let mut interrupts = Interrupts::install(flags.shutdown_grace());
     let runtime = flags.start()?;
@@ -346,26 +254,37 @@ pub async fn main(flags: RuntimeFlags, options: McpOptions) -> Result<i32, Strin
         runtime.session(session_id.clone(), inbox)
     };
     let rounds = Arc::new(Rounds::new(session_id.clone(), max_in_flight));
+    let tasks = Arc::new(Tasks::new(
+        session_id.clone(),
+        flags.max_finished_tasks,
+        progress_interval.as_millis() as u64,
+    ));
     let stdio = stdio::spawn(max_line_bytes, max_in_flight);
+    let session = Arc::new(Session {
+        approver: actix::Actor::start(approvals::McpApprover {
+            peer: peer_slot.clone(),
+        })
+        .recipient(),
+        round_approver: actix::Actor::start(RoundApprover {
+            asking: rounds.asking.clone(),
+        })
+        .recipient(),
+        rounds,
+        tasks,
+        pending,
+        logs,
+        // With --cwd the workspace is settled; otherwise it comes from the client's roots.
+        workspace: Workspace::new(handle.clone(), flags.cwd.is_some(), roots_timeout),
+        handle,
+    });
     let server = DshServer {
         tools: Arc::new(mcp_tools(&runtime)),
-        session: Arc::new(Session {
-            approver: actix::Actor::start(approvals::McpApprover {
-                peer: peer_slot.clone(),
-            })
-            .recipient(),
-            round_approver: actix::Actor::start(RoundApprover {
-                asking: rounds.asking.clone(),
-            })
-            .recipient(),
-            rounds,
-            pending,
-            logs,
-            // With --cwd the workspace is settled; otherwise it comes from the client's roots.
-            workspace: Workspace::new(handle.clone(), flags.cwd.is_some(), roots_timeout),
-            handle,
-        }),
-        progress_interval,
+        session: session.clone(),
+        foreground: Foreground {
+            session,
+            progress_interval,
+            task_after,
+        },
     };
     let server = Counted {
         inner: server,

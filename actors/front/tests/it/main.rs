@@ -25,6 +25,7 @@ mod long_day;
 mod mcp_client;
 mod mcp_protocol;
 mod mcp_rounds;
+mod mcp_tasks;
 mod mcp_ts;
 mod nofile;
 mod on_timeout;

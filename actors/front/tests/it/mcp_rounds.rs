@@ -2,9 +2,11 @@
 //! and its approvals through input rounds: the `tools/call` answers `input_required`, and the
 //! retried call carries the answers. Raw JSON-RPC, line by line.
 
+use dsh_test_support::procfs::{assert_all_gone, live_with_cmdline};
+use dsh_test_support::wait::wait_until;
 use serde_json::{Value, json};
 
-use crate::mcp_raw::{Client, bash, error_code};
+use crate::mcp_raw::{Client, SOON, bash, error_code, inline_meta};
 
 fn text(reply: &Value) -> &str {
     reply["result"]["content"][0]["text"]
@@ -162,5 +164,47 @@ fn a_handshake_era_session_is_asked_with_requests_not_rounds() {
         "{pwd}"
     );
     assert_eq!(text(&pwd), format!("{}\n", root.display()));
+    client.finish();
+}
+
+/// The retried call is the request that runs the approved command: cancelling it kills the command,
+/// and nothing is left running.
+#[test]
+fn cancelling_the_retried_call_kills_the_approved_command() {
+    if dsh::LocalSandboxProvider::new(dsh::LocalSandboxConfig::default())
+        .unwrap()
+        .verdict()
+        .is_err()
+    {
+        eprintln!("skipped: no sandbox backend is usable here");
+        return;
+    }
+    let ws = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let cwd = ws.path().to_str().unwrap().to_owned();
+    let marker = format!("dsh-mcp-round-{}", std::process::id());
+    let escalate = json!({"command": format!("sleep 3600; echo {marker}"), "description": "test",
+        "sandbox_permissions": "workspace-write", "justification": "it needs to"});
+    let elicits = json!({"elicitation": {}});
+    let mut client = Client::start(&["--sandbox", "read-only", "--cwd", &cwd]);
+    let asked = client.call_inline(1, escalate.clone(), elicits.clone(), json!({}));
+    let state = asked["result"]["requestState"].as_str().unwrap().to_owned();
+    let params = json!({"name": "bash", "arguments": escalate,
+        "requestState": state,
+        "inputResponses": {"approval": {"action": "accept", "content": {"approve": true}}},
+        "_meta": inline_meta(elicits)});
+    client.send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": params}));
+    assert!(
+        wait_until(SOON, || !live_with_cmdline(&marker).is_empty()),
+        "the approved command never started"
+    );
+    let pids = live_with_cmdline(&marker);
+    client.send(
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": 2, "reason": "test"}}),
+    );
+    assert_all_gone(&pids, SOON);
+    // The server goes on.
+    let after = client.call_inline(3, bash("echo after"), json!({}), json!({}));
+    assert_eq!(text(&after), "after\n");
     client.finish();
 }

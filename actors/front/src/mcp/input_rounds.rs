@@ -232,3 +232,65 @@ impl Handler<ApprovalRequest> for RoundApprover {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mcp::runs::Step;
+    use dsh::SandboxMode;
+    use serde_json::json;
+
+    fn ask() -> (Ask, oneshot::Receiver<ApprovalOutcome>) {
+        let (answer, answered) = oneshot::channel();
+        let request = ApprovalRequest {
+            tool: "bash",
+            call_id: None,
+            session: None,
+            mode: SandboxMode::WorkspaceWrite,
+            command: "touch out".to_owned(),
+            justification: "it writes a file".to_owned(),
+            reason: String::new(),
+        };
+        (Ask { request, answer }, answered)
+    }
+
+    #[tokio::test]
+    async fn a_state_resumes_its_own_call_once_and_the_oldest_gives_way_past_the_limit() {
+        let rounds = Arc::new(Rounds::new("s".to_owned(), 1));
+        let (a, b) = (json!({"command": "a"}), json!({"command": "b"}));
+        let (first_ask, first_answered) = ask();
+        let first = rounds.park("bash".to_owned(), a.clone(), Run::ended("a"), first_ask);
+        let first_state = first.request_state.unwrap();
+        assert!(first.input_requests.unwrap().contains_key(APPROVAL));
+        let other = rounds.resume(&first_state, "bash", &b, None);
+        assert!(matches!(other, Err(ResumeError::OtherCall)));
+
+        let (second_ask, second_answered) = ask();
+        let second = rounds.park("bash".to_owned(), b.clone(), Run::ended("b"), second_ask);
+        let second_state = second.request_state.unwrap();
+        assert_ne!(first_state, second_state);
+        // One may be parked: the first gave way, cancelled, and its state is gone.
+        assert_eq!(first_answered.await.unwrap(), ApprovalOutcome::Cancelled);
+        let gone = rounds.resume(&first_state, "bash", &a, None);
+        assert!(matches!(gone, Err(ResumeError::Unknown)));
+
+        let responses: InputResponses = [(APPROVAL.to_owned(), json!({"action": "accept"}))].into();
+        let mut run = rounds
+            .resume(&second_state, "bash", &b, Some(&responses))
+            .unwrap();
+        assert_eq!(second_answered.await.unwrap(), ApprovalOutcome::AllowedOnce);
+        assert!(matches!(run.step().await, Step::Done(result) if result.text == "b"));
+        let again = rounds.resume(&second_state, "bash", &b, Some(&responses));
+        assert!(matches!(again, Err(ResumeError::Unknown)));
+    }
+
+    #[tokio::test]
+    async fn a_retry_without_an_answer_is_no_approval_channel() {
+        let rounds = Arc::new(Rounds::new("s".to_owned(), 4));
+        let (asked, answered) = ask();
+        let parked = rounds.park("bash".to_owned(), json!({}), Run::ended(""), asked);
+        let state = parked.request_state.unwrap();
+        rounds.resume(&state, "bash", &json!({}), None).unwrap();
+        assert_eq!(answered.await.unwrap(), ApprovalOutcome::Unavailable);
+    }
+}

@@ -126,3 +126,24 @@ impl Run {
         }
     }
 }
+
+#[cfg(test)]
+impl Run {
+    /// A run that ends at once with `text`, for the tests of what holds runs.
+    pub fn ended(text: &str) -> Self {
+        let result = ToolResult {
+            text: text.to_owned(),
+            is_error: false,
+            outcome: None,
+            error: None,
+            structured: None,
+        };
+        Self {
+            running: Box::pin(async move { result }),
+            asked: None,
+            _listed: None,
+            cancel: AbortSignal::new(),
+            peek: OutputPeek::new(),
+        }
+    }
+}

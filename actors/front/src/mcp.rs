@@ -256,6 +256,7 @@ pub async fn main(flags: RuntimeFlags, options: McpOptions) -> Result<i32, Strin
     let rounds = Arc::new(Rounds::new(session_id.clone(), max_in_flight));
     let tasks = Arc::new(Tasks::new(
         session_id.clone(),
+        max_in_flight,
         flags.max_finished_tasks,
         progress_interval.as_millis() as u64,
     ));

@@ -54,8 +54,12 @@ impl Foreground {
                 .client_capabilities()
                 .is_some_and(|c| c.supports_tasks()))
         .then_some(self.task_after);
+        let mut stays = false;
         if task_after == Some(Duration::ZERO) {
-            return self.become_task(run);
+            match self.become_task(run) {
+                Ok(handle) => return handle,
+                Err(back) => (run, stays) = (back, true),
+            }
         }
         let becomes_task = async {
             match task_after {
@@ -82,9 +86,15 @@ impl Foreground {
                     cancelled = true;
                     continue;
                 }
-                () = &mut becomes_task, if !cancelled => {
-                    guard.0 = None;
-                    return self.become_task(run);
+                () = &mut becomes_task, if !cancelled && !stays => {
+                    match self.become_task(run) {
+                        Ok(handle) => {
+                            guard.0 = None;
+                            return handle;
+                        }
+                        Err(back) => (run, stays) = (back, true),
+                    }
+                    continue;
                 }
             };
             match step {
@@ -103,13 +113,12 @@ impl Foreground {
         }
     }
 
-    /// Hands `run` to the session's tasks and answers with the task handle.
-    fn become_task(&self, run: Run) -> CallToolResponse {
+    /// Hands `run` to the session's tasks and answers with the task handle, or gives it back when
+    /// as many tasks run as may.
+    fn become_task(&self, run: Run) -> Result<CallToolResponse, Run> {
         let session = self.session.clone();
-        let handle = self
-            .session
-            .tasks
-            .start(run, move |result| session.reply(result));
-        CallToolResponse::Task(handle)
+        let tasks = &self.session.tasks;
+        let handle = tasks.start(run, move |result| session.reply(result))?;
+        Ok(CallToolResponse::Task(handle))
     }
 }

@@ -83,28 +83,44 @@ pub struct Tasks {
     records: Mutex<VecDeque<Record>>,
     issued: AtomicU64,
     session_id: String,
+    /// At most this many run at once (`--max-in-flight`).
+    max_running: usize,
     keep_finished: usize,
     poll_interval_ms: u64,
 }
 
 impl Tasks {
-    pub fn new(session_id: String, keep_finished: usize, poll_interval_ms: u64) -> Self {
+    pub fn new(
+        session_id: String,
+        max_running: usize,
+        keep_finished: usize,
+        poll_interval_ms: u64,
+    ) -> Self {
         Self {
             records: Mutex::default(),
             issued: AtomicU64::new(0),
             session_id,
+            max_running,
             keep_finished,
             poll_interval_ms,
         }
     }
 
     /// Makes `run` a task, driven to its end here; `finish` makes its result what the request
-    /// would have carried.
+    /// would have carried. With as many tasks running as `--max-in-flight` allows, the run is given
+    /// back and stays in the foreground (and in the request count that backpressure bounds).
     pub fn start(
         self: &Arc<Self>,
         mut run: Run,
         finish: impl FnOnce(ToolResult) -> CallToolResult + Send + 'static,
-    ) -> CreateTaskResult {
+    ) -> Result<CreateTaskResult, Run> {
+        let mut records = lock_unpoisoned(&self.records);
+        if records.iter().filter(|r| !r.state.finished()).count() >= self.max_running {
+            tracing::info!(
+                "as many MCP tasks run as --max-in-flight allows; the call stays in the foreground"
+            );
+            return Err(run);
+        }
         let id = format!(
             "{}/task-{}",
             self.session_id,
@@ -121,7 +137,8 @@ impl Tasks {
             state: TaskState::Working,
         };
         let handle = self.task_of(&record);
-        lock_unpoisoned(&self.records).push_back(record);
+        records.push_back(record);
+        drop(records);
         tracing::info!(task = %id, "a bash call became an MCP task");
         let tasks = Arc::downgrade(self);
         tokio::spawn(async move {
@@ -143,7 +160,7 @@ impl Tasks {
                 }
             }
         });
-        CreateTaskResult::new(handle)
+        Ok(CreateTaskResult::new(handle))
     }
 
     /// `tasks/get`.

@@ -268,3 +268,32 @@ fn finished_task_records_are_dropped_oldest_first_beyond_the_retention_limit() {
     assert_eq!(second["result"]["status"], "completed", "{second}");
     client.finish();
 }
+
+/// At most `--max-in-flight` calls run as tasks: past that a call stays in the foreground, where
+/// backpressure counts it.
+#[test]
+fn past_max_in_flight_running_tasks_a_call_stays_in_the_foreground() {
+    let ws = tempfile::tempdir().unwrap();
+    let cwd = ws.path().to_str().unwrap();
+    let mut client = Client::start(&["--task-after-ms", "0", "--max-in-flight", "1", "--cwd", cwd]);
+    let caps = with_tasks(json!({}));
+    let first = client.call_inline(1, command("sleep 3600"), caps.clone(), json!({}));
+    assert_eq!(first["result"]["resultType"], "task", "{first}");
+    let task = first["result"]["taskId"].as_str().unwrap().to_owned();
+    let second = client.call_inline(2, command("echo two"), caps.clone(), json!({}));
+    assert_eq!(second["result"]["content"][0]["text"], "two\n", "{second}");
+    let ack = request(
+        &mut client,
+        3,
+        "tasks/cancel",
+        json!({"taskId": task}),
+        &caps,
+    );
+    assert_eq!(ack["result"]["resultType"], "complete", "{ack}");
+    let mut id = 10;
+    let done = poll(&mut client, &mut id, &task, &caps, |t| {
+        t["status"] != "working"
+    });
+    assert_eq!(done["status"], "cancelled", "{done}");
+    client.finish();
+}

@@ -129,7 +129,9 @@ impl ServerHandler for DshServer {
         _: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
         let tasks = &self.session.tasks;
-        (tasks.update(&request.task_id, &request.input_responses)).map_err(invalid_params)
+        tasks
+            .update(&request.task_id, &request.input_responses)
+            .map_err(invalid_params)
     }
 
     async fn cancel_task(

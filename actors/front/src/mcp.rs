@@ -255,7 +255,11 @@ pub async fn main(flags: RuntimeFlags, options: McpOptions) -> Result<i32, Strin
         });
         runtime.session(session_id.clone(), inbox)
     };
-    let rounds = Arc::new(Rounds::new(session_id.clone(), max_in_flight));
+    let rounds = Arc::new(Rounds::new(
+        session_id.clone(),
+        max_in_flight,
+        input_rounds::PARKED_FOR,
+    ));
     let tasks = Arc::new(Tasks::new(
         session_id.clone(),
         max_in_flight,

@@ -94,17 +94,20 @@ pub struct Rounds {
     issued: AtomicU64,
     /// At most this many parked at once.
     limit: usize,
+    /// How long one waits for its retry ([`PARKED_FOR`]).
+    parked_for: Duration,
     /// Makes each state this session's own.
     session_id: String,
 }
 
 impl Rounds {
-    pub fn new(session_id: String, limit: usize) -> Self {
+    pub fn new(session_id: String, limit: usize, parked_for: Duration) -> Self {
         Self {
             asking: Arc::default(),
             parked: Mutex::default(),
             issued: AtomicU64::new(0),
             limit: limit.max(1),
+            parked_for,
             session_id,
         }
     }
@@ -142,9 +145,9 @@ impl Rounds {
             let _ = oldest.answer.send(ApprovalOutcome::Cancelled);
         }
         let rounds = Arc::downgrade(self);
-        let expiring = state.clone();
+        let (expiring, parked_for) = (state.clone(), self.parked_for);
         tokio::spawn(async move {
-            tokio::time::sleep(PARKED_FOR).await;
+            tokio::time::sleep(parked_for).await;
             if let Some(rounds) = rounds.upgrade()
                 && let Some(parked) = rounds.take(&expiring)
             {
@@ -256,7 +259,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_state_resumes_its_own_call_once_and_the_oldest_gives_way_past_the_limit() {
-        let rounds = Arc::new(Rounds::new("s".to_owned(), 1));
+        let rounds = Arc::new(Rounds::new("s".to_owned(), 1, PARKED_FOR));
         let (a, b) = (json!({"command": "a"}), json!({"command": "b"}));
         let (first_ask, first_answered) = ask();
         let first = rounds.park("bash".to_owned(), a.clone(), Run::ended("a"), first_ask);
@@ -286,11 +289,22 @@ mod tests {
 
     #[tokio::test]
     async fn a_retry_without_an_answer_is_no_approval_channel() {
-        let rounds = Arc::new(Rounds::new("s".to_owned(), 4));
+        let rounds = Arc::new(Rounds::new("s".to_owned(), 4, PARKED_FOR));
         let (asked, answered) = ask();
         let parked = rounds.park("bash".to_owned(), json!({}), Run::ended(""), asked);
         let state = parked.request_state.unwrap();
         rounds.resume(&state, "bash", &json!({}), None).unwrap();
         assert_eq!(answered.await.unwrap(), ApprovalOutcome::Unavailable);
+    }
+
+    #[tokio::test]
+    async fn a_call_not_retried_in_time_is_cancelled_and_its_state_forgotten() {
+        let rounds = Arc::new(Rounds::new("s".to_owned(), 4, Duration::from_millis(50)));
+        let (asked, answered) = ask();
+        let parked = rounds.park("bash".to_owned(), json!({}), Run::ended(""), asked);
+        assert_eq!(answered.await.unwrap(), ApprovalOutcome::Cancelled);
+        let state = parked.request_state.unwrap();
+        let late = rounds.resume(&state, "bash", &json!({}), None);
+        assert!(matches!(late, Err(ResumeError::Unknown)));
     }
 }

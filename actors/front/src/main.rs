@@ -81,6 +81,10 @@ enum Mode {
         /// without a client root (in the server's directory); logged at info when it runs out.
         #[arg(long, default_value_t = mcp::DEFAULT_ROOTS_TIMEOUT_MS, value_name = "MS")]
         roots_timeout_ms: u64,
+        /// A bash call of a client that declared the MCP Tasks extension and still running after
+        /// this long is answered with a task handle (polled with tasks/get); 0: always a task.
+        #[arg(long, default_value_t = mcp::DEFAULT_TASK_AFTER_MS, value_name = "MS")]
+        task_after_ms: u64,
     },
     /// Serve the tools as JSON lines on stdin/stdout (see README for the protocol).
     Jsonl {
@@ -157,12 +161,14 @@ fn main() {
                 max_in_flight,
                 progress_interval_ms,
                 roots_timeout_ms,
+                task_after_ms,
             } => {
                 let options = mcp::McpOptions {
                     max_line_bytes,
                     max_in_flight,
                     progress_interval: std::time::Duration::from_millis(progress_interval_ms),
                     roots_timeout: std::time::Duration::from_millis(roots_timeout_ms),
+                    task_after: std::time::Duration::from_millis(task_after_ms),
                 };
                 mcp::main(flags, options).await
             }

@@ -5,50 +5,64 @@
 //! also sent as a log notification when the protocol version and the client's level allow it
 //! (`mcp/log_gate.rs`). MCP request cancellation aborts a foreground call; a `progressToken` gets progress
 //! notifications while the call runs (`mcp/progress.rs`). Results carry `structuredContent` beside the
-//! unchanged text. Without `--cwd`, the client's first `file://` root is the workspace (`mcp/roots.rs`).
-//! Malformed JSON-RPC is answered before rmcp sees it (`mcp/jsonrpc_errors.rs`, `mcp/stdio.rs`).
-//! Sandbox escalations are approved through `elicitation/create` when the client declared it
-//! (`mcp/approvals.rs`). At most `--max-in-flight` `tools/call` requests are handed to rmcp at once
+//! unchanged text. Without `--cwd`, the client's first `file://` root is the workspace
+//! (`mcp/workspace.rs`). Malformed JSON-RPC is answered before rmcp sees it (`mcp/jsonrpc_errors.rs`,
+//! `mcp/stdio.rs`). Sandbox escalations are approved through `elicitation/create` when the client
+//! declared it (`mcp/approvals.rs`). A session that began with `initialize` is asked for roots and
+//! approvals with requests of the server's own; a 2026-07-28 session, which has none, through input
+//! rounds of its calls (`mcp/input_rounds.rs`, `mcp/runs.rs`). A long `bash` call of a client with the
+//! Tasks extension becomes an MCP task (`mcp/foreground.rs`, `mcp/tasks.rs`). At most `--max-in-flight` `tools/call` requests are handed to rmcp at once
 //! (`mcp/stdio.rs`, `flow.rs`); rmcp serves the server wrapped in `in_flight::Counted`, which
 //! marks the end of each.
 
 mod approvals;
+mod foreground;
 mod in_flight;
+mod input_rounds;
 mod jsonrpc_errors;
 mod log_gate;
+mod logging;
 pub mod progress;
 mod roots;
+mod runs;
+mod session;
 mod stdio;
+mod tasks;
 mod tools;
+mod workspace;
 
 use dsh::actors::process::lock_unpoisoned;
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use dsh::actors::tool_bash::OutputPeek;
-use dsh::{AbortSignal, ToolCall};
+use dsh::ToolCall;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ListToolsResult,
-    PaginatedRequestParams, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CancelTaskParams, GetTaskParams, GetTaskResult,
+    ListToolsResult, PaginatedRequestParams, ServerConfig, Tool, UpdateTaskParams,
 };
 use rmcp::service::{NotificationContext, Peer, RequestContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use serde_json::Value;
-use tokio::sync::watch;
 
 use crate::flags::RuntimeFlags;
+use crate::mcp::foreground::Foreground;
 use crate::mcp::in_flight::Counted;
+use crate::mcp::input_rounds::{Lifecycle, ROOTS, RoundApprover, Rounds};
 use crate::mcp::log_gate::LogGate;
-use crate::mcp::roots::{apply_workspace, file_uri_path, usable_root};
+use crate::mcp::roots::apply_workspace;
+use crate::mcp::runs::Run;
+use crate::mcp::session::{Session, new_session_id};
+use crate::mcp::tasks::Tasks;
 use crate::mcp::tools::{INSTRUCTIONS, mcp_tools, server_info};
+use crate::mcp::workspace::Workspace;
 use crate::notices::forwarder;
 use crate::signals::{self, Interrupts};
 
 /// How long a call waits for the client to answer `roots/list` before running without a workspace,
 /// unless `--roots-timeout-ms` says otherwise.
 pub const DEFAULT_ROOTS_TIMEOUT_MS: u64 = 5_000;
+
+pub use crate::mcp::tasks::DEFAULT_TASK_AFTER_MS;
 
 /// The settings of `dsh mcp` beside the runtime's.
 pub struct McpOptions {
@@ -60,123 +74,15 @@ pub struct McpOptions {
     pub progress_interval: Duration,
     /// `--roots-timeout-ms`.
     pub roots_timeout: Duration,
-}
-
-/// The connection's session: its agent identity and the notices not yet shown to the model.
-struct Session {
-    /// The runtime's handle on this connection's session.
-    handle: dsh::Session,
-    /// Asks the client through `elicitation/create` (used only when it declared the capability).
-    approver: actix::Recipient<dsh::ApprovalRequest>,
-    pending: Arc<Mutex<Vec<String>>>,
-    logs: Arc<LogGate>,
-    /// `None` while the client's roots are being asked for; then the workspace root, if any.
-    workspace: watch::Receiver<Option<Option<PathBuf>>>,
-    workspace_tx: Arc<watch::Sender<Option<Option<PathBuf>>>>,
-    /// The roots were asked for (at `initialized`, or at the first call of a session without one).
-    roots_requested: AtomicBool,
-    /// How many times the roots were asked for; each answer is numbered by the request it answers.
-    roots_asked: AtomicU64,
-    /// The number of the answer applied last. Held while an answer is applied, so the sandbox's
-    /// workspace and the published one change together, and an older answer that arrives after a
-    /// newer one is dropped.
-    roots_applied: Arc<tokio::sync::Mutex<u64>>,
+    /// `--task-after-ms`.
+    pub task_after: Duration,
 }
 
 #[derive(Clone)]
 struct DshServer {
     session: Arc<Session>,
     tools: Arc<Vec<Tool>>,
-    progress_interval: Duration,
-    /// No `--cwd`: the workspace comes from the client's roots.
-    uses_roots: bool,
-    /// How long a call waits for the client's roots.
-    roots_timeout: Duration,
-}
-
-/// Aborts the call if the handler future is dropped before it finished (the client went away or
-/// cancelled and the transport dropped the request).
-struct AbortOnDrop(Option<AbortSignal>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        if let Some(signal) = self.0.take() {
-            signal.abort("cancelled by the MCP client");
-        }
-    }
-}
-
-impl DshServer {
-    /// Asks for the roots once per session, if they decide the workspace.
-    fn ensure_roots(&self, peer: &Peer<RoleServer>) {
-        if self.uses_roots && !self.session.roots_requested.swap(true, Ordering::SeqCst) {
-            self.refresh_roots(peer.clone());
-        }
-    }
-
-    /// The workspace root, waiting (bounded) for the client's answer to `roots/list`.
-    async fn workspace(&self) -> Option<PathBuf> {
-        let mut workspace = self.session.workspace.clone();
-        let ready =
-            tokio::time::timeout(self.roots_timeout, workspace.wait_for(Option::is_some)).await;
-        match ready {
-            Ok(Ok(root)) => root.clone().flatten(),
-            Ok(Err(_)) => None,
-            Err(_) => {
-                tracing::info!(
-                    timeout_ms = self.roots_timeout.as_millis(),
-                    "no answer to roots/list in time (--roots-timeout-ms); this call runs without a client root"
-                );
-                None
-            }
-        }
-    }
-
-    /// Asks the client for its roots (when it has any and `--cwd` was not given) and publishes the
-    /// first `file://` one.
-    #[allow(deprecated, reason = "roots are how MCP clients name the workspace")]
-    fn refresh_roots(&self, peer: Peer<RoleServer>) {
-        let tx = self.session.workspace_tx.clone();
-        let session = self.session.handle.clone();
-        let offers_roots = peer
-            .peer_info()
-            .is_some_and(|info| info.capabilities.roots.is_some());
-        if !offers_roots {
-            tx.send_replace(Some(None));
-            return;
-        }
-        let asked = self.session.roots_asked.fetch_add(1, Ordering::SeqCst) + 1;
-        let applied = self.session.roots_applied.clone();
-        let timeout = self.roots_timeout;
-        tokio::spawn(async move {
-            let listed = tokio::time::timeout(timeout, peer.list_roots()).await;
-            let root = match listed {
-                Ok(Ok(result)) => result.roots.iter().find_map(|r| file_uri_path(&r.uri)),
-                Ok(Err(err)) => {
-                    tracing::info!(%err, "the client did not list its roots");
-                    None
-                }
-                Err(_) => {
-                    tracing::info!("the client did not answer roots/list in time");
-                    None
-                }
-            };
-            let root = root.as_deref().and_then(usable_root);
-            let mut applied = applied.lock().await;
-            if *applied > asked {
-                tracing::info!(?root, "an older roots/list answer arrived late; dropped");
-                return;
-            }
-            *applied = asked;
-            tracing::info!(?root, "workspace from the client's roots");
-            // The sandbox's writable workspace follows (or falls back to the server's own when the
-            // roots went away), before any call is let through.
-            if let Err(err) = session.set_workspace(root.clone()).await {
-                tracing::warn!(%err, "cannot set the session's sandbox workspace");
-            }
-            tx.send_replace(Some(root));
-        });
-    }
+    foreground: Foreground,
 }
 
 impl ServerHandler for DshServer {
@@ -187,13 +93,11 @@ impl ServerHandler for DshServer {
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
-        self.ensure_roots(&context.peer);
+        self.session.workspace.ensure(&context.peer);
     }
 
     async fn on_roots_list_changed(&self, context: NotificationContext<RoleServer>) {
-        if self.uses_roots {
-            self.refresh_roots(context.peer);
-        }
+        self.session.workspace.changed(context.peer);
     }
 
     #[allow(
@@ -208,6 +112,35 @@ impl ServerHandler for DshServer {
         self.session.logs.observe(context.protocol_version(), None);
         self.session.logs.set_level(request.level);
         Ok(())
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        _: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        let tasks = &self.session.tasks;
+        tasks.get(&request.task_id).map_err(invalid_params)
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        _: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let tasks = &self.session.tasks;
+        tasks
+            .update(&request.task_id, &request.input_responses)
+            .map_err(invalid_params)
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        _: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let tasks = &self.session.tasks;
+        tasks.cancel(&request.task_id).map_err(invalid_params)
     }
 
     async fn list_tools(
@@ -241,97 +174,61 @@ impl ServerHandler for DshServer {
                 None,
             ));
         }
-        let mut arguments = request
+        let arguments = request
             .arguments
             .map(Value::Object)
             .unwrap_or_else(|| Value::Object(Default::default()));
-        self.ensure_roots(&context.peer);
+        if let Some(state) = &request.request_state {
+            let run = self
+                .session
+                .rounds
+                .resume(state, &name, &arguments, request.input_responses.as_ref())
+                .map_err(invalid_params)?;
+            return Ok(self.foreground.drive(run, name, arguments, &context).await);
+        }
+        let lifecycle = Lifecycle::of(&context);
+        let workspace = &self.session.workspace;
+        let approver = match lifecycle {
+            Lifecycle::Handshake => {
+                workspace.ensure(&context.peer);
+                approvals::client_elicits(&context.peer).then(|| self.session.approver.clone())
+            }
+            Lifecycle::Inline => {
+                let capabilities = context.client_capabilities().unwrap_or_default();
+                #[allow(deprecated, reason = "roots are how MCP clients name the workspace")]
+                let offers_roots = capabilities.roots.is_some();
+                let listed = request.input_responses.as_ref().and_then(|r| r.get(ROOTS));
+                if let Some(listed) = listed {
+                    workspace.apply_listed(listed).await;
+                } else if workspace.needs_round(offers_roots) {
+                    return Ok(input_rounds::ask_roots().into());
+                }
+                capabilities
+                    .elicitation
+                    .is_some()
+                    .then(|| self.session.round_approver.clone())
+            }
+        };
+        let mut effective = arguments.clone();
         if name == "bash"
-            && let Some(root) = self.workspace().await
+            && let Some(root) = workspace.current().await
         {
-            apply_workspace(&mut arguments, &root);
+            apply_workspace(&mut effective, &root);
         }
-        let cancel = AbortSignal::new();
-        let mut guard = AbortOnDrop(Some(cancel.clone()));
-        let peek = OutputPeek::new();
-        let mut call = ToolCall::new(name, arguments)
-            .with_cancel(cancel.clone())
-            .with_peek(peek.clone());
-        if approvals::client_elicits(&context.peer) {
-            call = call.with_approver(self.session.approver.clone());
+        let asking = (lifecycle == Lifecycle::Inline && approver.is_some())
+            .then_some(&self.session.rounds.asking);
+        let mut call = ToolCall::new(name.clone(), effective);
+        if let Some(approver) = approver {
+            call = call.with_approver(approver);
         }
-        let _ticker = context.meta.get_progress_token().map(|token| {
-            progress::start(context.peer.clone(), token, peek, self.progress_interval)
-        });
-        let running = self.session.handle.call(call);
-        tokio::pin!(running);
-        let result = tokio::select! {
-            result = &mut running => result,
-            () = context.ct.cancelled() => {
-                cancel.abort("cancelled by the MCP client");
-                running.await
-            }
-        };
-        guard.0 = None;
-        let mut content = vec![ContentBlock::text(result.text)];
-        let notices = std::mem::take(&mut *lock_unpoisoned(&self.session.pending));
-        if !notices.is_empty() {
-            content.push(ContentBlock::text(notices.join("\n")));
-        }
-        let mut reply = if result.is_error {
-            CallToolResult::error(content)
-        } else {
-            CallToolResult::success(content)
-        };
-        reply.structured_content = result.structured;
-        Ok(reply.into())
+        let run = Run::start(&self.session.handle, call, asking);
+        Ok(self.foreground.drive(run, name, arguments, &context).await)
     }
 }
 
-/// A session id for this connection: unique per process and connection.
-fn new_session_id() -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    format!("mcp-{}-{nanos:08x}", std::process::id())
-}
-
-/// MCP logging, deprecated by SEP-2577 but still how clients surface a server's messages; kept in one
-/// place so it is easy to replace.
-#[allow(
-    deprecated,
-    reason = "notices are also sent as MCP log notifications, as the issue asks"
-)]
-mod logging {
-    use rmcp::RoleServer;
-    use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam, ServerCapabilities};
-    use rmcp::service::Peer;
-    use serde_json::Value;
-
-    use crate::mcp::log_gate::LogGate;
-
-    pub fn capabilities() -> ServerCapabilities {
-        ServerCapabilities::builder()
-            .enable_tools()
-            .enable_logging()
-            .build()
-    }
-
-    /// Sends a notice at `info`, if the gate allows it now.
-    pub fn send(peer: Peer<RoleServer>, gate: &LogGate, text: String) {
-        if !gate.allows(LoggingLevel::Info) {
-            return;
-        }
-        tokio::spawn(async move {
-            let param =
-                LoggingMessageNotificationParam::new(LoggingLevel::Info, Value::String(text))
-                    .with_logger("dsh");
-            if let Err(err) = peer.notify_logging_message(param).await {
-                tracing::debug!(%err, "could not send a notice as a log notification");
-            }
-        });
-    }
+/// A refused request's -32602, with the reason.
+fn invalid_params(err: impl std::fmt::Display) -> ErrorData {
+    ErrorData::invalid_params(err.to_string(), None)
 }
 
 pub async fn main(flags: RuntimeFlags, options: McpOptions) -> Result<i32, String> {
@@ -340,6 +237,7 @@ pub async fn main(flags: RuntimeFlags, options: McpOptions) -> Result<i32, Strin
         max_in_flight,
         progress_interval,
         roots_timeout,
+        task_after,
     } = options;
     let mut interrupts = Interrupts::install(flags.shutdown_grace());
     let runtime = flags.start()?;
@@ -357,28 +255,43 @@ pub async fn main(flags: RuntimeFlags, options: McpOptions) -> Result<i32, Strin
         });
         runtime.session(session_id.clone(), inbox)
     };
-    // With --cwd the workspace is settled; otherwise it waits for the client's roots.
-    let (workspace_tx, workspace) = watch::channel(flags.cwd.as_ref().map(|_| None));
+    let rounds = Arc::new(Rounds::new(
+        session_id.clone(),
+        max_in_flight,
+        input_rounds::PARKED_FOR,
+    ));
+    let tasks = Arc::new(Tasks::new(
+        session_id.clone(),
+        max_in_flight,
+        flags.max_finished_tasks,
+        progress_interval.as_millis() as u64,
+    ));
     let stdio = stdio::spawn(max_line_bytes, max_in_flight);
+    let session = Arc::new(Session {
+        approver: actix::Actor::start(approvals::McpApprover {
+            peer: peer_slot.clone(),
+        })
+        .recipient(),
+        round_approver: actix::Actor::start(RoundApprover {
+            asking: rounds.asking.clone(),
+        })
+        .recipient(),
+        rounds,
+        tasks,
+        pending,
+        logs,
+        // With --cwd the workspace is settled; otherwise it comes from the client's roots.
+        workspace: Workspace::new(handle.clone(), flags.cwd.is_some(), roots_timeout),
+        handle,
+    });
     let server = DshServer {
         tools: Arc::new(mcp_tools(&runtime)),
-        session: Arc::new(Session {
-            handle,
-            approver: actix::Actor::start(approvals::McpApprover {
-                peer: peer_slot.clone(),
-            })
-            .recipient(),
-            pending,
-            logs,
-            workspace,
-            workspace_tx: Arc::new(workspace_tx),
-            roots_requested: AtomicBool::new(false),
-            roots_asked: AtomicU64::new(0),
-            roots_applied: Arc::default(),
-        }),
-        progress_interval,
-        uses_roots: flags.cwd.is_none(),
-        roots_timeout,
+        session: session.clone(),
+        foreground: Foreground {
+            session,
+            progress_interval,
+            task_after,
+        },
     };
     let server = Counted {
         inner: server,

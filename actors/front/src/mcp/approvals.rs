@@ -1,5 +1,7 @@
 //! Escalation approvals over MCP: an `elicitation/create` (form mode) to the client, when the client
-//! declared the elicitation capability at `initialize`. Accept → `allowed-once` (unless the form
+//! declared the elicitation capability — sent as a request in a handshake-era session (declared at
+//! `initialize`), or as an input request of the call in a 2026-07-28 one (declared in the call's
+//! `_meta`; `mcp/input_rounds.rs`), with the same question either way. Accept → `allowed-once` (unless the form
 //! says `approve: false`), decline → `rejected`, cancel → `cancelled`; a failed request →
 //! `unavailable`. Without the capability a call has no approver, so an escalation gets the
 //! "no approval channel is available" text (docs/CONTRACT.md, "`bash`").
@@ -11,8 +13,8 @@ use dsh::actors::process::lock_unpoisoned;
 use dsh::{ApprovalOutcome, ApprovalRequest};
 use rmcp::RoleServer;
 use rmcp::model::{
-    ClientResult, ElicitRequest, ElicitRequestParams, ElicitationAction, ElicitationSchema,
-    ServerRequest,
+    ClientResult, ElicitRequest, ElicitRequestParams, ElicitResult, ElicitationAction,
+    ElicitationSchema, ServerRequest,
 };
 use rmcp::service::Peer;
 
@@ -40,41 +42,49 @@ impl Handler<ApprovalRequest> for McpApprover {
             let Some(peer) = peer else {
                 return ApprovalOutcome::Unavailable;
             };
-            let Ok(schema) = ElicitationSchema::builder()
-                .optional_bool("approve", true)
-                .build()
-            else {
+            let Some(params) = form(&request) else {
                 return ApprovalOutcome::Unavailable;
-            };
-            let params = ElicitRequestParams::FormElicitationParams {
-                meta: None,
-                message: question(&request),
-                requested_schema: schema,
             };
             let answer = peer
                 .send_request(ServerRequest::ElicitRequest(ElicitRequest::new(params)))
                 .await;
             match answer {
-                Ok(ClientResult::ElicitResult(result)) => match result.action {
-                    ElicitationAction::Accept
-                        if result
-                            .content
-                            .as_ref()
-                            .and_then(|c| c.get("approve"))
-                            .and_then(serde_json::Value::as_bool)
-                            != Some(false) =>
-                    {
-                        ApprovalOutcome::AllowedOnce
-                    }
-                    ElicitationAction::Accept | ElicitationAction::Decline => {
-                        ApprovalOutcome::Rejected
-                    }
-                    ElicitationAction::Cancel => ApprovalOutcome::Cancelled,
-                    _ => ApprovalOutcome::Unavailable,
-                },
+                Ok(ClientResult::ElicitResult(result)) => outcome(&result),
                 Ok(_) | Err(_) => ApprovalOutcome::Unavailable,
             }
         })
+    }
+}
+
+/// The elicitation form that asks for `request`: the question and an optional `approve` box.
+pub fn form(request: &ApprovalRequest) -> Option<ElicitRequestParams> {
+    let schema = ElicitationSchema::builder()
+        .optional_bool("approve", true)
+        .build()
+        .ok()?;
+    Some(ElicitRequestParams::FormElicitationParams {
+        meta: None,
+        message: question(request),
+        requested_schema: schema,
+    })
+}
+
+/// What the client's answer to the form means.
+pub fn outcome(result: &ElicitResult) -> ApprovalOutcome {
+    match result.action {
+        ElicitationAction::Accept
+            if result
+                .content
+                .as_ref()
+                .and_then(|c| c.get("approve"))
+                .and_then(serde_json::Value::as_bool)
+                != Some(false) =>
+        {
+            ApprovalOutcome::AllowedOnce
+        }
+        ElicitationAction::Accept | ElicitationAction::Decline => ApprovalOutcome::Rejected,
+        ElicitationAction::Cancel => ApprovalOutcome::Cancelled,
+        _ => ApprovalOutcome::Unavailable,
     }
 }
 

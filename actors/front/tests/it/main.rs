@@ -10,6 +10,7 @@
 
 mod common;
 mod jsonl_server;
+mod mcp_raw;
 
 mod background_spawn_failure;
 mod backpressure;
@@ -23,6 +24,8 @@ mod jsonl_sessions;
 mod long_day;
 mod mcp_client;
 mod mcp_protocol;
+mod mcp_rounds;
+mod mcp_tasks;
 mod mcp_ts;
 mod nofile;
 mod on_timeout;

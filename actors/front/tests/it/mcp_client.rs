@@ -92,3 +92,43 @@ fn a_real_mcp_client_uses_all_three_tools_sees_notices_and_cancels() {
     assert_eq!(pids.len(), 4, "bash-1, bash-2, the cancelled call, bash-3");
     assert_all_gone(&pids, Duration::from_secs(20));
 }
+
+/// The Python client's default `Client` (`mode="auto"`) negotiates 2026-07-28 and answers input
+/// rounds itself (tests/mcp/rounds.py): its roots become the workspace and follow a change, and an
+/// escalation is approved, declined and cancelled through its elicitation callback.
+#[test]
+fn the_default_python_client_gets_roots_and_approvals_through_input_rounds() {
+    let sandboxed = dsh::LocalSandboxProvider::new(dsh::LocalSandboxConfig::default())
+        .unwrap()
+        .verdict()
+        .is_ok();
+    let (first, second) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/rounds.py");
+    let output = Command::new(python())
+        .arg(script)
+        .arg(env!("CARGO_BIN_EXE_dsh"))
+        .arg(first.path().canonicalize().unwrap())
+        .arg(second.path().canonicalize().unwrap())
+        .arg(if sandboxed { "1" } else { "0" })
+        .output()
+        .expect("run the MCP client");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "client failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    let report: Value =
+        serde_json::from_str(stdout.trim().lines().last().unwrap_or("")).expect("JSON report");
+    let mut expected = vec!["roots", "roots_changed"];
+    if sandboxed {
+        expected.extend([
+            "escalation_accept",
+            "escalation_decline",
+            "escalation_cancel",
+        ]);
+    } else {
+        eprintln!("escalations skipped: no sandbox backend is usable here");
+    }
+    assert_eq!(report["checks"], serde_json::json!(expected));
+}

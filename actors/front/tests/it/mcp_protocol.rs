@@ -8,132 +8,14 @@
 )]
 
 use std::io::Write;
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use dsh::actors::process::signal::pid_is_live;
 use dsh_test_support::procfs::{assert_all_gone, live_with_cmdline};
-use dsh_test_support::wait::{line_channel, wait_until};
+use dsh_test_support::wait::wait_until;
 use serde_json::{Value, json};
 
-const SOON: Duration = Duration::from_secs(30);
-
-struct Client {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    lines: mpsc::Receiver<Value>,
-    /// Lines read while waiting for something else.
-    seen: Vec<Value>,
-}
-
-impl Client {
-    fn start(extra: &[&str]) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_dsh"))
-            .args(["mcp", "--grace-ms", "300", "--progress-interval-ms", "200"])
-            .args(extra)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start dsh mcp");
-        let stdin = child.stdin.take();
-        let stdout = child.stdout.take().unwrap();
-        let lines = line_channel(stdout, |line| {
-            serde_json::from_str(&line).unwrap_or_else(|e| panic!("{line}: {e}"))
-        });
-        Self {
-            child,
-            stdin,
-            lines,
-            seen: Vec::new(),
-        }
-    }
-
-    /// Starts and initializes a session with `version`, declaring `capabilities`.
-    fn session(version: &str, capabilities: Value, extra: &[&str]) -> Self {
-        let mut client = Self::start(extra);
-        client.send(
-            json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": version, "capabilities": capabilities,
-            "clientInfo": {"name": "raw", "version": "1"}}}),
-        );
-        let init = client.response(0);
-        assert_eq!(init["result"]["protocolVersion"], version);
-        client.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-        client
-    }
-
-    fn send_raw(&mut self, line: &str) {
-        let stdin = self.stdin.as_mut().unwrap();
-        stdin.write_all(line.as_bytes()).unwrap();
-        stdin.write_all(b"\n").unwrap();
-        stdin.flush().unwrap();
-    }
-
-    fn send(&mut self, message: Value) {
-        self.send_raw(&message.to_string());
-    }
-
-    fn next(&mut self) -> Value {
-        self.lines
-            .recv_timeout(SOON)
-            .expect("no message from dsh mcp")
-    }
-
-    /// Waits for the first message (seen before or arriving) matching `want`.
-    fn wait_for(&mut self, want: impl Fn(&Value) -> bool) -> Value {
-        if let Some(i) = self.seen.iter().position(&want) {
-            return self.seen.remove(i);
-        }
-        loop {
-            let message = self.next();
-            if want(&message) {
-                return message;
-            }
-            self.seen.push(message);
-        }
-    }
-
-    fn response(&mut self, id: impl Into<Value>) -> Value {
-        let id = id.into();
-        self.wait_for(|m| m["id"] == id && m.get("method").is_none())
-    }
-
-    fn call(&mut self, id: i64, tool: &str, arguments: Value) -> Value {
-        self.send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-            "params": {"name": tool, "arguments": arguments}}));
-        self.response(id)
-    }
-
-    /// Closes stdin and waits for exit 0.
-    fn finish(mut self) {
-        drop(self.stdin.take());
-        wait_exit(&mut self.child);
-    }
-}
-
-fn wait_exit(child: &mut Child) {
-    let deadline = Instant::now() + SOON;
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            assert_eq!(status.code(), Some(0));
-            return;
-        }
-        assert!(Instant::now() < deadline, "dsh mcp did not exit");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-fn bash(command: &str) -> Value {
-    json!({"command": command, "description": "test"})
-}
-
-fn error_code(message: &Value) -> i64 {
-    message["error"]["code"]
-        .as_i64()
-        .unwrap_or_else(|| panic!("not an error: {message}"))
-}
+use crate::mcp_raw::{Client, SOON, bash, error_code, wait_exit};
 
 #[test]
 fn bad_json_rpc_gets_the_right_error_codes() {

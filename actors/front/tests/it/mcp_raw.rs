@@ -1,0 +1,156 @@
+//! A raw JSON-RPC client of `dsh mcp` for the tests that speak the protocol line by line: it
+//! starts the binary, sends lines, and waits for the messages it wants (keeping the others).
+
+use std::io::Write;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use dsh_test_support::wait::line_channel;
+use serde_json::{Value, json};
+
+pub const SOON: Duration = Duration::from_secs(30);
+
+pub struct Client {
+    pub child: Child,
+    pub stdin: Option<ChildStdin>,
+    pub lines: mpsc::Receiver<Value>,
+    /// Lines read while waiting for something else.
+    pub seen: Vec<Value>,
+}
+
+impl Client {
+    pub fn start(extra: &[&str]) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_dsh"))
+            .args(["mcp", "--grace-ms", "300", "--progress-interval-ms", "200"])
+            .args(extra)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start dsh mcp");
+        let stdin = child.stdin.take();
+        let stdout = child.stdout.take().unwrap();
+        let lines = line_channel(stdout, |line| {
+            serde_json::from_str(&line).unwrap_or_else(|e| panic!("{line}: {e}"))
+        });
+        Self {
+            child,
+            stdin,
+            lines,
+            seen: Vec::new(),
+        }
+    }
+
+    /// Starts and initializes a session with `version`, declaring `capabilities`.
+    pub fn session(version: &str, capabilities: Value, extra: &[&str]) -> Self {
+        let mut client = Self::start(extra);
+        client.send(
+            json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": version, "capabilities": capabilities,
+            "clientInfo": {"name": "raw", "version": "1"}}}),
+        );
+        let init = client.response(0);
+        assert_eq!(init["result"]["protocolVersion"], version);
+        client.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        client
+    }
+
+    pub fn send_raw(&mut self, line: &str) {
+        let stdin = self.stdin.as_mut().unwrap();
+        stdin.write_all(line.as_bytes()).unwrap();
+        stdin.write_all(b"\n").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    pub fn send(&mut self, message: Value) {
+        self.send_raw(&message.to_string());
+    }
+
+    pub fn next(&mut self) -> Value {
+        self.lines
+            .recv_timeout(SOON)
+            .expect("no message from dsh mcp")
+    }
+
+    /// Waits for the first message (seen before or arriving) matching `want`.
+    pub fn wait_for(&mut self, want: impl Fn(&Value) -> bool) -> Value {
+        if let Some(i) = self.seen.iter().position(&want) {
+            return self.seen.remove(i);
+        }
+        loop {
+            let message = self.next();
+            if want(&message) {
+                return message;
+            }
+            self.seen.push(message);
+        }
+    }
+
+    pub fn response(&mut self, id: impl Into<Value>) -> Value {
+        let id = id.into();
+        self.wait_for(|m| m["id"] == id && m.get("method").is_none())
+    }
+
+    pub fn call(&mut self, id: i64, tool: &str, arguments: Value) -> Value {
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": tool, "arguments": arguments}}));
+        self.response(id)
+    }
+
+    /// Closes stdin and waits for exit 0.
+    pub fn finish(mut self) {
+        drop(self.stdin.take());
+        wait_exit(&mut self.child);
+    }
+}
+
+pub fn wait_exit(child: &mut Child) {
+    let deadline = Instant::now() + SOON;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            assert_eq!(status.code(), Some(0));
+            return;
+        }
+        assert!(Instant::now() < deadline, "dsh mcp did not exit");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+pub fn bash(command: &str) -> Value {
+    json!({"command": command, "description": "test"})
+}
+
+pub fn error_code(message: &Value) -> i64 {
+    message["error"]["code"]
+        .as_i64()
+        .unwrap_or_else(|| panic!("not an error: {message}"))
+}
+
+/// The `_meta` of a 2026-07-28 request (no `initialize`): the protocol version and the client's
+/// capabilities travel with each request.
+pub fn inline_meta(capabilities: Value) -> Value {
+    json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": capabilities,
+        "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"}})
+}
+
+impl Client {
+    /// A 2026-07-28 `tools/call` declaring `capabilities`, with `extra` params (`inputResponses`,
+    /// `requestState`) beside the name and arguments; returns its response.
+    pub fn call_inline(
+        &mut self,
+        id: i64,
+        arguments: Value,
+        capabilities: Value,
+        extra: Value,
+    ) -> Value {
+        let mut params = json!({"name": "bash", "arguments": arguments,
+            "_meta": inline_meta(capabilities)});
+        if let Value::Object(extra) = extra {
+            params.as_object_mut().unwrap().extend(extra);
+        }
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params}));
+        self.response(id)
+    }
+}

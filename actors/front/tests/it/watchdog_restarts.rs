@@ -65,9 +65,14 @@ async fn a_killed_watchdog_is_replaced_and_counted_in_the_stats() {
         unreachable!()
     };
     assert_eq!(replaced.watchdog_restarts, 1, "{replaced:?}");
+    // The stats name the new watchdog as soon as its spawn returns, which is when its exec has
+    // replaced the old image but before the kernel has set up its argument area: until then its
+    // `/proc/<pid>/cmdline` reads empty. Wait for that exec to finish, bounded.
     assert!(
-        live_with_cmdline("__watchdog").contains(&new),
-        "the stats name {new}, which is not a live watchdog"
+        poll_until(SOON, || live_with_cmdline("__watchdog").contains(&new)).await,
+        "the stats name {new}, which is not a live watchdog (cmdline {:?})",
+        std::fs::read(format!("/proc/{new}/cmdline"))
+            .map(|c| String::from_utf8_lossy(&c).into_owned())
     );
     let result = bash(&rt, "echo still serving").await;
     assert_eq!(result.text, "still serving\n");

@@ -7,12 +7,6 @@
 //! requests and counts them, and the server counts as paused once that count has stood still for
 //! [`STILL`] while requests were left to send (the old server read everything at once, growing
 //! without bound, so the count never stood still before the end).
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    reason = "test code: a failed unwrap is a failed test"
-)]
 
 use crate::jsonl_server;
 

@@ -1,11 +1,5 @@
 //! `dsh run`: exact output and exit status for a result, a non-zero exit, a timeout, a bad workdir
 //! and bad usage.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    reason = "test code: a failed unwrap is a failed test"
-)]
 
 use std::process::{Command, Output};
 

@@ -8,12 +8,6 @@
 //! - SIGTERM of the server kills a trapping task within `--shutdown-grace-ms`, not the kill grace.
 //!
 //! Limits need cgroups: where the host refuses them, those tests print why and skip.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    reason = "test code: a failed unwrap is a failed test"
-)]
 
 use crate::jsonl_server;
 

@@ -1,10 +1,4 @@
 //! `dsh jsonl`: its line protocol (see docs/CONTRACT.md), driven as a real subprocess.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    reason = "test code: a failed unwrap is a failed test"
-)]
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};

@@ -4,12 +4,6 @@
 //!
 //! The client lives in a virtual environment: `$DSH_TEST_PYTHON` if set (`.ci/run` sets it), else
 //! `target/mcp-venv`, created here from tests/mcp/requirements.txt when missing.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    reason = "test code: a failed unwrap is a failed test"
-)]
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

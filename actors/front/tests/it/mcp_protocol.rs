@@ -1,11 +1,5 @@
 //! `dsh mcp` spoken to line by line, as raw JSON-RPC: the error codes, tool metadata, structured
 //! results, progress, logging levels per protocol version, roots, and the client hanging up.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    reason = "test code: a failed unwrap is a failed test"
-)]
 
 use std::io::Write;
 use std::process::{Child, ChildStdin, Command, Stdio};

@@ -6,12 +6,6 @@
 //! The packages are pinned by tests/mcp-ts/package-lock.json and installed with `npm ci` into
 //! tests/mcp-ts/node_modules when it is missing. Without `node` or `npm` the tests print why and pass
 //! (or fail, when `DSH_REQUIRE_NODE` is set, as CI does).
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    reason = "test code: a failed unwrap is a failed test"
-)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

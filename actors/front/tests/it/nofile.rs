@@ -1,11 +1,5 @@
 //! The binary raises its soft open-files limit to the hard limit, so many concurrent commands fit,
 //! and its children still start with the limit the binary was given.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    reason = "test code: a failed unwrap is a failed test"
-)]
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::process::CommandExt;

@@ -1,11 +1,5 @@
 //! `on_timeout: background`: a foreground call that reaches its timeout is not killed but becomes a
 //! background task of its caller, keeping what it printed; the default still kills.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    reason = "test code: a failed unwrap is a failed test"
-)]
 
 use crate::common;
 use crate::jsonl_server;

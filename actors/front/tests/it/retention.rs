@@ -2,12 +2,6 @@
 //! `retained_output_bytes` of output in memory and `retained_spill_bytes` of spill files on disk;
 //! tasks whose end the owner read go first, then the oldest; a discarded task reads as an error of
 //! its own and its spill files go with it.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    reason = "test code: a failed unwrap is a failed test"
-)]
 
 use crate::common;
 use crate::jsonl_server;

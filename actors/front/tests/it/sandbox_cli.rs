@@ -3,12 +3,6 @@
 //! (granted, rejected, cancelled by answer, by a cancel line and by end of input), `--network deny`
 //! against a listener on 127.0.0.1, signal scope against the server's own pid, and a confined
 //! background task's `bash_output` markers. Skips, saying why, where Landlock is missing.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    reason = "test code: a failed unwrap is a failed test"
-)]
 
 use crate::jsonl_server;
 

@@ -3,12 +3,6 @@
 //!
 //! Each soak samples the server after a warm-up (allocator pools, thread pools and caches filled) and
 //! again at the end; the end may not exceed the warm-up by more than a small slack.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    reason = "test code: a failed unwrap is a failed test"
-)]
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, Command, Stdio};

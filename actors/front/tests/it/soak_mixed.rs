@@ -11,12 +11,6 @@
 //!
 //! The seed is printed; `DSH_SOAK_SEED=<n>` replays a run. Each scenario draws from its own generator
 //! (seed + scenario number), so a replay is the same calls whatever order the threads run them in.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    reason = "test code: a failed unwrap is a failed test"
-)]
 
 use std::collections::HashMap;
 use std::io::Write;

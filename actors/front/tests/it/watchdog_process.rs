@@ -2,12 +2,6 @@
 //! task marker inherited from an outer dsh (so the outer runtime's kill of the inner server leaves
 //! it to kill the inner server's tasks), and with `--keep-spill` it does not remove the outputs the
 //! operator asked to keep when the server dies.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    reason = "test code: a failed unwrap is a failed test"
-)]
 
 use crate::jsonl_server;
 

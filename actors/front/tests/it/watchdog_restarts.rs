@@ -2,12 +2,6 @@
 //! killed watchdog is replaced and counted, and a watchdog that keeps dying at once is given up on
 //! after a bounded number of restarts with growing waits between them (no busy loop), while the
 //! runtime keeps serving calls.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    reason = "test code: a failed unwrap is a failed test"
-)]
 
 use crate::common;
 

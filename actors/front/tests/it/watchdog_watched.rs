@@ -3,12 +3,6 @@
 //! live, so a later SIGKILL of the server still leaves nothing — the background task started before
 //! the watchdog died, a foreground straggler, a task started after, and the spill directory — in
 //! every containment mode. And the server keeps serving while its watchdog is killed again and again.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    reason = "test code: a failed unwrap is a failed test"
-)]
 
 use crate::jsonl_server;
 

@@ -18,9 +18,6 @@
     reason = "a bench, not product code: a failed setup should stop it loudly"
 )]
 
-#[path = "support/mod.rs"]
-mod support;
-
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -28,6 +25,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use actix::prelude::*;
 use criterion::Criterion;
 use dsh::{AgentRef, Inject, Runtime, ToolCall};
+use dsh_test_support::bench as support;
 use serde_json::json;
 
 const TASKS: usize = 1000;

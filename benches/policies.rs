@@ -15,15 +15,13 @@
     reason = "a bench, not product code: a failed setup should stop it loudly"
 )]
 
-#[path = "support/mod.rs"]
-mod support;
-
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use criterion::Criterion;
 use dsh::{AgentRef, Inject, Runtime, ToolCall};
 use dsh_test_support::actors::Recorder;
+use dsh_test_support::bench as support;
 use serde_json::json;
 use tokio::io::AsyncBufReadExt;
 

@@ -9,6 +9,8 @@
 //!   every question the same way.
 //! - `runtime` (feature `runtime`): the library's runtime set up for tests, with calls and a
 //!   shutdown that checks nothing is left.
+//! - `bench` (feature `runtime`): what the benches share: a runtime to bench, per-iteration
+//!   timings for the ratio lines, paired rounds and memory readings.
 //!
 //! Layers: each crate's tests must see the types of the crate they test, not a second copy reached
 //! through a crate above it. So the helpers are layered by cargo features, and each test crate
@@ -21,6 +23,8 @@
 
 #[cfg(feature = "actors")]
 pub mod actors;
+#[cfg(feature = "runtime")]
+pub mod bench;
 pub mod isolate;
 pub mod procfs;
 #[cfg(feature = "runtime")]

@@ -10,13 +10,11 @@
     reason = "a bench, not product code: a failed setup should stop it loudly"
 )]
 
-#[path = "support/mod.rs"]
-mod support;
-
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use criterion::Criterion;
+use dsh_test_support::bench as support;
 use tokio::io::AsyncReadExt;
 
 const FLOOD: &str = "head -c 1073741824 /dev/zero";

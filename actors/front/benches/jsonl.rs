@@ -7,14 +7,12 @@
     reason = "a bench, not product code: a failed setup should stop it loudly"
 )]
 
-#[path = "support/mod.rs"]
-mod support;
-
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::Duration;
 
 use criterion::Criterion;
+use dsh_test_support::bench as support;
 use futures::StreamExt;
 
 const REQUESTS: usize = 2000;

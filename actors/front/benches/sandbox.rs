@@ -16,9 +16,6 @@
     reason = "a bench, not product code: a failed setup should stop it loudly"
 )]
 
-#[path = "support/mod.rs"]
-mod support;
-
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -28,6 +25,7 @@ use dsh::actors::bash::ExecError;
 use dsh::actors::bash::sandbox::{SandboxProvider, Wrap, WrapFacts};
 use dsh::actors::bash::{Enforcement, SandboxPolicy};
 use dsh::{BackendChoice, LocalSandboxConfig, Runtime, SandboxMode};
+use dsh_test_support::bench as support;
 
 /// The launcher design: wrap the argv with this binary's `__landlock-launch`.
 struct Launcher(PathBuf);

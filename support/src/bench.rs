@@ -1,8 +1,7 @@
-//! Shared bench helpers: a runtime on an actix system, per-iteration timings kept beside criterion's
-//! own statistics so each bench can print its ratio to the raw baseline measured in the same run, and
-//! memory readings.
-
-#![allow(dead_code)]
+//! Helpers shared by the benches (the library's in `benches/`, the binary's in
+//! `actors/front/benches/`): a runtime on an actix system, per-iteration timings kept beside
+//! criterion's own statistics so each bench can print its ratio to the raw baseline measured in the
+//! same run, and memory readings.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -95,6 +94,7 @@ pub fn runtime() -> (Runtime, tempfile::TempDir) {
     (runtime, spill)
 }
 
+/// One foreground `bash` call of `command`.
 pub async fn bash(runtime: &Runtime, command: &str) -> ToolResult {
     runtime
         .call(ToolCall::new(

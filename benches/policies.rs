@@ -219,11 +219,13 @@ fn main() {
     let dsh_cycles = std::cell::RefCell::new(Vec::new());
     let raw_cycles = std::cell::RefCell::new(Vec::new());
     {
-        let mut group = c.benchmark_group("load");
-        group
-            .sample_size(10)
-            .warm_up_time(Duration::from_millis(100))
-            .measurement_time(Duration::from_secs(1));
+        let mut group = support::group(
+            &mut c,
+            "load",
+            10,
+            Duration::from_millis(100),
+            Duration::from_secs(1),
+        );
         group.bench_function("dsh 4x250 max-concurrent 8", |b| {
             b.iter_custom(|iters| {
                 let mut total = Duration::ZERO;

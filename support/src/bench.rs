@@ -7,10 +7,28 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use criterion::measurement::WallTime;
+use criterion::{BenchmarkGroup, Criterion};
 use dsh::{ContainmentMode, Runtime, ToolCall, ToolResult};
 use serde_json::json;
 
 static SAMPLES: Mutex<BTreeMap<String, Vec<f64>>> = Mutex::new(BTreeMap::new());
+
+/// A criterion group named `name`: `samples` samples after `warm_up`, measured for `measurement`.
+pub fn group<'c>(
+    c: &'c mut Criterion,
+    name: &str,
+    samples: usize,
+    warm_up: Duration,
+    measurement: Duration,
+) -> BenchmarkGroup<'c, WallTime> {
+    let mut group = c.benchmark_group(name);
+    group
+        .sample_size(samples)
+        .warm_up_time(warm_up)
+        .measurement_time(measurement);
+    group
+}
 
 /// Records that one iteration of `name` took `per_iter`.
 pub fn record(name: &str, per_iter: Duration) {

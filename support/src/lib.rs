@@ -9,7 +9,7 @@
 //!   every question the same way.
 //! - `runtime` (feature `runtime`): the library's runtime set up for tests, with calls and a
 //!   shutdown that checks nothing is left.
-//! - `bench` (feature `runtime`): what the benches share: a runtime to bench, per-iteration
+//! - `bench` (feature `bench`): what the benches share: a runtime to bench, per-iteration
 //!   timings for the ratio lines, paired rounds and memory readings.
 //!
 //! Layers: each crate's tests must see the types of the crate they test, not a second copy reached
@@ -23,7 +23,7 @@
 
 #[cfg(feature = "actors")]
 pub mod actors;
-#[cfg(feature = "runtime")]
+#[cfg(feature = "bench")]
 pub mod bench;
 pub mod isolate;
 pub mod procfs;

@@ -21,11 +21,13 @@ const FLOOD: &str = "head -c 1073741824 /dev/zero";
 
 fn spawn_latency(c: &mut Criterion, system: &actix::SystemRunner) {
     let (runtime, _spill) = system.block_on(async { support::runtime() });
-    let mut group = c.benchmark_group("spawn_latency");
-    group
-        .sample_size(30)
-        .warm_up_time(Duration::from_secs(1))
-        .measurement_time(Duration::from_secs(4));
+    let mut group = support::group(
+        c,
+        "spawn_latency",
+        30,
+        Duration::from_secs(1),
+        Duration::from_secs(4),
+    );
     group.bench_function("dsh_bash_true", |b| {
         b.iter_custom(|iters| {
             system.block_on(support::time_runs("spawn/dsh", iters, async || {
@@ -94,11 +96,13 @@ async fn raw_setsid(command: &str) -> std::process::Output {
 
 fn concurrent_foreground(c: &mut Criterion, system: &actix::SystemRunner) {
     let (runtime, _spill) = system.block_on(async { support::runtime() });
-    let mut group = c.benchmark_group("concurrent_foreground_200");
-    group
-        .sample_size(10)
-        .warm_up_time(Duration::from_secs(1))
-        .measurement_time(Duration::from_secs(6));
+    let mut group = support::group(
+        c,
+        "concurrent_foreground_200",
+        10,
+        Duration::from_secs(1),
+        Duration::from_secs(6),
+    );
     group.bench_function("dsh", |b| {
         b.iter_custom(|iters| {
             system.block_on(support::time_runs("concurrent/dsh", iters, async || {
@@ -159,11 +163,13 @@ fn paired_concurrent(system: &actix::SystemRunner) {
 
 fn output_flood(c: &mut Criterion, system: &actix::SystemRunner) {
     let (runtime, _spill) = system.block_on(async { support::runtime() });
-    let mut group = c.benchmark_group("output_flood_1GiB");
-    group
-        .sample_size(10)
-        .warm_up_time(Duration::from_secs(1))
-        .measurement_time(Duration::from_secs(10));
+    let mut group = support::group(
+        c,
+        "output_flood_1GiB",
+        10,
+        Duration::from_secs(1),
+        Duration::from_secs(10),
+    );
     group.bench_function("dsh", |b| {
         b.iter_custom(|iters| {
             system.block_on(support::time_runs("flood/dsh", iters, async || {

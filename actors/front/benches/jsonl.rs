@@ -106,11 +106,13 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
-    let mut group = c.benchmark_group("jsonl_2000_true_32_in_flight");
-    group
-        .sample_size(10)
-        .warm_up_time(Duration::from_secs(1))
-        .measurement_time(Duration::from_secs(10));
+    let mut group = support::group(
+        &mut c,
+        "jsonl_2000_true_32_in_flight",
+        10,
+        Duration::from_secs(1),
+        Duration::from_secs(10),
+    );
     group.bench_function("dsh_jsonl", |b| {
         b.iter_custom(|iters| {
             support::time_runs_blocking("jsonl/dsh", iters, || server.run_batch())

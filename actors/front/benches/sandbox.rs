@@ -111,11 +111,13 @@ fn main() {
         assert_eq!(denied, *name != "unconfined", "{name}: {}", probe.text);
         let _ = std::fs::remove_file("/dsh-bench-probe");
     }
-    let mut group = c.benchmark_group("sandbox_spawn_latency");
-    group
-        .sample_size(30)
-        .warm_up_time(Duration::from_secs(1))
-        .measurement_time(Duration::from_secs(4));
+    let mut group = support::group(
+        &mut c,
+        "sandbox_spawn_latency",
+        30,
+        Duration::from_secs(1),
+        Duration::from_secs(4),
+    );
     for (name, runtime, _) in &arms {
         let key = format!("sandbox/{name}");
         group.bench_function(*name, |b| {

@@ -13,6 +13,14 @@ use std::time::Instant;
 use crate::common::*;
 use dsh_contain::{CgroupTree, Limits, Method, Stdio, spawn_with};
 
+/// The count in environment variable `name`, or `default`.
+fn setting(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 #[derive(Clone, Copy, Debug)]
 enum Case {
     Raw,
@@ -31,10 +39,7 @@ enum Case {
 #[ignore = "timing harness, run on purpose"]
 fn spawn_timing() {
     let Some(facts) = cgroup_host() else { return };
-    let n: usize = std::env::var("DSH_TIMING_SPAWNS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(200);
+    let n = setting("DSH_TIMING_SPAWNS", 200);
     let limits = Limits {
         max_pids: facts.pids_limit().ok().map(|_| 1000),
         max_memory: facts.memory_limit().ok().map(|_| 1 << 30),
@@ -62,10 +67,7 @@ fn spawn_timing() {
         Case::Clone3VmLimitsPooledLeaf,
     ];
     let pool = dsh_contain::LeafPool::new(4);
-    let rounds: usize = std::env::var("DSH_TIMING_ROUNDS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(10);
+    let rounds = setting("DSH_TIMING_ROUNDS", 10);
     let mut per_round: Vec<Vec<f64>> = vec![Vec::new(); cases.len()];
     // Time inside the spawn call alone (clone to exec done), where the methods differ.
     let mut call_round: Vec<Vec<f64>> = vec![Vec::new(); cases.len()];
@@ -166,10 +168,7 @@ fn spawn_timing() {
 #[ignore = "timing harness, run on purpose"]
 fn leaf_lifecycle_breakdown() {
     let Some(facts) = cgroup_host() else { return };
-    let n: usize = std::env::var("DSH_TIMING_SPAWNS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(200);
+    let n = setting("DSH_TIMING_SPAWNS", 200);
     let tree = CgroupTree::create(&facts, Limits::default()).expect("tree");
     let null = dev_null();
     let stdio = Stdio {

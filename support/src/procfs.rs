@@ -71,6 +71,26 @@ pub fn status_field(pid: impl std::fmt::Display, name: &str) -> u64 {
         .unwrap_or_else(|| panic!("unreadable {line:?}"))
 }
 
+/// What a long-running process holds, sampled to show it does not grow with the work it serves.
+#[derive(Debug, Clone, Copy)]
+pub struct Usage {
+    /// Open descriptors.
+    pub fds: usize,
+    /// Threads.
+    pub threads: u64,
+    /// Resident set, in KiB.
+    pub rss_kib: u64,
+}
+
+/// `pid`'s descriptors, threads and resident set now.
+pub fn usage(pid: u32) -> Usage {
+    Usage {
+        fds: open_fds(pid),
+        threads: status_field(pid, "Threads:"),
+        rss_kib: status_field(pid, "VmRSS:"),
+    }
+}
+
 /// Waits until `pid` is gone or a zombie, failing after [`SOON`].
 pub async fn assert_gone(pid: i32) {
     assert!(

@@ -2,10 +2,11 @@
 //! results, progress, logging levels per protocol version, roots, and the client hanging up.
 
 use std::io::Write;
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Child, ChildStdin, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use crate::common::{exit_status, start_dsh};
 use dsh::actors::process::signal::pid_is_live;
 use dsh_test_support::wait::line_channel;
 use serde_json::{Value, json};
@@ -22,14 +23,14 @@ struct Client {
 
 impl Client {
     fn start(extra: &[&str]) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_dsh"))
-            .args(["mcp", "--grace-ms", "300", "--progress-interval-ms", "200"])
-            .args(extra)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start dsh mcp");
+        let mut child = start_dsh(
+            &[
+                &["mcp", "--grace-ms", "300", "--progress-interval-ms", "200"],
+                extra,
+            ]
+            .concat(),
+            Stdio::null(),
+        );
         let stdin = child.stdin.take();
         let stdout = child.stdout.take().unwrap();
         let lines = line_channel(stdout, |line| {
@@ -107,15 +108,8 @@ impl Client {
 }
 
 fn wait_exit(child: &mut Child) {
-    let deadline = Instant::now() + SOON;
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            assert_eq!(status.code(), Some(0));
-            return;
-        }
-        assert!(Instant::now() < deadline, "dsh mcp did not exit");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let status = exit_status(child, SOON, "dsh mcp");
+    assert_eq!(status.code(), Some(0));
 }
 
 fn bash(command: &str) -> Value {
@@ -649,6 +643,18 @@ fn landlock_usable() -> bool {
     }
 }
 
+/// Asserts that `reply`, to `touch <beside>/x`, is the sandbox's denial and wrote nothing.
+fn assert_write_beside_denied(reply: &Value, beside: &std::path::Path) {
+    let text = reply["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        text.contains("[sandbox: file access denied under workspace-write mode]"),
+        "{text}"
+    );
+    assert!(!beside.join("x").exists());
+}
+
 /// Under the default `workspace-write`, the client's root is the directory commands may write, not
 /// the server's own directory: a session whose root came from `roots/list` can build in it, and
 /// still cannot write beside it.
@@ -670,15 +676,7 @@ fn the_clients_root_is_the_sandboxs_writable_workspace() {
     client.finish();
     assert_eq!(made["result"]["content"][0]["text"], "made\n");
     assert!(root.join("made").is_file());
-    let denied = denied["result"]["content"][0]["text"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    assert!(
-        denied.contains("[sandbox: file access denied under workspace-write mode]"),
-        "{denied}"
-    );
-    assert!(!beside.path().join("x").exists());
+    assert_write_beside_denied(&denied, beside.path());
 }
 
 /// A client whose root is the whole file system does not widen `workspace-write` to everything: the
@@ -697,13 +695,5 @@ fn a_root_that_is_the_whole_file_system_is_not_a_writable_workspace() {
     let outside = format!("touch '{}/x'", beside.path().display());
     let denied = client.call(1, "bash", bash(&outside));
     client.finish();
-    let denied = denied["result"]["content"][0]["text"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    assert!(
-        denied.contains("[sandbox: file access denied under workspace-write mode]"),
-        "{denied}"
-    );
-    assert!(!beside.path().join("x").exists());
+    assert_write_beside_denied(&denied, beside.path());
 }

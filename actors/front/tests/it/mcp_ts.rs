@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Duration;
 
+use crate::common::reported_pids;
 use dsh_test_support::procfs::assert_all_gone;
 use serde_json::Value;
 
@@ -90,12 +91,7 @@ fn the_typescript_sdk_lists_calls_backgrounds_sees_notices_progress_and_cancels(
             "cancel"
         ])
     );
-    let pids: Vec<i32> = report["pids"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p.as_i64().unwrap() as i32)
-        .collect();
+    let pids = reported_pids(&report);
     assert_eq!(pids.len(), 3);
     assert_all_gone(&pids, Duration::from_secs(20));
 }

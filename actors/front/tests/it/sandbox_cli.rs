@@ -4,6 +4,7 @@
 //! against a listener on 127.0.0.1, signal scope against the server's own pid, and a confined
 //! background task's `bash_output` markers. Skips, saying why, where Landlock is missing.
 
+use crate::common::run_dsh;
 use crate::jsonl_server;
 
 use std::path::{Path, PathBuf};
@@ -45,13 +46,6 @@ fn outside_tmp() -> tempfile::TempDir {
         .unwrap()
 }
 
-fn dsh(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_dsh"))
-        .args(args)
-        .output()
-        .expect("run dsh")
-}
-
 fn text(output: &Output) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
@@ -66,7 +60,7 @@ fn read_only_denies_touch_in_the_workspace_with_the_marker() {
         return;
     }
     let ws = outside_tmp();
-    let out = dsh(&[
+    let out = run_dsh(&[
         "run",
         "--sandbox",
         "read-only",
@@ -96,7 +90,7 @@ fn workspace_write_allows_the_workspace_and_tmp_and_denies_elsewhere() {
         path_str(tmp_file.path()),
         path_str(elsewhere.path())
     );
-    let out = dsh(&[
+    let out = run_dsh(&[
         "run",
         "--sandbox",
         "workspace-write",
@@ -126,7 +120,7 @@ fn the_default_is_workspace_write_where_a_backend_works() {
     let ws = outside_tmp();
     let elsewhere = outside_tmp();
     let command = format!("touch inside; touch {}/outside", path_str(elsewhere.path()));
-    let out = dsh(&["run", "--cwd", path_str(ws.path()), "--", &command]);
+    let out = run_dsh(&["run", "--cwd", path_str(ws.path()), "--", &command]);
     assert!(
         text(&out).contains("[sandbox: file access denied under workspace-write mode]"),
         "{}",
@@ -328,7 +322,7 @@ fn network_deny_blocks_a_listener_on_loopback() {
     listener.set_nonblocking(true).unwrap();
     let port = listener.local_addr().unwrap().port();
     let command = format!("exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected");
-    let out = dsh(&[
+    let out = run_dsh(&[
         "run",
         "--sandbox",
         "read-only",
@@ -345,7 +339,7 @@ fn network_deny_blocks_a_listener_on_loopback() {
         "the connection reached the listener"
     );
     // The default allows it.
-    let out = dsh(&["run", "--sandbox", "read-only", "--", &command]);
+    let out = run_dsh(&["run", "--sandbox", "read-only", "--", &command]);
     assert_eq!(text(&out), "connected\n");
 }
 
@@ -419,7 +413,7 @@ fn a_confined_background_task_shows_the_denial_marker_once_settled() {
 
 #[test]
 fn network_deny_without_confinement_is_a_startup_error() {
-    let out = dsh(&[
+    let out = run_dsh(&[
         "run",
         "--sandbox",
         "danger-full-access",
@@ -441,7 +435,7 @@ fn network_deny_without_confinement_is_a_startup_error() {
 fn danger_full_access_runs_unconfined_with_its_facts() {
     let elsewhere = outside_tmp();
     let target = elsewhere.path().join("free");
-    let out = dsh(&[
+    let out = run_dsh(&[
         "run",
         "--sandbox",
         "danger-full-access",
@@ -457,7 +451,7 @@ fn danger_full_access_runs_unconfined_with_its_facts() {
 
 #[test]
 fn runner_settings_are_checked_at_startup_and_a_runner_confines() {
-    let out = dsh(&[
+    let out = run_dsh(&[
         "run",
         "--sandbox-runner-failure-signature",
         "x: ",
@@ -469,11 +463,11 @@ fn runner_settings_are_checked_at_startup_and_a_runner_confines() {
         String::from_utf8_lossy(&out.stderr)
             .contains("sandbox-local: runnerFailureSignatures requires runnerCommand")
     );
-    let out = dsh(&["run", "--sandbox-runner", "/opt/runner", "--", "true"]);
+    let out = run_dsh(&["run", "--sandbox-runner", "/opt/runner", "--", "true"]);
     assert!(String::from_utf8_lossy(&out.stderr).contains(
         "sandbox-local: runnerCommand requires at least one runnerFailureSignatures entry"
     ));
-    let out = dsh(&[
+    let out = run_dsh(&[
         "run",
         "--sandbox-runner",
         "",
@@ -500,7 +494,7 @@ fn runner_settings_are_checked_at_startup_and_a_runner_confines() {
         return;
     }
     let elsewhere = outside_tmp();
-    let out = dsh(&[
+    let out = run_dsh(&[
         "run",
         "--sandbox",
         "read-only",

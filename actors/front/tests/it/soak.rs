@@ -5,28 +5,14 @@
 //! again at the end; the end may not exceed the warm-up by more than a small slack.
 
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 
-use dsh_test_support::procfs::{open_fds, status_field};
+use crate::common::start_dsh;
+use dsh_test_support::procfs::{Usage, usage};
 use serde_json::{Value, json};
 
 /// Calls kept in flight at once.
 const WINDOW: usize = 32;
-
-#[derive(Debug, Clone, Copy)]
-struct Usage {
-    fds: usize,
-    threads: u64,
-    rss_kib: u64,
-}
-
-fn usage(pid: u32) -> Usage {
-    Usage {
-        fds: open_fds(pid),
-        threads: status_field(pid, "Threads:"),
-        rss_kib: status_field(pid, "VmRSS:"),
-    }
-}
 
 fn assert_no_growth(what: &str, warm: Usage, end: Usage) {
     println!("{what}: after warm-up {warm:?}, at the end {end:?}");
@@ -52,13 +38,7 @@ fn spawn(
     std::process::ChildStdin,
     BufReader<std::process::ChildStdout>,
 ) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_dsh"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = start_dsh(args, Stdio::null());
     let stdin = child.stdin.take().unwrap();
     let stdout = BufReader::new(child.stdout.take().unwrap());
     (child, stdin, stdout)

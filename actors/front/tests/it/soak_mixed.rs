@@ -14,13 +14,14 @@
 
 use std::collections::HashMap;
 use std::io::Write;
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Child, ChildStdin, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use dsh_test_support::procfs::{live_with_cmdline, open_fds, status_field};
+use crate::common::start_dsh;
+use dsh_test_support::procfs::{Usage, live_with_cmdline, usage};
 use dsh_test_support::wait::wait_until;
 use serde_json::{Value, json};
 
@@ -61,14 +62,7 @@ struct Mux {
 
 impl Mux {
     fn start(args: &[&str]) -> Option<Self> {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_dsh"))
-            .arg("jsonl")
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start dsh jsonl");
+        let mut child = start_dsh(&[&["jsonl"], args].concat(), Stdio::piped());
         let stdout = child.stdout.take().unwrap();
         let stderr = child.stderr.take().unwrap();
         let stdin = child.stdin.take();
@@ -365,21 +359,6 @@ fn task_id(started: &Value) -> String {
         .strip_prefix("started background task ")
         .unwrap_or_else(|| panic!("not started: {started}"))
         .to_owned()
-}
-
-#[derive(Debug, Clone, Copy)]
-struct Usage {
-    fds: usize,
-    threads: u64,
-    rss_kib: u64,
-}
-
-fn usage(pid: u32) -> Usage {
-    Usage {
-        fds: open_fds(pid),
-        threads: status_field(pid, "Threads:"),
-        rss_kib: status_field(pid, "VmRSS:"),
-    }
 }
 
 /// Runs scenarios `from..to` on `IN_FLIGHT` threads.

@@ -332,13 +332,7 @@ fn main() {
     let (runtime, _spill) = system.block_on(async { support::runtime() });
 
     let fleet: Arc<Mutex<Vec<FleetMetrics>>> = Arc::default();
-    let mut group = support::group(
-        &mut c,
-        "background_fleet_1000",
-        10,
-        Duration::from_millis(1),
-        Duration::from_secs(5),
-    );
+    let mut group = support::group(&mut c, "background_fleet_1000", 10, 0.001, 5.0);
     group.bench_function("start_read2_kill_join", |b| {
         b.iter_custom(|iters| {
             system.block_on(support::time_runs("fleet/cycle", iters, async || {
@@ -350,13 +344,7 @@ fn main() {
     group.finish();
 
     let notices: Arc<Mutex<Vec<(f64, f64)>>> = Arc::default();
-    let mut group = support::group(
-        &mut c,
-        "notices_1000",
-        10,
-        Duration::from_millis(1),
-        Duration::from_secs(5),
-    );
+    let mut group = support::group(&mut c, "notices_1000", 10, 0.001, 5.0);
     let mut round = 0;
     group.bench_function("owned_tasks_exit_to_notice", |b| {
         b.iter_custom(|iters| {

@@ -219,13 +219,7 @@ fn main() {
     let dsh_cycles = std::cell::RefCell::new(Vec::new());
     let raw_cycles = std::cell::RefCell::new(Vec::new());
     {
-        let mut group = support::group(
-            &mut c,
-            "load",
-            10,
-            Duration::from_millis(100),
-            Duration::from_secs(1),
-        );
+        let mut group = support::group(&mut c, "load", 10, 0.1, 1.0);
         group.bench_function("dsh 4x250 max-concurrent 8", |b| {
             b.iter_custom(|iters| {
                 let mut total = Duration::ZERO;

@@ -14,19 +14,20 @@ use serde_json::json;
 
 static SAMPLES: Mutex<BTreeMap<String, Vec<f64>>> = Mutex::new(BTreeMap::new());
 
-/// A criterion group named `name`: `samples` samples after `warm_up`, measured for `measurement`.
+/// A criterion group named `name`: `samples` samples after `warm_up` seconds, measured for
+/// `measurement` seconds.
 pub fn group<'c>(
     c: &'c mut Criterion,
     name: &str,
     samples: usize,
-    warm_up: Duration,
-    measurement: Duration,
+    warm_up: f64,
+    measurement: f64,
 ) -> BenchmarkGroup<'c, WallTime> {
     let mut group = c.benchmark_group(name);
     group
         .sample_size(samples)
-        .warm_up_time(warm_up)
-        .measurement_time(measurement);
+        .warm_up_time(Duration::from_secs_f64(warm_up))
+        .measurement_time(Duration::from_secs_f64(measurement));
     group
 }
 

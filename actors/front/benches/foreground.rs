@@ -21,13 +21,7 @@ const FLOOD: &str = "head -c 1073741824 /dev/zero";
 
 fn spawn_latency(c: &mut Criterion, system: &actix::SystemRunner) {
     let (runtime, _spill) = system.block_on(async { support::runtime() });
-    let mut group = support::group(
-        c,
-        "spawn_latency",
-        30,
-        Duration::from_secs(1),
-        Duration::from_secs(4),
-    );
+    let mut group = support::group(c, "spawn_latency", 30, 1.0, 4.0);
     group.bench_function("dsh_bash_true", |b| {
         b.iter_custom(|iters| {
             system.block_on(support::time_runs("spawn/dsh", iters, async || {
@@ -96,13 +90,7 @@ async fn raw_setsid(command: &str) -> std::process::Output {
 
 fn concurrent_foreground(c: &mut Criterion, system: &actix::SystemRunner) {
     let (runtime, _spill) = system.block_on(async { support::runtime() });
-    let mut group = support::group(
-        c,
-        "concurrent_foreground_200",
-        10,
-        Duration::from_secs(1),
-        Duration::from_secs(6),
-    );
+    let mut group = support::group(c, "concurrent_foreground_200", 10, 1.0, 6.0);
     group.bench_function("dsh", |b| {
         b.iter_custom(|iters| {
             system.block_on(support::time_runs("concurrent/dsh", iters, async || {
@@ -163,13 +151,7 @@ fn paired_concurrent(system: &actix::SystemRunner) {
 
 fn output_flood(c: &mut Criterion, system: &actix::SystemRunner) {
     let (runtime, _spill) = system.block_on(async { support::runtime() });
-    let mut group = support::group(
-        c,
-        "output_flood_1GiB",
-        10,
-        Duration::from_secs(1),
-        Duration::from_secs(10),
-    );
+    let mut group = support::group(c, "output_flood_1GiB", 10, 1.0, 10.0);
     group.bench_function("dsh", |b| {
         b.iter_custom(|iters| {
             system.block_on(support::time_runs("flood/dsh", iters, async || {

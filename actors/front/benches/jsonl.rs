@@ -9,7 +9,6 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
-use std::time::Duration;
 
 use criterion::Criterion;
 use dsh_test_support::bench as support;
@@ -106,13 +105,7 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
-    let mut group = support::group(
-        &mut c,
-        "jsonl_2000_true_32_in_flight",
-        10,
-        Duration::from_secs(1),
-        Duration::from_secs(10),
-    );
+    let mut group = support::group(&mut c, "jsonl_2000_true_32_in_flight", 10, 1.0, 10.0);
     group.bench_function("dsh_jsonl", |b| {
         b.iter_custom(|iters| {
             support::time_runs_blocking("jsonl/dsh", iters, || server.run_batch())

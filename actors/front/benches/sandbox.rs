@@ -18,7 +18,7 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use criterion::Criterion;
 use dsh::actors::bash::ExecError;
@@ -111,13 +111,7 @@ fn main() {
         assert_eq!(denied, *name != "unconfined", "{name}: {}", probe.text);
         let _ = std::fs::remove_file("/dsh-bench-probe");
     }
-    let mut group = support::group(
-        &mut c,
-        "sandbox_spawn_latency",
-        30,
-        Duration::from_secs(1),
-        Duration::from_secs(4),
-    );
+    let mut group = support::group(&mut c, "sandbox_spawn_latency", 30, 1.0, 4.0);
     for (name, runtime, _) in &arms {
         let key = format!("sandbox/{name}");
         group.bench_function(*name, |b| {

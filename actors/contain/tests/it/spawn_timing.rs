@@ -7,11 +7,10 @@
 //! for it and reaps it; the `+leaf` cases also create the leaf before and remove it after, which is
 //! the whole per-process cost of containment.
 
-use std::os::fd::AsFd;
 use std::time::Instant;
 
 use crate::common::*;
-use dsh_contain::{CgroupTree, Limits, Method, Stdio, spawn_with};
+use dsh_contain::{CgroupTree, Limits, Method, spawn_with};
 
 /// The count in environment variable `name`, or `default`.
 fn setting(name: &str, default: usize) -> usize {
@@ -48,11 +47,7 @@ fn spawn_timing() {
     let plain = tree.create_leaf("plain", Limits::default()).expect("leaf");
     let limited = tree.create_leaf("limited", limits).expect("leaf");
     let null = dev_null();
-    let stdio = Stdio {
-        stdin: null.as_fd(),
-        stdout: null.as_fd(),
-        stderr: null.as_fd(),
-    };
+    let stdio = null_stdio(&null);
     let program = bash("true");
     let cases = [
         Case::Raw,
@@ -171,11 +166,7 @@ fn leaf_lifecycle_breakdown() {
     let n = setting("DSH_TIMING_SPAWNS", 200);
     let tree = CgroupTree::create(&facts, Limits::default()).expect("tree");
     let null = dev_null();
-    let stdio = Stdio {
-        stdin: null.as_fd(),
-        stdout: null.as_fd(),
-        stderr: null.as_fd(),
-    };
+    let stdio = null_stdio(&null);
     let program = bash("true");
     let mut phases: Vec<Vec<f64>> = vec![Vec::new(); 5];
     for i in 0..n {
@@ -227,11 +218,7 @@ fn fresh_leaf_spawn_cost() {
     let n = 200;
     let tree = CgroupTree::create(&facts, Limits::default()).expect("tree");
     let null = dev_null();
-    let stdio = Stdio {
-        stdin: null.as_fd(),
-        stdout: null.as_fd(),
-        stderr: null.as_fd(),
-    };
+    let stdio = null_stdio(&null);
     let program = bash("true");
     let leaves: Vec<_> = (0..n)
         .map(|i| {

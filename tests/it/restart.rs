@@ -17,18 +17,29 @@ fn policy(restart: Restart, max_restarts: u32) -> RestartPolicy {
     }
 }
 
+/// Starts `command` under `policy` for `owner` and returns its task id.
+async fn supervised(
+    rt: &dsh::Runtime,
+    command: &str,
+    policy: RestartPolicy,
+    owner: Option<&dsh::AgentRef>,
+) -> dsh::TaskId {
+    rt.start_supervised(BashExecRequest::new(command), policy, owner.cloned())
+        .await
+        .expect("a supervised start")
+}
+
 #[actix_rt::test]
 async fn a_failing_task_restarts_up_to_its_limit_then_gives_up_and_tells_the_owner() {
     let (rt, _s) = runtime();
     let agent = TestAgent::new("host");
-    let id = rt
-        .start_supervised(
-            BashExecRequest::new("echo run; exit 1"),
-            policy(Restart::OnFailure, 2),
-            Some(agent.agent.clone()),
-        )
-        .await
-        .unwrap();
+    let id = supervised(
+        &rt,
+        "echo run; exit 1",
+        policy(Restart::OnFailure, 2),
+        Some(&agent.agent),
+    )
+    .await;
     let r = wait_as(&rt, &agent.agent, &id).await;
     assert_eq!(
         r.text,
@@ -52,24 +63,10 @@ async fn a_failing_task_restarts_up_to_its_limit_then_gives_up_and_tells_the_own
 #[actix_rt::test]
 async fn on_failure_leaves_a_success_alone_and_never_never_restarts() {
     let (rt, _s) = runtime();
-    let ok = rt
-        .start_supervised(
-            BashExecRequest::new("echo ok"),
-            policy(Restart::OnFailure, 5),
-            None,
-        )
-        .await
-        .unwrap();
+    let ok = supervised(&rt, "echo ok", policy(Restart::OnFailure, 5), None).await;
     let r = call(&rt, "bash_output", json!({"task_id": ok, "wait": true})).await;
     assert_eq!(r.text, "ok\n[status: completed, exit code: 0]");
-    let never = rt
-        .start_supervised(
-            BashExecRequest::new("echo once; exit 4"),
-            policy(Restart::Never, 5),
-            None,
-        )
-        .await
-        .unwrap();
+    let never = supervised(&rt, "echo once; exit 4", policy(Restart::Never, 5), None).await;
     let r = call(&rt, "bash_output", json!({"task_id": never, "wait": true})).await;
     assert_eq!(r.text, "once\n[status: completed, exit code: 4]");
     finish(rt).await;
@@ -78,14 +75,13 @@ async fn on_failure_leaves_a_success_alone_and_never_never_restarts() {
 #[actix_rt::test]
 async fn always_restarts_until_killed() {
     let (rt, _s) = runtime();
-    let id = rt
-        .start_supervised(
-            BashExecRequest::new("echo tick; sleep 0.05"),
-            policy(Restart::Always, 1000),
-            None,
-        )
-        .await
-        .unwrap();
+    let id = supervised(
+        &rt,
+        "echo tick; sleep 0.05",
+        policy(Restart::Always, 1000),
+        None,
+    )
+    .await;
     let r = call(
         &rt,
         "bash_output",
@@ -110,20 +106,19 @@ async fn always_restarts_until_killed() {
 async fn only_restarts_within_the_window_count_toward_the_limit() {
     let (rt, _s) = runtime();
     // One restart allowed per 50 ms, and each run lasts longer than that: it never gives up.
-    let id = rt
-        .start_supervised(
-            BashExecRequest::new("sleep 0.1; exit 1"),
-            RestartPolicy {
-                restart: Restart::OnFailure,
-                max_restarts: 1,
-                within: Duration::from_millis(50),
-                backoff: Duration::from_millis(1),
-                max_backoff: Duration::from_millis(1),
-            },
-            None,
-        )
-        .await
-        .unwrap();
+    let id = supervised(
+        &rt,
+        "sleep 0.1; exit 1",
+        RestartPolicy {
+            restart: Restart::OnFailure,
+            max_restarts: 1,
+            within: Duration::from_millis(50),
+            backoff: Duration::from_millis(1),
+            max_backoff: Duration::from_millis(1),
+        },
+        None,
+    )
+    .await;
     let r = call(
         &rt,
         "bash_output",

@@ -82,6 +82,26 @@ pub struct Usage {
     pub rss_kib: u64,
 }
 
+impl Usage {
+    /// Asserts that `end`, sampled after `self`, holds no more descriptors or threads than `self`
+    /// and at most `max_rss_growth_kib` more resident memory; `what` names the process.
+    pub fn assert_no_growth(self, end: Usage, max_rss_growth_kib: u64, what: &str) {
+        println!("{what}: after warm-up {self:?}, at the end {end:?}");
+        assert!(
+            end.fds <= self.fds,
+            "{what}: descriptors grew: {self:?} → {end:?}"
+        );
+        assert!(
+            end.threads <= self.threads,
+            "{what}: threads grew: {self:?} → {end:?}"
+        );
+        assert!(
+            end.rss_kib <= self.rss_kib + max_rss_growth_kib,
+            "{what}: RSS grew by more than {max_rss_growth_kib} KiB: {self:?} → {end:?}"
+        );
+    }
+}
+
 /// `pid`'s descriptors, threads and resident set now.
 pub fn usage(pid: u32) -> Usage {
     Usage {

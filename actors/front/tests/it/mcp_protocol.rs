@@ -22,6 +22,13 @@ struct Client {
 }
 
 impl Client {
+    /// Waits for a log notification that a background task finished.
+    fn wait_for_finished_log(&mut self) {
+        let logged = self.wait_for(|m| m["method"] == "notifications/message");
+        let data = logged["params"]["data"].as_str().unwrap_or_default();
+        assert!(data.contains("finished"), "{logged}");
+    }
+
     fn start(extra: &[&str]) -> Self {
         let mut child = start_dsh(
             &[
@@ -275,10 +282,7 @@ fn tools_have_titles_annotations_schemas_and_structured_results() {
         "bash",
         json!({"command": "sleep 30", "description": "d", "run_in_background": true}),
     );
-    let task = started["result"]["structuredContent"]["task_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let task = started_task(&started);
     assert_eq!(
         started["result"]["content"][0]["text"],
         format!("started background task {task}")
@@ -344,10 +348,7 @@ fn background_notice(client: &mut Client, id: i64) {
         "bash",
         json!({"command": "true", "description": "d", "run_in_background": true}),
     );
-    let task = started["result"]["structuredContent"]["task_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let task = started_task(&started);
     // The notice is appended to a later result; poll until it shows up there.
     let deadline = Instant::now() + SOON;
     let mut n = 0;
@@ -377,13 +378,7 @@ fn logging_follows_set_level_and_the_protocol_version() {
     // Before 2026-07-28 the server may log until the client sets a level.
     let mut client = Client::session("2025-06-18", json!({}), &[]);
     background_notice(&mut client, 1);
-    let logged = client.wait_for(|m| m["method"] == "notifications/message");
-    assert!(
-        logged["params"]["data"]
-            .as_str()
-            .unwrap()
-            .contains("finished")
-    );
+    client.wait_for_finished_log();
     client.send(json!({"jsonrpc": "2.0", "id": 2, "method": "logging/setLevel", "params": {"level": "warning"}}));
     assert_eq!(client.response(2)["result"], json!({}));
     background_notice(&mut client, 3);
@@ -434,13 +429,7 @@ fn logging_follows_set_level_and_the_protocol_version() {
         json!({"command": "true", "description": "d", "run_in_background": true}),
         Some("info"),
     );
-    let logged = client.wait_for(|m| m["method"] == "notifications/message");
-    assert!(
-        logged["params"]["data"]
-            .as_str()
-            .unwrap()
-            .contains("finished")
-    );
+    client.wait_for_finished_log();
     client.finish();
 }
 
@@ -497,10 +486,7 @@ fn without_cwd_the_first_file_root_is_the_workspace() {
 fn the_client_closing_our_stdout_kills_everything_and_exits_0() {
     let mut client = Client::session("2025-06-18", json!({}), &[]);
     let started = client.call(1, "bash", json!({"command": "echo $$; exec sleep 300", "description": "d", "run_in_background": true}));
-    let task = started["result"]["structuredContent"]["task_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let task = started_task(&started);
     let pid = loop {
         let read = client.call(2, "bash_output", json!({"task_id": task}));
         let output = read["result"]["structuredContent"]["output"]
@@ -641,6 +627,14 @@ fn landlock_usable() -> bool {
             false
         }
     }
+}
+
+/// The task id in the structured content of a background start's reply.
+fn started_task(reply: &Value) -> String {
+    reply["result"]["structuredContent"]["task_id"]
+        .as_str()
+        .expect("a task id")
+        .to_owned()
 }
 
 /// Asserts that `reply`, to `touch <beside>/x`, is the sandbox's denial and wrote nothing.

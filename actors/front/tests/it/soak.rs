@@ -14,22 +14,8 @@ use serde_json::{Value, json};
 /// Calls kept in flight at once.
 const WINDOW: usize = 32;
 
-fn assert_no_growth(what: &str, warm: Usage, end: Usage) {
-    println!("{what}: after warm-up {warm:?}, at the end {end:?}");
-    assert!(
-        end.fds <= warm.fds,
-        "{what}: descriptors grew: {warm:?} → {end:?}"
-    );
-    assert!(
-        end.threads <= warm.threads,
-        "{what}: threads grew: {warm:?} → {end:?}"
-    );
-    // Allocator noise, not a leak: a leak of even 1 KiB per call would add 10 MiB.
-    assert!(
-        end.rss_kib <= warm.rss_kib + 4096,
-        "{what}: RSS grew: {warm:?} → {end:?}"
-    );
-}
+/// Allocator noise, not a leak: a leak of even 1 KiB per call would add 10 MiB.
+const RSS_SLACK_KIB: u64 = 4096;
 
 fn spawn(
     args: &[&str],
@@ -107,7 +93,7 @@ fn ten_thousand_jsonl_calls_leave_descriptors_threads_and_memory_flat() {
     );
     drop(stdin);
     assert_eq!(child.wait().unwrap().code(), Some(0));
-    assert_no_growth("jsonl", warm, end);
+    warm.assert_no_growth(end, RSS_SLACK_KIB, "jsonl");
 }
 
 #[test]
@@ -144,5 +130,5 @@ fn a_thousand_mcp_calls_leave_descriptors_threads_and_memory_flat() {
     );
     drop(stdin);
     assert_eq!(child.wait().unwrap().code(), Some(0));
-    assert_no_growth("mcp", warm, end);
+    warm.assert_no_growth(end, RSS_SLACK_KIB, "mcp");
 }

@@ -29,17 +29,18 @@ async fn supervised(
         .expect("a supervised start")
 }
 
+/// Reads task `id`'s output until its run `n` has begun (a restart marker `run <n>]`).
+async fn until_run(rt: &dsh::Runtime, id: &dsh::TaskId, n: u32) -> dsh::ToolResult {
+    let until = format!("run {n}\\]");
+    call(rt, "bash_output", json!({"task_id": id, "until": until})).await
+}
+
 #[actix_rt::test]
 async fn a_failing_task_restarts_up_to_its_limit_then_gives_up_and_tells_the_owner() {
     let (rt, _s) = runtime();
     let agent = TestAgent::new("host");
-    let id = supervised(
-        &rt,
-        "echo run; exit 1",
-        policy(Restart::OnFailure, 2),
-        Some(&agent.agent),
-    )
-    .await;
+    let on_failure = policy(Restart::OnFailure, 2);
+    let id = supervised(&rt, "echo run; exit 1", on_failure, Some(&agent.agent)).await;
     let r = wait_as(&rt, &agent.agent, &id).await;
     assert_eq!(
         r.text,
@@ -75,19 +76,9 @@ async fn on_failure_leaves_a_success_alone_and_never_never_restarts() {
 #[actix_rt::test]
 async fn always_restarts_until_killed() {
     let (rt, _s) = runtime();
-    let id = supervised(
-        &rt,
-        "echo tick; sleep 0.05",
-        policy(Restart::Always, 1000),
-        None,
-    )
-    .await;
-    let r = call(
-        &rt,
-        "bash_output",
-        json!({"task_id": id, "until": "run 3\\]"}),
-    )
-    .await;
+    let always = policy(Restart::Always, 1000);
+    let id = supervised(&rt, "echo tick; sleep 0.05", always, None).await;
+    let r = until_run(&rt, &id, 3).await;
     assert!(
         r.text.contains("[restarted after exit code 0; run 2]")
             && r.text.ends_with("[status: running]"),
@@ -106,25 +97,15 @@ async fn always_restarts_until_killed() {
 async fn only_restarts_within_the_window_count_toward_the_limit() {
     let (rt, _s) = runtime();
     // One restart allowed per 50 ms, and each run lasts longer than that: it never gives up.
-    let id = supervised(
-        &rt,
-        "sleep 0.1; exit 1",
-        RestartPolicy {
-            restart: Restart::OnFailure,
-            max_restarts: 1,
-            within: Duration::from_millis(50),
-            backoff: Duration::from_millis(1),
-            max_backoff: Duration::from_millis(1),
-        },
-        None,
-    )
-    .await;
-    let r = call(
-        &rt,
-        "bash_output",
-        json!({"task_id": id, "until": "run 4\\]"}),
-    )
-    .await;
+    let window = RestartPolicy {
+        restart: Restart::OnFailure,
+        max_restarts: 1,
+        within: Duration::from_millis(50),
+        backoff: Duration::from_millis(1),
+        max_backoff: Duration::from_millis(1),
+    };
+    let id = supervised(&rt, "sleep 0.1; exit 1", window, None).await;
+    let r = until_run(&rt, &id, 4).await;
     assert!(r.text.ends_with("[status: running]"), "{}", r.text);
     assert!(!r.text.contains("gave up"), "{}", r.text);
     call(&rt, "bash_kill", json!({"task_id": id})).await;

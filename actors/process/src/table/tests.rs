@@ -132,12 +132,19 @@ fn the_first_spawn_launches_now_and_later_ones_after_a_yield() {
     assert_eq!(third, Pacing::LaunchNow);
 }
 
+/// A table admitting one process at a time with two spawns of `true` submitted: the answers of the
+/// one ready to launch and of the one waiting.
+fn one_ready_one_waiting(spill: &tempfile::TempDir) -> (ProcessTable, Answer, Answer) {
+    let mut table = table(Box::new(MaxConcurrent(1)), spill);
+    let (_, ready) = submit(&mut table, spec("true"));
+    let (_, waiting) = submit(&mut table, spec("true"));
+    (table, ready, waiting)
+}
+
 #[test]
 fn shutdown_refuses_waiting_and_later_spawns() {
     let spill = tempfile::tempdir().unwrap();
-    let mut table = table(Box::new(MaxConcurrent(1)), &spill);
-    let (_, ready) = submit(&mut table, spec("true"));
-    let (_, waiting) = submit(&mut table, spec("true"));
+    let (mut table, ready, waiting) = one_ready_one_waiting(&spill);
     assert_eq!(
         table.stats().queued,
         1,
@@ -157,9 +164,7 @@ fn shutdown_refuses_waiting_and_later_spawns() {
 #[test]
 fn a_waiting_spawn_whose_caller_left_is_never_launched() {
     let spill = tempfile::tempdir().unwrap();
-    let mut table = table(Box::new(MaxConcurrent(1)), &spill);
-    let (_, _ready) = submit(&mut table, spec("true"));
-    let (_, gone) = submit(&mut table, spec("true"));
+    let (mut table, _ready, gone) = one_ready_one_waiting(&spill);
     drop(gone);
     let launch = table.next_launch().unwrap();
     let failed = table.launched(launch, Err(SpawnError::ShutDown));

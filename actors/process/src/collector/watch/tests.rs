@@ -1,3 +1,4 @@
+use std::sync::atomic::Ordering::SeqCst;
 use std::time::Duration;
 
 use super::*;
@@ -67,6 +68,13 @@ fn flood(collector: &Arc<Mutex<OutputCollector>>) {
     }
 }
 
+/// Whether `watch` is still unresolved after 200 ms.
+async fn pending(watch: &mut ScanWatch) -> bool {
+    tokio::time::timeout(Duration::from_millis(200), watch)
+        .await
+        .is_err()
+}
+
 async fn resolves(watch: ScanWatch) -> bool {
     tokio::time::timeout(Duration::from_secs(30), watch)
         .await
@@ -92,17 +100,13 @@ async fn a_scan_behind_the_tail_catches_up_from_the_spill_file_then_goes_live() 
     flood(&collector);
     let (scan, gaps) = Needle::boxed(b"TARGET");
     assert!(resolves(watch_scan(collector.clone(), 13, scan)).await);
-    assert_eq!(gaps.load(std::sync::atomic::Ordering::SeqCst), 0);
+    assert_eq!(gaps.load(SeqCst), 0);
     // Text already read is not matched: from past the target, only what follows counts, and
     // a later write is fed live.
     let end = lock_unpoisoned(&collector).read_from(0).next_offset;
     let (scan, _) = Needle::boxed(b"TARGET");
     let mut watch = watch_scan(collector.clone(), end - 5000, scan);
-    assert!(
-        tokio::time::timeout(Duration::from_millis(200), &mut watch)
-            .await
-            .is_err()
-    );
+    assert!(pending(&mut watch).await);
     lock_unpoisoned(&collector).push(b"TAR");
     lock_unpoisoned(&collector).push(b"GET\n");
     assert!(resolves(watch).await);
@@ -117,16 +121,10 @@ async fn text_in_neither_memory_nor_a_spill_file_is_a_gap() {
     let (scan, gaps) = Needle::boxed(b"TARGET");
     let mut watch = watch_scan(collector.clone(), 0, scan);
     assert!(
-        tokio::time::timeout(Duration::from_millis(200), &mut watch)
-            .await
-            .is_err(),
+        pending(&mut watch).await,
         "the target is gone with the spill"
     );
-    assert_eq!(
-        gaps.load(std::sync::atomic::Ordering::SeqCst),
-        0,
-        "nothing fed before"
-    );
+    assert_eq!(gaps.load(SeqCst), 0, "nothing fed before");
     lock_unpoisoned(&collector).push(b"TARGET\n");
     assert!(resolves(watch).await);
 }
@@ -140,12 +138,8 @@ async fn a_spill_file_that_vanishes_during_a_catch_up_is_a_gap() {
     std::fs::remove_file(&path).unwrap();
     let (scan, gaps) = Needle::boxed(b"TARGET");
     let mut watch = watch_scan(collector.clone(), 0, scan);
-    assert!(
-        tokio::time::timeout(Duration::from_millis(200), &mut watch)
-            .await
-            .is_err()
-    );
-    assert_eq!(gaps.load(std::sync::atomic::Ordering::SeqCst), 1);
+    assert!(pending(&mut watch).await);
+    assert_eq!(gaps.load(SeqCst), 1);
     lock_unpoisoned(&collector).push(b"TARGET\n");
     assert!(resolves(watch).await, "live after the gap");
 }

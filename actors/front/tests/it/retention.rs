@@ -34,6 +34,14 @@ fn spill_files(dir: &Path) -> Vec<String> {
     names
 }
 
+/// Starts `echo <word>` in the background and reads it to its end: a finished task that was read.
+async fn read_in_full(rt: &dsh::Runtime, word: &str) -> String {
+    let id = start_bg(rt, None, &format!("echo {word}")).await;
+    let r = call(rt, "bash_output", json!({"task_id": id, "wait": true})).await;
+    assert_eq!(r.text, format!("{word}\n[status: completed, exit code: 0]"));
+    id
+}
+
 /// What a call about task `id` says once retention has discarded it.
 fn discarded(id: &str) -> String {
     format!("Error: bash task {id} finished and was discarded (retention limit)")
@@ -49,9 +57,7 @@ async fn assert_read_discarded(rt: &dsh::Runtime, id: &str) {
 #[actix_rt::test]
 async fn read_tasks_go_first_then_the_oldest_and_spill_files_go_with_them() {
     let (rt, spill) = runtime_with(|b| b.max_finished_tasks(1).max_output_bytes(1000));
-    let first = start_bg(&rt, None, "echo one").await;
-    let r = call(&rt, "bash_output", json!({"task_id": first, "wait": true})).await;
-    assert_eq!(r.text, "one\n[status: completed, exit code: 0]");
+    let first = read_in_full(&rt, "one").await;
 
     let second = start_bg(&rt, None, "seq 1 20000").await;
     settled(&rt, &second).await;
@@ -217,9 +223,7 @@ impl dsh::RetentionPolicy for ForgetWhatWasRead {
 #[actix_rt::test]
 async fn a_host_retention_policy_joins_the_stack() {
     let (rt, _spill) = runtime_with(|b| b.retention_policy(Box::new(ForgetWhatWasRead)));
-    let read = start_bg(&rt, None, "echo read").await;
-    let r = call(&rt, "bash_output", json!({"task_id": read, "wait": true})).await;
-    assert_eq!(r.text, "read\n[status: completed, exit code: 0]");
+    let read = read_in_full(&rt, "read").await;
     let unread = start_bg(&rt, None, "echo unread").await;
     settled(&rt, &unread).await;
     assert_read_discarded(&rt, &read).await;

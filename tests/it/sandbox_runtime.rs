@@ -4,16 +4,12 @@
 
 use std::path::Path;
 
-use crate::common::{TestAgent, runtime, runtime_with};
+use crate::common::{TestAgent, runtime, runtime_with, sandbox_usable};
 use actix::prelude::*;
 use dsh::{ApprovalOutcome, ApprovalRequest, LocalSandboxConfig, SandboxMode, ToolCall};
 use dsh_test_support::actors::Answerer;
 use dsh_test_support::scratch::outside_tmp;
 use serde_json::json;
-
-fn landlock_usable() -> bool {
-    crate::common::sandbox_usable()
-}
 
 fn workspace() -> tempfile::TempDir {
     outside_tmp("dsh-sandbox-rt-", Path::new(env!("CARGO_TARGET_TMPDIR")))
@@ -29,7 +25,7 @@ fn grants() -> Recipient<ApprovalRequest> {
 
 #[actix_rt::test]
 async fn session_modes_and_approved_escalations_through_the_runtime() {
-    if !landlock_usable() {
+    if !sandbox_usable() {
         return;
     }
     let ws = workspace();
@@ -92,7 +88,7 @@ async fn session_modes_and_approved_escalations_through_the_runtime() {
 /// starts from the runtime's defaults, not from what the old one was granted.
 #[actix_rt::test]
 async fn a_released_session_forgets_its_mode_and_workspace() {
-    if !landlock_usable() {
+    if !sandbox_usable() {
         return;
     }
     let ws = workspace();
@@ -160,7 +156,7 @@ fn limited(
 /// its memory cgroup first), which read as `SANDBOX_UNAVAILABLE`.
 #[actix_rt::test]
 async fn a_memory_limit_too_small_for_bash_is_a_spawn_failure_not_a_sandbox_error() {
-    if !landlock_usable() {
+    if !sandbox_usable() {
         return;
     }
     let limits = dsh::TaskLimits {
@@ -256,7 +252,7 @@ async fn an_unsandboxed_runtime_has_no_mode_to_set() {
 /// commands are: its standing mode and its workspace root.
 #[actix_rt::test]
 async fn a_supervised_task_runs_under_its_owners_mode_and_workspace() {
-    if !landlock_usable() {
+    if !sandbox_usable() {
         return;
     }
     let server_ws = workspace();

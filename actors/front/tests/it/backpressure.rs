@@ -8,7 +8,7 @@
 //! [`STILL`] while requests were left to send (the old server read everything at once, growing
 //! without bound, so the count never stood still before the end).
 
-use crate::common::{exit_status, start_dsh};
+use crate::common::{exit_status, sandbox_usable, start_dsh};
 use crate::jsonl_server;
 
 use std::io::{BufRead, BufReader, Write};
@@ -370,22 +370,9 @@ fn at_the_jsonl_cap_cancels_get_through_and_held_calls_run_in_order() {
     );
 }
 
-fn landlock_usable() -> bool {
-    match dsh::LocalSandboxProvider::new(dsh::LocalSandboxConfig::default())
-        .unwrap()
-        .verdict()
-    {
-        Ok(_) => true,
-        Err(reason) => {
-            eprintln!("skipped: no sandbox backend here: {reason}");
-            false
-        }
-    }
-}
-
 #[test]
 fn at_the_jsonl_cap_an_approval_answer_gets_through() {
-    if !landlock_usable() {
+    if !sandbox_usable() {
         return;
     }
     let ws = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
@@ -570,7 +557,7 @@ fn mcp_requests_refused_before_the_tool_leave_the_count() {
 
 #[test]
 fn at_the_mcp_cap_an_elicitation_answer_gets_through() {
-    if !landlock_usable() {
+    if !sandbox_usable() {
         return;
     }
     let ws = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();

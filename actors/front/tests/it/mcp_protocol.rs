@@ -6,7 +6,7 @@ use std::process::{Child, ChildStdin, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use crate::common::{exit_status, start_dsh};
+use crate::common::{exit_status, landlock_usable, start_dsh};
 use dsh::actors::process::signal::pid_is_live;
 use dsh_test_support::wait::line_channel;
 use serde_json::{Value, json};
@@ -611,22 +611,6 @@ fn outside_tmp_and_checkout() -> tempfile::TempDir {
         .prefix("dsh-mcp-root-")
         .tempdir_in(base)
         .unwrap()
-}
-
-/// Whether Landlock confines commands here (the roots tests need it); says why not.
-fn landlock_usable() -> bool {
-    let provider = dsh::LocalSandboxProvider::new(dsh::LocalSandboxConfig {
-        backend: dsh::BackendChoice::Landlock,
-        ..Default::default()
-    })
-    .unwrap();
-    match provider.verdict() {
-        Ok(_) => true,
-        Err(reason) => {
-            eprintln!("skipped: Landlock is not usable here: {reason}");
-            false
-        }
-    }
 }
 
 /// The task id in the structured content of a background start's reply.

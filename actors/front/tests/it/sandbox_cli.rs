@@ -4,12 +4,13 @@
 //! against a listener on 127.0.0.1, signal scope against the server's own pid, and a confined
 //! background task's `bash_output` markers. Skips, saying why, where Landlock is missing.
 
-use crate::common::run_dsh;
+use crate::common::{landlock_usable, run_dsh};
 use crate::jsonl_server;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
+use dsh_test_support::scratch;
 use dsh_test_support::wait::wait_until;
 use jsonl_server::{SOON, Server, bash};
 use serde_json::{Value, json};
@@ -17,33 +18,9 @@ use serde_json::{Value, json};
 const DENIED_RO: &str = "[sandbox: file access denied under read-only mode]";
 const HINT: &str = "[sandbox: escalation available — retry this exact command once with sandbox_permissions (the narrowest wider mode that suffices) + justification; the approval prompt asks the user]";
 
-/// Whether Landlock confines here (the binary's default backend); prints why not.
-fn landlock_usable() -> bool {
-    match dsh::LocalSandboxProvider::new(dsh::LocalSandboxConfig {
-        backend: dsh::BackendChoice::Landlock,
-        ..Default::default()
-    })
-    .unwrap()
-    .verdict()
-    {
-        Ok(_) => true,
-        Err(reason) => {
-            eprintln!("skipped: Landlock is not usable here: {reason}");
-            false
-        }
-    }
-}
-
 /// A fresh directory outside `/tmp` (which workspace-write may write).
 fn outside_tmp() -> tempfile::TempDir {
-    let base = std::env::var_os("HOME")
-        .map(PathBuf::from)
-        .filter(|home| home.is_dir() && !home.starts_with("/tmp"))
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_TARGET_TMPDIR")));
-    tempfile::Builder::new()
-        .prefix("dsh-sandbox-cli-")
-        .tempdir_in(base)
-        .unwrap()
+    scratch::outside_tmp("dsh-sandbox-cli-", Path::new(env!("CARGO_TARGET_TMPDIR")))
 }
 
 fn text(output: &Output) -> String {

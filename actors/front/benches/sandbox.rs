@@ -22,8 +22,8 @@ use std::time::Instant;
 
 use criterion::Criterion;
 use dsh::actors::bash::ExecError;
-use dsh::actors::bash::sandbox::{SandboxProvider, Wrap, WrapFacts};
-use dsh::actors::bash::{Enforcement, SandboxPolicy};
+use dsh::actors::bash::SandboxPolicy;
+use dsh::actors::bash::sandbox::{SandboxProvider, Wrap};
 use dsh::{BackendChoice, LocalSandboxConfig, Runtime, SandboxMode};
 use dsh_test_support::bench as support;
 
@@ -32,24 +32,20 @@ struct Launcher(PathBuf);
 
 impl SandboxProvider for Launcher {
     fn confine(&self, argv: &[String], policy: &SandboxPolicy) -> Result<Wrap, ExecError> {
-        let mut wrapped = vec![
+        let launcher = vec![
             self.0.display().to_string(),
             "__landlock-launch".into(),
             policy.mode.as_str().into(),
             policy.workspace_root.display().to_string(),
             "--".into(),
         ];
-        wrapped.extend(argv.iter().cloned());
-        Ok(Wrap {
-            argv: wrapped,
-            landlock: None,
-            facts: WrapFacts {
-                mode: policy.mode,
-                enforcement: Enforcement::Full,
-                denial_signatures: vec!["permission denied".into()],
-                runner_failure_signatures: vec!["dsh-landlock-launch: ".into()],
-            },
-        })
+        Ok(Wrap::through_runner(
+            launcher,
+            argv,
+            policy,
+            vec!["permission denied".into()],
+            vec!["dsh-landlock-launch: ".into()],
+        ))
     }
 }
 

@@ -137,6 +137,25 @@ impl Mux {
             .unwrap_or_else(|_| panic!("no reply to {id} ({tool}) within {REPLY:?}"))
     }
 
+    /// Starts `command` in the background and returns its task id.
+    fn start_bg(&self, command: &str) -> String {
+        let started = self.call("bash", bash(command, json!({"run_in_background": true})));
+        task_id(&started)
+    }
+
+    /// Reads background task `task` to its end.
+    fn read_to_end(&self, task: &str) -> Value {
+        self.call(
+            "bash_output",
+            json!({"task_id": task, "wait": true, "timeout_ms": 60000}),
+        )
+    }
+
+    /// Runs `command` in the foreground with a 200 ms timeout.
+    fn bash_timing_out(&self, command: &str) -> Value {
+        self.call("bash", bash(command, json!({"timeoutMs": 200})))
+    }
+
     fn cancel(&self, id: &str) {
         self.write(&json!({"cancel": id}));
     }
@@ -149,6 +168,14 @@ impl Drop for Mux {
             let _ = child.kill();
             let _ = child.wait();
         }
+    }
+}
+
+/// Asserts that no process with `marker` in its command line is left (bounded); `survived` says
+/// which one did.
+fn assert_none_left(marker: &str, survived: impl FnOnce() -> String) {
+    if !wait_until(REPLY, || live_with_cmdline(marker).is_empty()) {
+        panic!("{}", survived());
     }
 }
 
@@ -203,57 +230,36 @@ impl Run {
                 );
                 assert_eq!(reply["structured"]["exit_code"], code, "{}", why(&reply));
             }
-            3 => {
+            3 | 4 => {
+                // A timeout: SIGTERM ends the command, or SIGKILL one that ignores it.
+                let (trap, signal) = if kind == 3 {
+                    ("", "SIGTERM")
+                } else {
+                    ("trap '' TERM; ", "SIGKILL")
+                };
                 let m = self.marker(n);
-                let reply = mux.call(
-                    "bash",
-                    bash(&format!("sleep {m}"), json!({"timeoutMs": 200})),
-                );
-                assert!(
-                    text(&reply).ends_with("[timed out after 200ms]\n[killed by signal: SIGTERM]"),
-                    "{}",
-                    why(&reply)
-                );
-            }
-            4 => {
-                let m = self.marker(n);
-                let command = format!("trap '' TERM; sleep {m}");
-                let reply = mux.call("bash", bash(&command, json!({"timeoutMs": 200})));
-                assert!(
-                    text(&reply).ends_with("[timed out after 200ms]\n[killed by signal: SIGKILL]"),
-                    "{}",
-                    why(&reply)
-                );
+                let reply = mux.bash_timing_out(&format!("{trap}sleep {m}"));
+                let ending = format!("[timed out after 200ms]\n[killed by signal: {signal}]");
+                assert!(text(&reply).ends_with(&ending), "{}", why(&reply));
             }
             5 => {
                 // An escapee: a new session in cgroup and subreaper modes, which follow it; group
                 // mode follows only the group, so there the child stays in it.
                 let m = self.marker(n);
                 let leave = if self.mode == "group" { "" } else { "setsid " };
-                let command = format!("{leave}sleep {m} >/dev/null 2>&1 & sleep 30");
-                let reply = mux.call("bash", bash(&command, json!({"timeoutMs": 200})));
+                let reply =
+                    mux.bash_timing_out(&format!("{leave}sleep {m} >/dev/null 2>&1 & sleep 30"));
                 assert!(
                     text(&reply).contains("[timed out after 200ms]"),
                     "{}",
                     why(&reply)
                 );
-                assert!(
-                    wait_until(REPLY, || live_with_cmdline(&m).is_empty()),
-                    "{}: the escapee survived",
-                    why(&reply)
-                );
+                assert_none_left(&m, || format!("{}: the escapee survived", why(&reply)));
             }
             6 => {
                 let value = rng.next();
-                let started = mux.call(
-                    "bash",
-                    bash(&format!("echo {value}"), json!({"run_in_background": true})),
-                );
-                let task = task_id(&started);
-                let read = mux.call(
-                    "bash_output",
-                    json!({"task_id": task, "wait": true, "timeout_ms": 60000}),
-                );
+                let task = mux.start_bg(&format!("echo {value}"));
+                let read = mux.read_to_end(&task);
                 assert_eq!(
                     text(&read),
                     format!("{value}\n[status: completed, exit code: 0]"),
@@ -263,11 +269,7 @@ impl Run {
             }
             7 => {
                 let m = self.marker(n);
-                let started = mux.call(
-                    "bash",
-                    bash(&format!("sleep {m}"), json!({"run_in_background": true})),
-                );
-                let task = task_id(&started);
+                let task = mux.start_bg(&format!("sleep {m}"));
                 let killed = mux.call("bash_kill", json!({"task_id": task}));
                 assert_eq!(
                     text(&killed),
@@ -275,10 +277,7 @@ impl Run {
                     "{}",
                     why(&killed)
                 );
-                let read = mux.call(
-                    "bash_output",
-                    json!({"task_id": task, "wait": true, "timeout_ms": 60000}),
-                );
+                let read = mux.read_to_end(&task);
                 assert!(
                     text(&read).ends_with("[status: killed by SIGTERM]"),
                     "{}",
@@ -304,11 +303,9 @@ impl Run {
                     "{}",
                     why(&reply)
                 );
-                assert!(
-                    wait_until(REPLY, || live_with_cmdline(&m).is_empty()),
-                    "{}: the cancelled command survived",
-                    why(&reply)
-                );
+                assert_none_left(&m, || {
+                    format!("{}: the cancelled command survived", why(&reply))
+                });
             }
             9 => {
                 let bytes = 70_000 + rng.below(200_000);

@@ -134,6 +134,12 @@ pub async fn call_as(rt: &Runtime, agent: &AgentRef, name: &str, arguments: Valu
         .expect("call timed out")
 }
 
+/// `bash_output` of task `id` with no agent, waiting until the task settles.
+pub async fn wait_output(rt: &Runtime, id: impl std::fmt::Display) -> ToolResult {
+    let arguments = json!({"task_id": id.to_string(), "wait": true});
+    call(rt, "bash_output", arguments).await
+}
+
 /// `bash_output` of task `id` as `agent`, waiting until the task settles.
 pub async fn wait_as(rt: &Runtime, agent: &AgentRef, id: impl std::fmt::Display) -> ToolResult {
     call_as(

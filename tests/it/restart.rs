@@ -65,10 +65,10 @@ async fn a_failing_task_restarts_up_to_its_limit_then_gives_up_and_tells_the_own
 async fn on_failure_leaves_a_success_alone_and_never_never_restarts() {
     let (rt, _s) = runtime();
     let ok = supervised(&rt, "echo ok", policy(Restart::OnFailure, 5), None).await;
-    let r = call(&rt, "bash_output", json!({"task_id": ok, "wait": true})).await;
+    let r = wait_output(&rt, &ok).await;
     assert_eq!(r.text, "ok\n[status: completed, exit code: 0]");
     let never = supervised(&rt, "echo once; exit 4", policy(Restart::Never, 5), None).await;
-    let r = call(&rt, "bash_output", json!({"task_id": never, "wait": true})).await;
+    let r = wait_output(&rt, &never).await;
     assert_eq!(r.text, "once\n[status: completed, exit code: 4]");
     finish(rt).await;
 }
@@ -87,7 +87,7 @@ async fn always_restarts_until_killed() {
     );
     let r = call(&rt, "bash_kill", json!({"task_id": id})).await;
     assert_eq!(r.text, format!("killed background task {id}"));
-    let r = call(&rt, "bash_output", json!({"task_id": id, "wait": true})).await;
+    let r = wait_output(&rt, &id).await;
     assert!(r.text.contains("[status: killed"), "{}", r.text);
     assert!(!r.text.contains("run 50]"), "{}", r.text);
     finish(rt).await;

@@ -37,7 +37,7 @@ fn spill_files(dir: &Path) -> Vec<String> {
 /// Starts `echo <word>` in the background and reads it to its end: a finished task that was read.
 async fn read_in_full(rt: &dsh::Runtime, word: &str) -> String {
     let id = start_bg(rt, None, &format!("echo {word}")).await;
-    let r = call(rt, "bash_output", json!({"task_id": id, "wait": true})).await;
+    let r = wait_output(rt, &id).await;
     assert_eq!(r.text, format!("{word}\n[status: completed, exit code: 0]"));
     id
 }
@@ -148,7 +148,7 @@ async fn retained_spill_bytes_bound_the_files_of_finished_tasks_read_or_not() {
     settled(&rt, &unread).await;
     // The second is read to its end: its memory goes, its 100 000-byte file stays and counts.
     let read = start_bg(&rt, None, FLOOD).await;
-    let r = call(&rt, "bash_output", json!({"task_id": read, "wait": true})).await;
+    let r = wait_output(&rt, &read).await;
     assert!(
         r.text.ends_with("[status: completed, exit code: 0]"),
         "{}",

@@ -596,6 +596,12 @@ fn sandbox_escalations_are_approved_through_elicitation() {
     plain.finish();
 }
 
+/// Two fresh directories outside `/tmp` and the checkout, where Landlock confines commands; `None`
+/// (said why) where it does not.
+fn confinable_dirs() -> Option<(tempfile::TempDir, tempfile::TempDir)> {
+    landlock_usable().then(|| (outside_tmp_and_checkout(), outside_tmp_and_checkout()))
+}
+
 /// A fresh directory outside `/tmp` and outside this checkout (both writable to the server's
 /// commands for other reasons).
 fn outside_tmp_and_checkout() -> tempfile::TempDir {
@@ -638,11 +644,9 @@ fn assert_write_beside_denied(reply: &Value, beside: &std::path::Path) {
 /// still cannot write beside it.
 #[test]
 fn the_clients_root_is_the_sandboxs_writable_workspace() {
-    if !landlock_usable() {
+    let Some((workspace, beside)) = confinable_dirs() else {
         return;
-    }
-    let workspace = outside_tmp_and_checkout();
-    let beside = outside_tmp_and_checkout();
+    };
     let root = workspace.path().canonicalize().unwrap();
     let uri = format!("file://{}", root.display());
     let mut client = Client::session("2025-06-18", json!({"roots": {}}), &[]);
@@ -661,10 +665,9 @@ fn the_clients_root_is_the_sandboxs_writable_workspace() {
 /// root is not used (the server's own directory is the workspace), and a write elsewhere is denied.
 #[test]
 fn a_root_that_is_the_whole_file_system_is_not_a_writable_workspace() {
-    if !landlock_usable() {
+    let Some((_, beside)) = confinable_dirs() else {
         return;
-    }
-    let beside = outside_tmp_and_checkout();
+    };
     let mut client = Client::session("2025-06-18", json!({"roots": {}}), &[]);
     let ask = client.wait_for(|m| m["method"] == "roots/list");
     client.send(

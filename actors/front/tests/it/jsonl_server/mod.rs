@@ -155,6 +155,12 @@ impl Server {
         }
     }
 
+    /// Runs `command` in the foreground as call `id`; its reply.
+    pub fn run(&mut self, id: &str, command: &str) -> Value {
+        self.call(id, "bash", bash(command, json!({})));
+        self.reply(id)
+    }
+
     /// The text of the reply to `id`.
     pub fn text(&mut self, id: &str) -> String {
         self.reply(id)["text"]

@@ -333,37 +333,43 @@ fn main() {
 
     let fleet: Arc<Mutex<Vec<FleetMetrics>>> = Arc::default();
     let mut group = support::group(&mut c, "background_fleet_1000", 10, 0.001, 5.0);
-    group.bench_function("start_read2_kill_join", |b| {
-        b.iter_custom(|iters| {
-            system.block_on(support::time_runs("fleet/cycle", iters, async || {
-                let metrics = fleet_cycle(&runtime).await;
-                fleet.lock().unwrap().push(metrics);
-            }))
-        })
-    });
+    support::bench_runs(
+        &mut group,
+        &system,
+        "start_read2_kill_join",
+        "fleet/cycle",
+        async || {
+            let metrics = fleet_cycle(&runtime).await;
+            fleet.lock().unwrap().push(metrics);
+        },
+    );
     group.finish();
 
     let notices: Arc<Mutex<Vec<(f64, f64)>>> = Arc::default();
     let mut group = support::group(&mut c, "notices_1000", 10, 0.001, 5.0);
     let mut round = 0;
-    group.bench_function("owned_tasks_exit_to_notice", |b| {
-        b.iter_custom(|iters| {
-            system.block_on(support::time_runs("notices/dsh", iters, async || {
-                round += 1;
-                let latency = notices_cycle(&runtime, &format!("bench-{round}"), 100).await;
-                notices.lock().unwrap().push(latency);
-            }))
-        })
-    });
+    support::bench_runs(
+        &mut group,
+        &system,
+        "owned_tasks_exit_to_notice",
+        "notices/dsh",
+        async || {
+            round += 1;
+            let latency = notices_cycle(&runtime, &format!("bench-{round}"), 100).await;
+            notices.lock().unwrap().push(latency);
+        },
+    );
     let raw: Arc<Mutex<Vec<(f64, f64)>>> = Arc::default();
-    group.bench_function("raw_tokio_exit_to_wait", |b| {
-        b.iter_custom(|iters| {
-            system.block_on(support::time_runs("notices/raw", iters, async || {
-                let latency = raw_exit_cycle(100).await;
-                raw.lock().unwrap().push(latency);
-            }))
-        })
-    });
+    support::bench_runs(
+        &mut group,
+        &system,
+        "raw_tokio_exit_to_wait",
+        "notices/raw",
+        async || {
+            let latency = raw_exit_cycle(100).await;
+            raw.lock().unwrap().push(latency);
+        },
+    );
     group.finish();
     c.final_summary();
     // The same 1,000 tasks started one after another (an agent starting its tasks in turn).

@@ -31,6 +31,20 @@ pub fn group<'c>(
     group
 }
 
+/// Benches `one` as `id` in `group`, each run awaited on `system` and its time recorded under
+/// `name` (see [`time_runs`]).
+pub fn bench_runs(
+    group: &mut BenchmarkGroup<'_, WallTime>,
+    system: &actix::SystemRunner,
+    id: &str,
+    name: &str,
+    mut one: impl AsyncFnMut(),
+) {
+    group.bench_function(id, |b| {
+        b.iter_custom(|iters| system.block_on(time_runs(name, iters, &mut one)))
+    });
+}
+
 /// Records that one iteration of `name` took `per_iter`.
 pub fn record(name: &str, per_iter: Duration) {
     SAMPLES

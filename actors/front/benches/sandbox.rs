@@ -119,13 +119,15 @@ fn main() {
             })
         });
     }
-    group.bench_function("tokio_bash_true", |b| {
-        b.iter_custom(|iters| {
-            system.block_on(support::time_runs("sandbox/raw", iters, async || {
-                assert!(support::raw_bash("true").await.status.success());
-            }))
-        })
-    });
+    support::bench_runs(
+        &mut group,
+        &system,
+        "tokio_bash_true",
+        "sandbox/raw",
+        async || {
+            assert!(support::raw_bash("true").await.status.success());
+        },
+    );
     group.finish();
     for (name, _, _) in &arms {
         support::report_ratio(

@@ -23,6 +23,30 @@ fn outside_tmp() -> tempfile::TempDir {
     scratch::outside_tmp("dsh-sandbox-cli-", Path::new(env!("CARGO_TARGET_TMPDIR")))
 }
 
+/// A fresh workspace outside `/tmp` where Landlock confines commands; `None` (said why) where it
+/// does not.
+fn landlock_workspace() -> Option<tempfile::TempDir> {
+    landlock_usable().then(outside_tmp)
+}
+
+/// `dsh run --sandbox <mode> --cwd <ws> -- <command>`.
+fn run_in(ws: &tempfile::TempDir, mode: &str, command: &str) -> Output {
+    run_dsh(&[
+        "run",
+        "--sandbox",
+        mode,
+        "--cwd",
+        path_str(ws.path()),
+        "--",
+        command,
+    ])
+}
+
+/// `dsh jsonl --sandbox read-only --cwd <ws>`.
+fn read_only_server(ws: &tempfile::TempDir) -> Server {
+    Server::start(&["--sandbox", "read-only", "--cwd", path_str(ws.path())]).unwrap()
+}
+
 fn text(output: &Output) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
@@ -33,19 +57,10 @@ fn path_str(path: &Path) -> &str {
 
 #[test]
 fn read_only_denies_touch_in_the_workspace_with_the_marker() {
-    if !landlock_usable() {
+    let Some(ws) = landlock_workspace() else {
         return;
-    }
-    let ws = outside_tmp();
-    let out = run_dsh(&[
-        "run",
-        "--sandbox",
-        "read-only",
-        "--cwd",
-        path_str(ws.path()),
-        "--",
-        "touch made-here",
-    ]);
+    };
+    let out = run_in(&ws, "read-only", "touch made-here");
     let printed = text(&out);
     assert!(
         printed.contains(&format!("{DENIED_RO}\n{HINT}\n[exit code: 1]")),
@@ -56,10 +71,9 @@ fn read_only_denies_touch_in_the_workspace_with_the_marker() {
 
 #[test]
 fn workspace_write_allows_the_workspace_and_tmp_and_denies_elsewhere() {
-    if !landlock_usable() {
+    let Some(ws) = landlock_workspace() else {
         return;
-    }
-    let ws = outside_tmp();
+    };
     let elsewhere = outside_tmp();
     let tmp_file = tempfile::NamedTempFile::new().unwrap();
     let command = format!(
@@ -67,15 +81,7 @@ fn workspace_write_allows_the_workspace_and_tmp_and_denies_elsewhere() {
         path_str(tmp_file.path()),
         path_str(elsewhere.path())
     );
-    let out = run_dsh(&[
-        "run",
-        "--sandbox",
-        "workspace-write",
-        "--cwd",
-        path_str(ws.path()),
-        "--",
-        &command,
-    ]);
+    let out = run_in(&ws, "workspace-write", &command);
     let printed = text(&out);
     assert!(
         printed.contains("[sandbox: file access denied under workspace-write mode]"),
@@ -91,10 +97,9 @@ fn workspace_write_allows_the_workspace_and_tmp_and_denies_elsewhere() {
 
 #[test]
 fn the_default_is_workspace_write_where_a_backend_works() {
-    if !landlock_usable() {
+    let Some(ws) = landlock_workspace() else {
         return;
-    }
-    let ws = outside_tmp();
+    };
     let elsewhere = outside_tmp();
     let command = format!("touch inside; touch {}/outside", path_str(elsewhere.path()));
     let out = run_dsh(&["run", "--cwd", path_str(ws.path()), "--", &command]);
@@ -196,12 +201,10 @@ fn question(server: &mut Server, id: &str) -> u64 {
 
 #[test]
 fn jsonl_escalation_granted_rejected_and_cancelled() {
-    if !landlock_usable() {
+    let Some(ws) = landlock_workspace() else {
         return;
-    }
-    let ws = outside_tmp();
-    let mut server =
-        Server::start(&["--sandbox", "read-only", "--cwd", path_str(ws.path())]).unwrap();
+    };
+    let mut server = read_only_server(&ws);
     // Denied first, with the hint.
     call_in_session(&mut server, "plain", bash("touch granted", json!({})));
     let denied = server.text("plain");
@@ -257,12 +260,10 @@ fn jsonl_escalation_granted_rejected_and_cancelled() {
 
 #[test]
 fn jsonl_end_of_input_cancels_a_waiting_approval() {
-    if !landlock_usable() {
+    let Some(ws) = landlock_workspace() else {
         return;
-    }
-    let ws = outside_tmp();
-    let mut server =
-        Server::start(&["--sandbox", "read-only", "--cwd", path_str(ws.path())]).unwrap();
+    };
+    let mut server = read_only_server(&ws);
     call_in_session(&mut server, "eof", escalation("touch eof"));
     question(&mut server, "eof");
     server.close_input();
@@ -345,12 +346,10 @@ fn signal_scope_protects_the_server_from_its_commands() {
 
 #[test]
 fn a_confined_background_task_shows_the_denial_marker_once_settled() {
-    if !landlock_usable() {
+    let Some(ws) = landlock_workspace() else {
         return;
-    }
-    let ws = outside_tmp();
-    let mut server =
-        Server::start(&["--sandbox", "read-only", "--cwd", path_str(ws.path())]).unwrap();
+    };
+    let mut server = read_only_server(&ws);
     call_in_session(
         &mut server,
         "bg",
@@ -527,10 +526,9 @@ fn a_confined_commands_escaped_grandchild_dies_under_cgroup_and_subreaper_contai
 /// facts: when it is later denied a write, its `bash_output` ends with the denial marker.
 #[test]
 fn a_confined_call_moved_to_the_background_keeps_its_denial_marker() {
-    if !landlock_usable() {
+    let Some(ws) = landlock_workspace() else {
         return;
-    }
-    let ws = outside_tmp();
+    };
     let gate = ws.path().join("go");
     let mut server = Server::start(&[
         "--sandbox",

@@ -44,7 +44,7 @@ use crate::mcp::log_gate::LogGate;
 use crate::mcp::roots::{apply_workspace, file_uri_path, usable_root};
 use crate::mcp::tools::{INSTRUCTIONS, mcp_tools, server_info};
 use crate::notices::forwarder;
-use crate::signals::{self, Interrupts};
+use crate::signals;
 
 /// How long a call waits for the client to answer `roots/list` before running without a workspace.
 const ROOTS_WAIT: Duration = Duration::from_secs(5);
@@ -316,8 +316,7 @@ pub async fn main(
     max_in_flight: usize,
     progress_interval: Duration,
 ) -> Result<i32, String> {
-    let mut interrupts = Interrupts::install(flags.shutdown_grace());
-    let runtime = flags.start()?;
+    let (mut interrupts, runtime) = flags.start_interruptible()?;
     let pending = Arc::new(Mutex::new(Vec::new()));
     let logs = Arc::new(LogGate::default());
     let peer_slot: Arc<Mutex<Option<Peer<RoleServer>>>> = Arc::default();

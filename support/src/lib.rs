@@ -1,4 +1,5 @@
-//! Helpers shared by dsh's tests, and only by them (every crate takes this as a dev-dependency).
+//! Helpers shared by dsh's tests and benches, and only by them (every crate takes this as a
+//! dev-dependency).
 //!
 //! - [`isolate`]: run one test in a process of its own, for tests that measure the whole process
 //!   (its descriptors, memory, threads or children) or change something process-wide.

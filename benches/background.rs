@@ -18,9 +18,6 @@
     reason = "a bench, not product code: a failed setup should stop it loudly"
 )]
 
-#[path = "support/mod.rs"]
-mod support;
-
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -28,6 +25,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use actix::prelude::*;
 use criterion::Criterion;
 use dsh::{AgentRef, Inject, Runtime, ToolCall};
+use dsh_test_support::bench as support;
 use serde_json::json;
 
 const TASKS: usize = 1000;
@@ -334,46 +332,44 @@ fn main() {
     let (runtime, _spill) = system.block_on(async { support::runtime() });
 
     let fleet: Arc<Mutex<Vec<FleetMetrics>>> = Arc::default();
-    let mut group = c.benchmark_group("background_fleet_1000");
-    group
-        .sample_size(10)
-        .warm_up_time(Duration::from_millis(1))
-        .measurement_time(Duration::from_secs(5));
-    group.bench_function("start_read2_kill_join", |b| {
-        b.iter_custom(|iters| {
-            system.block_on(support::time_runs("fleet/cycle", iters, async || {
-                let metrics = fleet_cycle(&runtime).await;
-                fleet.lock().unwrap().push(metrics);
-            }))
-        })
-    });
+    let mut group = support::group(&mut c, "background_fleet_1000", 10, 0.001, 5.0);
+    support::bench_runs(
+        &mut group,
+        &system,
+        "start_read2_kill_join",
+        "fleet/cycle",
+        async || {
+            let metrics = fleet_cycle(&runtime).await;
+            fleet.lock().unwrap().push(metrics);
+        },
+    );
     group.finish();
 
     let notices: Arc<Mutex<Vec<(f64, f64)>>> = Arc::default();
-    let mut group = c.benchmark_group("notices_1000");
-    group
-        .sample_size(10)
-        .warm_up_time(Duration::from_millis(1))
-        .measurement_time(Duration::from_secs(5));
+    let mut group = support::group(&mut c, "notices_1000", 10, 0.001, 5.0);
     let mut round = 0;
-    group.bench_function("owned_tasks_exit_to_notice", |b| {
-        b.iter_custom(|iters| {
-            system.block_on(support::time_runs("notices/dsh", iters, async || {
-                round += 1;
-                let latency = notices_cycle(&runtime, &format!("bench-{round}"), 100).await;
-                notices.lock().unwrap().push(latency);
-            }))
-        })
-    });
+    support::bench_runs(
+        &mut group,
+        &system,
+        "owned_tasks_exit_to_notice",
+        "notices/dsh",
+        async || {
+            round += 1;
+            let latency = notices_cycle(&runtime, &format!("bench-{round}"), 100).await;
+            notices.lock().unwrap().push(latency);
+        },
+    );
     let raw: Arc<Mutex<Vec<(f64, f64)>>> = Arc::default();
-    group.bench_function("raw_tokio_exit_to_wait", |b| {
-        b.iter_custom(|iters| {
-            system.block_on(support::time_runs("notices/raw", iters, async || {
-                let latency = raw_exit_cycle(100).await;
-                raw.lock().unwrap().push(latency);
-            }))
-        })
-    });
+    support::bench_runs(
+        &mut group,
+        &system,
+        "raw_tokio_exit_to_wait",
+        "notices/raw",
+        async || {
+            let latency = raw_exit_cycle(100).await;
+            raw.lock().unwrap().push(latency);
+        },
+    );
     group.finish();
     c.final_summary();
     // The same 1,000 tasks started one after another (an agent starting its tasks in turn).

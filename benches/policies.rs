@@ -11,12 +11,8 @@
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
-    clippy::panic,
     reason = "a bench, not product code: a failed setup should stop it loudly"
 )]
-
-#[path = "support/mod.rs"]
-mod support;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -24,6 +20,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use criterion::Criterion;
 use dsh::{AgentRef, Inject, Runtime, ToolCall};
 use dsh_test_support::actors::Recorder;
+use dsh_test_support::bench as support;
 use serde_json::json;
 use tokio::io::AsyncBufReadExt;
 
@@ -221,11 +218,7 @@ fn main() {
     let dsh_cycles = std::cell::RefCell::new(Vec::new());
     let raw_cycles = std::cell::RefCell::new(Vec::new());
     {
-        let mut group = c.benchmark_group("load");
-        group
-            .sample_size(10)
-            .warm_up_time(Duration::from_millis(100))
-            .measurement_time(Duration::from_secs(1));
+        let mut group = support::group(&mut c, "load", 10, 0.1, 1.0);
         group.bench_function("dsh 4x250 max-concurrent 8", |b| {
             b.iter_custom(|iters| {
                 let mut total = Duration::ZERO;

@@ -12,18 +12,14 @@
 //! finished, drained task.
 #![allow(
     clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
     reason = "a bench, not product code: a failed setup should stop it loudly"
 )]
-
-#[path = "support/mod.rs"]
-mod support;
 
 use std::time::{Duration, Instant};
 
 use criterion::Criterion;
 use dsh::{Runtime, ToolCall};
+use dsh_test_support::bench as support;
 use serde_json::json;
 
 /// One scenario: its command, how many tasks, and how many are started before waiting for them.

@@ -1,4 +1,5 @@
-//! Helpers shared by dsh's tests, and only by them (every crate takes this as a dev-dependency).
+//! Helpers shared by dsh's tests and benches, and only by them (every crate takes this as a
+//! dev-dependency).
 //!
 //! - [`isolate`]: run one test in a process of its own, for tests that measure the whole process
 //!   (its descriptors, memory, threads or children) or change something process-wide.
@@ -9,6 +10,8 @@
 //!   every question the same way.
 //! - `runtime` (feature `runtime`): the library's runtime set up for tests, with calls and a
 //!   shutdown that checks nothing is left.
+//! - `bench` (feature `bench`): what the benches share: a runtime to bench, per-iteration
+//!   timings for the ratio lines, paired rounds and memory readings.
 //!
 //! Layers: each crate's tests must see the types of the crate they test, not a second copy reached
 //! through a crate above it. So the helpers are layered by cargo features, and each test crate
@@ -21,6 +24,8 @@
 
 #[cfg(feature = "actors")]
 pub mod actors;
+#[cfg(feature = "bench")]
+pub mod bench;
 pub mod isolate;
 pub mod procfs;
 #[cfg(feature = "runtime")]

@@ -71,6 +71,46 @@ pub fn status_field(pid: impl std::fmt::Display, name: &str) -> u64 {
         .unwrap_or_else(|| panic!("unreadable {line:?}"))
 }
 
+/// What a long-running process holds, sampled to show it does not grow with the work it serves.
+#[derive(Debug, Clone, Copy)]
+pub struct Usage {
+    /// Open descriptors.
+    pub fds: usize,
+    /// Threads.
+    pub threads: u64,
+    /// Resident set, in KiB.
+    pub rss_kib: u64,
+}
+
+impl Usage {
+    /// Asserts that `end`, sampled after `self`, holds no more descriptors or threads than `self`
+    /// and at most `max_rss_growth_kib` more resident memory; `what` names the process.
+    pub fn assert_no_growth(self, end: Usage, max_rss_growth_kib: u64, what: &str) {
+        println!("{what}: after warm-up {self:?}, at the end {end:?}");
+        assert!(
+            end.fds <= self.fds,
+            "{what}: descriptors grew: {self:?} → {end:?}"
+        );
+        assert!(
+            end.threads <= self.threads,
+            "{what}: threads grew: {self:?} → {end:?}"
+        );
+        assert!(
+            end.rss_kib <= self.rss_kib + max_rss_growth_kib,
+            "{what}: RSS grew by more than {max_rss_growth_kib} KiB: {self:?} → {end:?}"
+        );
+    }
+}
+
+/// `pid`'s descriptors, threads and resident set now.
+pub fn usage(pid: u32) -> Usage {
+    Usage {
+        fds: open_fds(pid),
+        threads: status_field(pid, "Threads:"),
+        rss_kib: status_field(pid, "VmRSS:"),
+    }
+}
+
 /// Waits until `pid` is gone or a zombie, failing after [`SOON`].
 pub async fn assert_gone(pid: i32) {
     assert!(

@@ -33,13 +33,29 @@ pub fn runtime_with(
 
 /// Whether the default sandbox backend works here; if not, says why (the caller then skips).
 pub fn sandbox_usable() -> bool {
-    match dsh::LocalSandboxProvider::new(dsh::LocalSandboxConfig::default())
-        .expect("the default sandbox config")
+    usable(
+        dsh::LocalSandboxConfig::default(),
+        "no sandbox backend here",
+    )
+}
+
+/// Whether the Landlock backend works here; if not, says why (the caller then skips).
+pub fn landlock_usable() -> bool {
+    let landlock = dsh::LocalSandboxConfig {
+        backend: dsh::BackendChoice::Landlock,
+        ..Default::default()
+    };
+    usable(landlock, "Landlock is not usable here")
+}
+
+fn usable(config: dsh::LocalSandboxConfig, unusable: &str) -> bool {
+    match dsh::LocalSandboxProvider::new(config)
+        .expect("a sandbox config")
         .verdict()
     {
         Ok(_) => true,
         Err(reason) => {
-            eprintln!("skipped: no sandbox backend here: {reason}");
+            eprintln!("skipped: {unusable}: {reason}");
             false
         }
     }
@@ -116,6 +132,12 @@ pub async fn call_as(rt: &Runtime, agent: &AgentRef, name: &str, arguments: Valu
     tokio::time::timeout(SOON * 3, rt.call(call))
         .await
         .expect("call timed out")
+}
+
+/// `bash_output` of task `id` with no agent, waiting until the task settles.
+pub async fn wait_output(rt: &Runtime, id: impl std::fmt::Display) -> ToolResult {
+    let arguments = json!({"task_id": id.to_string(), "wait": true});
+    call(rt, "bash_output", arguments).await
 }
 
 /// `bash_output` of task `id` as `agent`, waiting until the task settles.

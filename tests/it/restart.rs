@@ -17,18 +17,30 @@ fn policy(restart: Restart, max_restarts: u32) -> RestartPolicy {
     }
 }
 
+/// Starts `command` under `policy` for `owner` and returns its task id.
+async fn supervised(
+    rt: &dsh::Runtime,
+    command: &str,
+    policy: RestartPolicy,
+    owner: Option<&dsh::AgentRef>,
+) -> dsh::TaskId {
+    rt.start_supervised(BashExecRequest::new(command), policy, owner.cloned())
+        .await
+        .expect("a supervised start")
+}
+
+/// Reads task `id`'s output until its run `n` has begun (a restart marker `run <n>]`).
+async fn until_run(rt: &dsh::Runtime, id: &dsh::TaskId, n: u32) -> dsh::ToolResult {
+    let until = format!("run {n}\\]");
+    call(rt, "bash_output", json!({"task_id": id, "until": until})).await
+}
+
 #[actix_rt::test]
 async fn a_failing_task_restarts_up_to_its_limit_then_gives_up_and_tells_the_owner() {
     let (rt, _s) = runtime();
     let agent = TestAgent::new("host");
-    let id = rt
-        .start_supervised(
-            BashExecRequest::new("echo run; exit 1"),
-            policy(Restart::OnFailure, 2),
-            Some(agent.agent.clone()),
-        )
-        .await
-        .unwrap();
+    let on_failure = policy(Restart::OnFailure, 2);
+    let id = supervised(&rt, "echo run; exit 1", on_failure, Some(&agent.agent)).await;
     let r = wait_as(&rt, &agent.agent, &id).await;
     assert_eq!(
         r.text,
@@ -52,25 +64,11 @@ async fn a_failing_task_restarts_up_to_its_limit_then_gives_up_and_tells_the_own
 #[actix_rt::test]
 async fn on_failure_leaves_a_success_alone_and_never_never_restarts() {
     let (rt, _s) = runtime();
-    let ok = rt
-        .start_supervised(
-            BashExecRequest::new("echo ok"),
-            policy(Restart::OnFailure, 5),
-            None,
-        )
-        .await
-        .unwrap();
-    let r = call(&rt, "bash_output", json!({"task_id": ok, "wait": true})).await;
+    let ok = supervised(&rt, "echo ok", policy(Restart::OnFailure, 5), None).await;
+    let r = wait_output(&rt, &ok).await;
     assert_eq!(r.text, "ok\n[status: completed, exit code: 0]");
-    let never = rt
-        .start_supervised(
-            BashExecRequest::new("echo once; exit 4"),
-            policy(Restart::Never, 5),
-            None,
-        )
-        .await
-        .unwrap();
-    let r = call(&rt, "bash_output", json!({"task_id": never, "wait": true})).await;
+    let never = supervised(&rt, "echo once; exit 4", policy(Restart::Never, 5), None).await;
+    let r = wait_output(&rt, &never).await;
     assert_eq!(r.text, "once\n[status: completed, exit code: 4]");
     finish(rt).await;
 }
@@ -78,20 +76,9 @@ async fn on_failure_leaves_a_success_alone_and_never_never_restarts() {
 #[actix_rt::test]
 async fn always_restarts_until_killed() {
     let (rt, _s) = runtime();
-    let id = rt
-        .start_supervised(
-            BashExecRequest::new("echo tick; sleep 0.05"),
-            policy(Restart::Always, 1000),
-            None,
-        )
-        .await
-        .unwrap();
-    let r = call(
-        &rt,
-        "bash_output",
-        json!({"task_id": id, "until": "run 3\\]"}),
-    )
-    .await;
+    let always = policy(Restart::Always, 1000);
+    let id = supervised(&rt, "echo tick; sleep 0.05", always, None).await;
+    let r = until_run(&rt, &id, 3).await;
     assert!(
         r.text.contains("[restarted after exit code 0; run 2]")
             && r.text.ends_with("[status: running]"),
@@ -100,7 +87,7 @@ async fn always_restarts_until_killed() {
     );
     let r = call(&rt, "bash_kill", json!({"task_id": id})).await;
     assert_eq!(r.text, format!("killed background task {id}"));
-    let r = call(&rt, "bash_output", json!({"task_id": id, "wait": true})).await;
+    let r = wait_output(&rt, &id).await;
     assert!(r.text.contains("[status: killed"), "{}", r.text);
     assert!(!r.text.contains("run 50]"), "{}", r.text);
     finish(rt).await;
@@ -110,26 +97,15 @@ async fn always_restarts_until_killed() {
 async fn only_restarts_within_the_window_count_toward_the_limit() {
     let (rt, _s) = runtime();
     // One restart allowed per 50 ms, and each run lasts longer than that: it never gives up.
-    let id = rt
-        .start_supervised(
-            BashExecRequest::new("sleep 0.1; exit 1"),
-            RestartPolicy {
-                restart: Restart::OnFailure,
-                max_restarts: 1,
-                within: Duration::from_millis(50),
-                backoff: Duration::from_millis(1),
-                max_backoff: Duration::from_millis(1),
-            },
-            None,
-        )
-        .await
-        .unwrap();
-    let r = call(
-        &rt,
-        "bash_output",
-        json!({"task_id": id, "until": "run 4\\]"}),
-    )
-    .await;
+    let window = RestartPolicy {
+        restart: Restart::OnFailure,
+        max_restarts: 1,
+        within: Duration::from_millis(50),
+        backoff: Duration::from_millis(1),
+        max_backoff: Duration::from_millis(1),
+    };
+    let id = supervised(&rt, "sleep 0.1; exit 1", window, None).await;
+    let r = until_run(&rt, &id, 4).await;
     assert!(r.text.ends_with("[status: running]"), "{}", r.text);
     assert!(!r.text.contains("gave up"), "{}", r.text);
     call(&rt, "bash_kill", json!({"task_id": id})).await;

@@ -227,6 +227,16 @@ fn heredoc_command() -> String {
     )
 }
 
+/// [`per_task`] for `workload` on a runtime of its own (keeping up to 10,000 finished tasks), shut
+/// down and checked afterwards.
+async fn measured(workload: &Workload) -> PerTask {
+    let (rt, spill) = runtime_with(|b| b.max_finished_tasks(10_000));
+    let per_task = per_task(&rt, workload).await;
+    finish(rt).await;
+    drop(spill);
+    per_task
+}
+
 /// The tests of this module run one at a time, each in a process of its own: the counter is the
 /// whole process's.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -235,28 +245,24 @@ static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 async fn a_finished_fully_read_task_keeps_what_is_counted_and_at_most_2_kib() {
     let _serial = SERIAL.lock().await;
     own_process!(a_finished_fully_read_task_keeps_what_is_counted_and_at_most_2_kib);
-    let (rt, spill) = runtime_with(|b| b.max_finished_tasks(10_000));
     let workload = Workload {
         command: heredoc_command(),
         read: true,
         tasks: 250,
     };
     assert!(workload.command.len() > 4096);
-    let per_task = per_task(&rt, &workload).await;
+    let per_task = measured(&workload).await;
     assert!(
         per_task.counted <= 2048,
         "a finished, fully read task counts {} B (target 2048 B)",
         per_task.counted
     );
-    finish(rt).await;
-    drop(spill);
 }
 
 #[actix_rt::test]
 async fn a_finished_stream_keeps_its_cap_and_a_few_kib() {
     let _serial = SERIAL.lock().await;
     own_process!(a_finished_stream_keeps_its_cap_and_a_few_kib);
-    let (rt, spill) = runtime_with(|b| b.max_finished_tasks(10_000));
     // 200 KB to stdout and 100 KB to stderr: both streams outgrow the cap.
     let workload = Workload {
         command: "head -c 200000 /dev/zero | tr '\\0' x; head -c 100000 /dev/zero | tr '\\0' y >&2"
@@ -264,7 +270,7 @@ async fn a_finished_stream_keeps_its_cap_and_a_few_kib() {
         read: false,
         tasks: 150,
     };
-    let per_task = per_task(&rt, &workload).await;
+    let per_task = measured(&workload).await;
     let page = nix::unistd::sysconf(nix::unistd::SysconfVar::PAGE_SIZE)
         .unwrap()
         .unwrap() as usize;
@@ -275,21 +281,16 @@ async fn a_finished_stream_keeps_its_cap_and_a_few_kib() {
         per_task.measured,
         per_task.measured - tails
     );
-    finish(rt).await;
-    drop(spill);
 }
 
 #[actix_rt::test]
 async fn a_finished_quiet_task_keeps_what_is_counted() {
     let _serial = SERIAL.lock().await;
     own_process!(a_finished_quiet_task_keeps_what_is_counted);
-    let (rt, spill) = runtime_with(|b| b.max_finished_tasks(10_000));
     let workload = Workload {
         command: "echo a line of output; echo and one on stderr >&2".into(),
         read: false,
         tasks: 250,
     };
-    per_task(&rt, &workload).await;
-    finish(rt).await;
-    drop(spill);
+    measured(&workload).await;
 }

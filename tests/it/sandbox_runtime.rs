@@ -4,16 +4,12 @@
 
 use std::path::Path;
 
-use crate::common::{TestAgent, runtime, runtime_with};
+use crate::common::{TestAgent, runtime, runtime_with, sandbox_usable};
 use actix::prelude::*;
 use dsh::{ApprovalOutcome, ApprovalRequest, LocalSandboxConfig, SandboxMode, ToolCall};
 use dsh_test_support::actors::Answerer;
 use dsh_test_support::scratch::outside_tmp;
 use serde_json::json;
-
-fn landlock_usable() -> bool {
-    crate::common::sandbox_usable()
-}
 
 fn workspace() -> tempfile::TempDir {
     outside_tmp("dsh-sandbox-rt-", Path::new(env!("CARGO_TARGET_TMPDIR")))
@@ -29,7 +25,7 @@ fn grants() -> Recipient<ApprovalRequest> {
 
 #[actix_rt::test]
 async fn session_modes_and_approved_escalations_through_the_runtime() {
-    if !landlock_usable() {
+    if !sandbox_usable() {
         return;
     }
     let ws = workspace();
@@ -88,27 +84,58 @@ async fn session_modes_and_approved_escalations_through_the_runtime() {
     rt.shutdown().await;
 }
 
+/// A runtime confined read-only in a workspace of its own, where session `name` (its agent here)
+/// stands at workspace-write in a workspace of its own, `root`.
+struct WritingSession {
+    rt: dsh::Runtime,
+    agent: TestAgent,
+    root: tempfile::TempDir,
+    _runtime_ws: tempfile::TempDir,
+    _spill: tempfile::TempDir,
+}
+
+impl WritingSession {
+    /// Sets it up, or `None` (said why) where no sandbox backend works.
+    async fn start(name: &str) -> Option<Self> {
+        if !sandbox_usable() {
+            return None;
+        }
+        let (runtime_ws, root) = (workspace(), workspace());
+        let (rt, spill) = runtime_with(|b| {
+            b.cwd(runtime_ws.path())
+                .sandbox(SandboxMode::ReadOnly, LocalSandboxConfig::default())
+        });
+        rt.set_session_sandbox_mode(name, Some(SandboxMode::WorkspaceWrite))
+            .await
+            .unwrap();
+        rt.set_session_workspace(name, Some(root.path().to_path_buf()))
+            .await
+            .unwrap();
+        Some(Self {
+            rt,
+            agent: TestAgent::new(name),
+            root,
+            _runtime_ws: runtime_ws,
+            _spill: spill,
+        })
+    }
+}
+
 /// A released session's standing mode and workspace go with it: a new session that reuses the id
 /// starts from the runtime's defaults, not from what the old one was granted.
 #[actix_rt::test]
 async fn a_released_session_forgets_its_mode_and_workspace() {
-    if !landlock_usable() {
+    let Some(WritingSession {
+        rt,
+        agent,
+        root,
+        _runtime_ws,
+        _spill,
+    }) = WritingSession::start("reused").await
+    else {
         return;
-    }
-    let ws = workspace();
-    let wider = workspace();
-    let (rt, _spill) = runtime_with(|b| {
-        b.cwd(ws.path())
-            .sandbox(SandboxMode::ReadOnly, LocalSandboxConfig::default())
-    });
-    let agent = TestAgent::new("reused");
-    rt.set_session_sandbox_mode("reused", Some(SandboxMode::WorkspaceWrite))
-        .await
-        .unwrap();
-    rt.set_session_workspace("reused", Some(wider.path().to_path_buf()))
-        .await
-        .unwrap();
-    let target = wider.path().join("granted");
+    };
+    let target = root.path().join("granted");
     let touch = json!({"command": format!("touch {}", target.display()), "description": "t"});
     let written = rt
         .call(ToolCall::new("bash", touch.clone()).with_caller(agent.agent.clone()))
@@ -160,7 +187,7 @@ fn limited(
 /// its memory cgroup first), which read as `SANDBOX_UNAVAILABLE`.
 #[actix_rt::test]
 async fn a_memory_limit_too_small_for_bash_is_a_spawn_failure_not_a_sandbox_error() {
-    if !landlock_usable() {
+    if !sandbox_usable() {
         return;
     }
     let limits = dsh::TaskLimits {
@@ -256,23 +283,11 @@ async fn an_unsandboxed_runtime_has_no_mode_to_set() {
 /// commands are: its standing mode and its workspace root.
 #[actix_rt::test]
 async fn a_supervised_task_runs_under_its_owners_mode_and_workspace() {
-    if !landlock_usable() {
+    let Some(session) = WritingSession::start("owner").await else {
         return;
-    }
-    let server_ws = workspace();
-    let session_ws = workspace();
-    let (rt, _spill) = runtime_with(|b| {
-        b.cwd(server_ws.path())
-            .sandbox(SandboxMode::ReadOnly, LocalSandboxConfig::default())
-    });
-    let owner = TestAgent::new("owner");
-    rt.set_session_sandbox_mode("owner", Some(SandboxMode::WorkspaceWrite))
-        .await
-        .unwrap();
-    rt.set_session_workspace("owner", Some(session_ws.path().to_path_buf()))
-        .await
-        .unwrap();
-    let target = session_ws.path().join("by-supervised");
+    };
+    let (rt, owner) = (&session.rt, &session.agent);
+    let target = session.root.path().join("by-supervised");
     let policy = dsh::RestartPolicy {
         restart: dsh::Restart::Never,
         ..dsh::RestartPolicy::default()

@@ -1,10 +1,6 @@
 //! Executor configuration: the budgets every command runs with, and their defaults.
 
-use std::fmt;
 use std::path::PathBuf;
-use std::str::FromStr;
-
-use dsh_tasks::{Named, UnknownValue};
 
 use crate::errors::ExecError;
 
@@ -29,32 +25,7 @@ pub enum OnTimeout {
     Background,
 }
 
-impl Named for OnTimeout {
-    const VALUES: &'static [OnTimeout] = &[OnTimeout::Kill, OnTimeout::Background];
-    const WHAT: &'static str = "an on-timeout behaviour";
-
-    /// `kill` or `background`.
-    fn name(self) -> &'static str {
-        match self {
-            OnTimeout::Kill => "kill",
-            OnTimeout::Background => "background",
-        }
-    }
-}
-
-impl fmt::Display for OnTimeout {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for OnTimeout {
-    type Err = UnknownValue;
-
-    fn from_str(text: &str) -> Result<Self, UnknownValue> {
-        OnTimeout::from_name(text)
-    }
-}
+dsh_tasks::named_setting!(OnTimeout, "an on-timeout behaviour", Kill => "kill", Background => "background");
 
 /// The local executor's budgets. Every value must be positive.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -6,36 +6,31 @@
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
-    clippy::panic,
     reason = "a bench, not product code: a failed setup should stop it loudly"
 )]
-
-#[path = "support/mod.rs"]
-mod support;
 
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use criterion::Criterion;
+use dsh_test_support::bench as support;
 use tokio::io::AsyncReadExt;
 
 const FLOOD: &str = "head -c 1073741824 /dev/zero";
 
 fn spawn_latency(c: &mut Criterion, system: &actix::SystemRunner) {
     let (runtime, _spill) = system.block_on(async { support::runtime() });
-    let mut group = c.benchmark_group("spawn_latency");
-    group
-        .sample_size(30)
-        .warm_up_time(Duration::from_secs(1))
-        .measurement_time(Duration::from_secs(4));
-    group.bench_function("dsh_bash_true", |b| {
-        b.iter_custom(|iters| {
-            system.block_on(support::time_runs("spawn/dsh", iters, async || {
-                let result = support::bash(&runtime, "true").await;
-                assert_eq!(result.text, "(no output)");
-            }))
-        })
-    });
+    let mut group = support::group(c, "spawn_latency", 30, 1.0, 4.0);
+    support::bench_runs(
+        &mut group,
+        system,
+        "dsh_bash_true",
+        "spawn/dsh",
+        async || {
+            let result = support::bash(&runtime, "true").await;
+            assert_eq!(result.text, "(no output)");
+        },
+    );
     let manager = system.block_on(async {
         actix::Actor::start(dsh::actors::process::ProcessManager::new(Default::default()))
     });
@@ -58,20 +53,24 @@ fn spawn_latency(c: &mut Criterion, system: &actix::SystemRunner) {
             }))
         })
     });
-    group.bench_function("tokio_bash_true", |b| {
-        b.iter_custom(|iters| {
-            system.block_on(support::time_runs("spawn/raw", iters, async || {
-                assert!(support::raw_bash("true").await.status.success());
-            }))
-        })
-    });
-    group.bench_function("tokio_bash_true_setsid", |b| {
-        b.iter_custom(|iters| {
-            system.block_on(support::time_runs("spawn/raw_setsid", iters, async || {
-                assert!(raw_setsid("true").await.status.success());
-            }))
-        })
-    });
+    support::bench_runs(
+        &mut group,
+        system,
+        "tokio_bash_true",
+        "spawn/raw",
+        async || {
+            assert!(support::raw_bash("true").await.status.success());
+        },
+    );
+    support::bench_runs(
+        &mut group,
+        system,
+        "tokio_bash_true_setsid",
+        "spawn/raw_setsid",
+        async || {
+            assert!(raw_setsid("true").await.status.success());
+        },
+    );
     group.finish();
     system.block_on(runtime.shutdown());
 }
@@ -96,24 +95,12 @@ async fn raw_setsid(command: &str) -> std::process::Output {
 
 fn concurrent_foreground(c: &mut Criterion, system: &actix::SystemRunner) {
     let (runtime, _spill) = system.block_on(async { support::runtime() });
-    let mut group = c.benchmark_group("concurrent_foreground_200");
-    group
-        .sample_size(10)
-        .warm_up_time(Duration::from_secs(1))
-        .measurement_time(Duration::from_secs(6));
-    group.bench_function("dsh", |b| {
-        b.iter_custom(|iters| {
-            system.block_on(support::time_runs("concurrent/dsh", iters, async || {
-                dsh_concurrent(&runtime).await;
-            }))
-        })
+    let mut group = support::group(c, "concurrent_foreground_200", 10, 1.0, 6.0);
+    support::bench_runs(&mut group, system, "dsh", "concurrent/dsh", async || {
+        dsh_concurrent(&runtime).await;
     });
-    group.bench_function("tokio", |b| {
-        b.iter_custom(|iters| {
-            system.block_on(support::time_runs("concurrent/raw", iters, async || {
-                raw_concurrent().await;
-            }))
-        })
+    support::bench_runs(&mut group, system, "tokio", "concurrent/raw", async || {
+        raw_concurrent().await;
     });
     group.finish();
     system.block_on(runtime.shutdown());
@@ -161,48 +148,42 @@ fn paired_concurrent(system: &actix::SystemRunner) {
 
 fn output_flood(c: &mut Criterion, system: &actix::SystemRunner) {
     let (runtime, _spill) = system.block_on(async { support::runtime() });
-    let mut group = c.benchmark_group("output_flood_1GiB");
-    group
-        .sample_size(10)
-        .warm_up_time(Duration::from_secs(1))
-        .measurement_time(Duration::from_secs(10));
-    group.bench_function("dsh", |b| {
-        b.iter_custom(|iters| {
-            system.block_on(support::time_runs("flood/dsh", iters, async || {
-                let result = support::bash(&runtime, FLOOD).await;
-                assert!(
-                    result.text.contains("[output truncated"),
-                    "{}",
-                    &result.text[result.text.len() - 100..]
-                );
-            }))
-        })
+    let mut group = support::group(c, "output_flood_1GiB", 10, 1.0, 10.0);
+    support::bench_runs(&mut group, system, "dsh", "flood/dsh", async || {
+        let result = support::bash(&runtime, FLOOD).await;
+        assert!(
+            result.text.contains("[output truncated"),
+            "{}",
+            &result.text[result.text.len() - 100..]
+        );
     });
-    group.bench_function("tokio_read_to_nowhere", |b| {
-        b.iter_custom(|iters| {
-            system.block_on(support::time_runs("flood/raw", iters, async || {
-                let mut child = tokio::process::Command::new("bash")
-                    .args(["-c", FLOOD])
-                    .stdin(std::process::Stdio::null())
-                    .stdout(std::process::Stdio::piped())
-                    .stderr(std::process::Stdio::piped())
-                    .spawn()
-                    .unwrap();
-                let mut stdout = child.stdout.take().unwrap();
-                let mut buf = vec![0u8; 64 * 1024];
-                let mut total = 0u64;
-                loop {
-                    let n = stdout.read(&mut buf).await.unwrap();
-                    if n == 0 {
-                        break;
-                    }
-                    total += n as u64;
+    support::bench_runs(
+        &mut group,
+        system,
+        "tokio_read_to_nowhere",
+        "flood/raw",
+        async || {
+            let mut child = tokio::process::Command::new("bash")
+                .args(["-c", FLOOD])
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            let mut stdout = child.stdout.take().unwrap();
+            let mut buf = vec![0u8; 64 * 1024];
+            let mut total = 0u64;
+            loop {
+                let n = stdout.read(&mut buf).await.unwrap();
+                if n == 0 {
+                    break;
                 }
-                assert_eq!(total, 1 << 30);
-                assert!(child.wait().await.unwrap().success());
-            }))
-        })
-    });
+                total += n as u64;
+            }
+            assert_eq!(total, 1 << 30);
+            assert!(child.wait().await.unwrap().success());
+        },
+    );
     group.finish();
     system.block_on(runtime.shutdown());
 }

@@ -3,18 +3,14 @@
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
-    clippy::panic,
     reason = "a bench, not product code: a failed setup should stop it loudly"
 )]
 
-#[path = "support/mod.rs"]
-mod support;
-
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
-use std::time::Duration;
 
 use criterion::Criterion;
+use dsh_test_support::bench as support;
 use futures::StreamExt;
 
 const REQUESTS: usize = 2000;
@@ -108,11 +104,7 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
-    let mut group = c.benchmark_group("jsonl_2000_true_32_in_flight");
-    group
-        .sample_size(10)
-        .warm_up_time(Duration::from_secs(1))
-        .measurement_time(Duration::from_secs(10));
+    let mut group = support::group(&mut c, "jsonl_2000_true_32_in_flight", 10, 1.0, 10.0);
     group.bench_function("dsh_jsonl", |b| {
         b.iter_custom(|iters| {
             support::time_runs_blocking("jsonl/dsh", iters, || server.run_batch())

@@ -12,46 +12,39 @@
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
-    clippy::panic,
     reason = "a bench, not product code: a failed setup should stop it loudly"
 )]
 
-#[path = "support/mod.rs"]
-mod support;
-
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use criterion::Criterion;
 use dsh::actors::bash::ExecError;
-use dsh::actors::bash::sandbox::{SandboxProvider, Wrap, WrapFacts};
-use dsh::actors::bash::{Enforcement, SandboxPolicy};
+use dsh::actors::bash::SandboxPolicy;
+use dsh::actors::bash::sandbox::{SandboxProvider, Wrap};
 use dsh::{BackendChoice, LocalSandboxConfig, Runtime, SandboxMode};
+use dsh_test_support::bench as support;
 
 /// The launcher design: wrap the argv with this binary's `__landlock-launch`.
 struct Launcher(PathBuf);
 
 impl SandboxProvider for Launcher {
     fn confine(&self, argv: &[String], policy: &SandboxPolicy) -> Result<Wrap, ExecError> {
-        let mut wrapped = vec![
+        let launcher = vec![
             self.0.display().to_string(),
             "__landlock-launch".into(),
             policy.mode.as_str().into(),
             policy.workspace_root.display().to_string(),
             "--".into(),
         ];
-        wrapped.extend(argv.iter().cloned());
-        Ok(Wrap {
-            argv: wrapped,
-            landlock: None,
-            facts: WrapFacts {
-                mode: policy.mode,
-                enforcement: Enforcement::Full,
-                denial_signatures: vec!["permission denied".into()],
-                runner_failure_signatures: vec!["dsh-landlock-launch: ".into()],
-            },
-        })
+        Ok(Wrap::through_runner(
+            launcher,
+            argv,
+            policy,
+            vec!["permission denied".into()],
+            vec!["dsh-landlock-launch: ".into()],
+        ))
     }
 }
 
@@ -113,11 +106,7 @@ fn main() {
         assert_eq!(denied, *name != "unconfined", "{name}: {}", probe.text);
         let _ = std::fs::remove_file("/dsh-bench-probe");
     }
-    let mut group = c.benchmark_group("sandbox_spawn_latency");
-    group
-        .sample_size(30)
-        .warm_up_time(Duration::from_secs(1))
-        .measurement_time(Duration::from_secs(4));
+    let mut group = support::group(&mut c, "sandbox_spawn_latency", 30, 1.0, 4.0);
     for (name, runtime, _) in &arms {
         let key = format!("sandbox/{name}");
         group.bench_function(*name, |b| {
@@ -129,13 +118,15 @@ fn main() {
             })
         });
     }
-    group.bench_function("tokio_bash_true", |b| {
-        b.iter_custom(|iters| {
-            system.block_on(support::time_runs("sandbox/raw", iters, async || {
-                assert!(support::raw_bash("true").await.status.success());
-            }))
-        })
-    });
+    support::bench_runs(
+        &mut group,
+        &system,
+        "tokio_bash_true",
+        "sandbox/raw",
+        async || {
+            assert!(support::raw_bash("true").await.status.success());
+        },
+    );
     group.finish();
     for (name, _, _) in &arms {
         support::report_ratio(

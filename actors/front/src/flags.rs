@@ -7,7 +7,7 @@ use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 
 use crate::bytes::{ByteCount, byte_count};
 use crate::limits::{parse_task_memory, parse_task_pids};
-use crate::signals::DEFAULT_SHUTDOWN_GRACE_MS;
+use crate::signals::{DEFAULT_SHUTDOWN_GRACE_MS, Interrupts};
 use dsh::actors::bash::{
     DEFAULT_GRACE_MS, DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_MAX_SPILL_BYTES, DEFAULT_MAX_TIMEOUT_MS,
     DEFAULT_TIMEOUT_MS,
@@ -316,6 +316,13 @@ impl RuntimeFlags {
             "dsh runtime started"
         );
         Ok(runtime)
+    }
+
+    /// Every front end's first step: SIGINT and SIGTERM handled (with `--shutdown-grace-ms`), then
+    /// the runtime started, in that order so that an interrupt during the start is not lost.
+    pub fn start_interruptible(&self) -> Result<(Interrupts, Runtime), String> {
+        let interrupts = Interrupts::install(self.shutdown_grace());
+        Ok((interrupts, self.start()?))
     }
 
     /// `--shutdown-grace-ms`.

@@ -45,7 +45,7 @@ use crate::jsonl::line::{Id, Line, error_reply, parse_line};
 use crate::jsonl::sessions::Sessions;
 use crate::notices::forwarder;
 use crate::outbox::Outbox;
-use crate::signals::{self, Interrupts};
+use crate::signals;
 use crate::stdio::{self, InputLine};
 
 /// Calls read and not yet answered (running or held) by the JSON text of their id, so
@@ -306,8 +306,7 @@ pub async fn main(
     max_line_bytes: usize,
     max_in_flight: usize,
 ) -> Result<i32, String> {
-    let mut interrupts = Interrupts::install(flags.shutdown_grace());
-    let runtime = flags.start()?;
+    let (mut interrupts, runtime) = flags.start_interruptible()?;
     let output = stdio::spawn_writer();
     let disconnected = output.disconnected.clone();
     let approvals = Pending::default();

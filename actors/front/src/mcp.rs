@@ -56,7 +56,7 @@ use crate::mcp::tasks::Tasks;
 use crate::mcp::tools::{INSTRUCTIONS, mcp_tools, server_info};
 use crate::mcp::workspace::Workspace;
 use crate::notices::forwarder;
-use crate::signals::{self, Interrupts};
+use crate::signals;
 
 /// How long a call waits for the client to answer `roots/list` before running without a workspace,
 /// unless `--roots-timeout-ms` says otherwise.
@@ -239,8 +239,7 @@ pub async fn main(flags: RuntimeFlags, options: McpOptions) -> Result<i32, Strin
         roots_timeout,
         task_after,
     } = options;
-    let mut interrupts = Interrupts::install(flags.shutdown_grace());
-    let runtime = flags.start()?;
+    let (mut interrupts, runtime) = flags.start_interruptible()?;
     let pending = Arc::new(Mutex::new(Vec::new()));
     let logs = Arc::new(LogGate::default());
     let peer_slot: Arc<Mutex<Option<Peer<RoleServer>>>> = Arc::default();

@@ -7,7 +7,7 @@ use dsh::{AbortSignal, NoApprovalChannel, ToolCall};
 use serde_json::json;
 
 use crate::flags::RuntimeFlags;
-use crate::signals::{self, Interrupts};
+use crate::signals;
 
 pub async fn main(
     mut flags: RuntimeFlags,
@@ -16,8 +16,7 @@ pub async fn main(
 ) -> Result<i32, String> {
     // One call and then the end: nothing could read a task a timeout moved to the background.
     flags.on_timeout = dsh::OnTimeout::Kill;
-    let mut interrupts = Interrupts::install(flags.shutdown_grace());
-    let runtime = flags.start()?;
+    let (mut interrupts, runtime) = flags.start_interruptible()?;
     let mut arguments = json!({"command": command.join(" "), "description": "dsh run"});
     if let Some(dir) = workdir {
         arguments["workdir"] = json!(dir);

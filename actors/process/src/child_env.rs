@@ -124,13 +124,7 @@ impl ChildEnv {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
+    use crate::env::tests::map;
 
     fn ambient() -> Vec<(OsString, OsString)> {
         [

@@ -65,10 +65,11 @@ pub(crate) fn scrub_ambient(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    /// A variable map from `(name, value)` pairs (shared with `child_env`'s tests).
+    pub(crate) fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         pairs
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))

@@ -28,6 +28,39 @@ pub trait Named: Copy + 'static {
     }
 }
 
+/// Makes `$setting`, an enum of unit variants, a [`Named`] setting: `$what` one is (for errors),
+/// and each variant's word in the order they are listed; `Display` prints the word and `FromStr`
+/// takes exactly the words.
+#[macro_export]
+macro_rules! named_setting {
+    ($setting:ident, $what:literal, $($variant:ident => $word:literal),+ $(,)?) => {
+        impl $crate::Named for $setting {
+            const VALUES: &'static [$setting] = &[$($setting::$variant),+];
+            const WHAT: &'static str = $what;
+
+            fn name(self) -> &'static str {
+                match self {
+                    $($setting::$variant => $word,)+
+                }
+            }
+        }
+
+        impl ::std::fmt::Display for $setting {
+            fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+                f.write_str($crate::Named::name(*self))
+            }
+        }
+
+        impl ::std::str::FromStr for $setting {
+            type Err = $crate::UnknownValue;
+
+            fn from_str(text: &str) -> ::std::result::Result<Self, $crate::UnknownValue> {
+                <$setting as $crate::Named>::from_name(text)
+            }
+        }
+    };
+}
+
 /// A word that is none of a setting's values.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{text:?} is not {what} (expected one of: {})", expected.join(", "))]

@@ -5,11 +5,11 @@
 
 use std::path::Path;
 
-use dsh_tasks::{Enforcement, SandboxMode};
+use dsh_tasks::SandboxMode;
 
 use crate::sandbox::config::{LocalSandboxConfig, NetworkPolicy};
 use crate::sandbox::policy::SandboxPolicy;
-use crate::sandbox::provider::{Wrap, WrapFacts};
+use crate::sandbox::provider::Wrap;
 
 /// The bubblewrap profile (without the program), `--` included. An operator's runner gets it too.
 pub(crate) fn profile(config: &LocalSandboxConfig, policy: &SandboxPolicy) -> Vec<String> {
@@ -74,19 +74,15 @@ pub(crate) fn wrap_in(
     argv: &[String],
     signatures: Signatures,
 ) -> Wrap {
-    let mut wrapped = program.to_vec();
-    wrapped.extend(profile(config, policy));
-    wrapped.extend(argv.iter().cloned());
-    Wrap {
-        argv: wrapped,
-        landlock: None,
-        facts: WrapFacts {
-            mode: policy.mode,
-            enforcement: Enforcement::Full,
-            denial_signatures: signatures.denial,
-            runner_failure_signatures: signatures.runner_failure,
-        },
-    }
+    let mut runner = program.to_vec();
+    runner.extend(profile(config, policy));
+    Wrap::through_runner(
+        runner,
+        argv,
+        policy,
+        signatures.denial,
+        signatures.runner_failure,
+    )
 }
 
 #[cfg(test)]

@@ -49,26 +49,18 @@ mod tests {
     #[test]
     fn sb_17_wrap_dialect_is_conservative() {
         let denial = sigs(&["read-only file system", "permission denied"]);
-        assert!(matches_signatures(
-            Some(1),
-            "touch: cannot touch /x: Read-only file system",
-            &denial
-        ));
-        assert!(matches_signatures(
-            Some(1),
-            "sh: /x: Permission denied",
-            &denial
-        ));
-        assert!(!matches_signatures(
-            Some(1),
-            "mount: Operation not permitted",
-            &denial
-        ));
-        assert!(!matches_signatures(
-            Some(1),
-            "No such file or directory",
-            &denial
-        ));
+        for (stderr, denied) in [
+            ("touch: cannot touch /x: Read-only file system", true),
+            ("sh: /x: Permission denied", true),
+            ("mount: Operation not permitted", false),
+            ("No such file or directory", false),
+        ] {
+            assert_eq!(
+                matches_signatures(Some(1), stderr, &denial),
+                denied,
+                "{stderr}"
+            );
+        }
     }
 
     #[test]
@@ -102,15 +94,11 @@ mod tests {
             "exec: /Opt/Runners/bwrap: not found",
             "/Opt/Runners/bwrap: No such file or directory",
         ]);
-        assert!(matches_signatures(
-            Some(127),
+        for stderr in [
             "bash: /Opt/Runners/bwrap: No such file or directory",
-            &runner
-        ));
-        assert!(matches_signatures(
-            Some(127),
             "BASH: LINE 1: EXEC: /OPT/RUNNERS/BWRAP: NOT FOUND",
-            &runner
-        ));
+        ] {
+            assert!(matches_signatures(Some(127), stderr, &runner), "{stderr}");
+        }
     }
 }

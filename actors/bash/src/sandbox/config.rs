@@ -2,11 +2,6 @@
 //! probe bound, and the network and signal scope of confined commands. The binary sets them from
 //! its `--sandbox-*` and `--network` flags (README, "The binary: `dsh`").
 
-use std::fmt;
-use std::str::FromStr;
-
-use dsh_tasks::{Named, UnknownValue};
-
 /// Whether confined commands may use TCP.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum NetworkPolicy {
@@ -30,64 +25,15 @@ pub enum BackendChoice {
     Bwrap,
 }
 
-impl Named for NetworkPolicy {
-    const VALUES: &'static [NetworkPolicy] = &[NetworkPolicy::Allow, NetworkPolicy::Deny];
-    const WHAT: &'static str = "a network policy";
+dsh_tasks::named_setting!(NetworkPolicy, "a network policy", Allow => "allow", Deny => "deny");
 
-    /// `allow` or `deny`.
-    fn name(self) -> &'static str {
-        match self {
-            NetworkPolicy::Allow => "allow",
-            NetworkPolicy::Deny => "deny",
-        }
-    }
-}
-
-impl Named for BackendChoice {
-    const VALUES: &'static [BackendChoice] = &[
-        BackendChoice::Auto,
-        BackendChoice::Landlock,
-        BackendChoice::Bwrap,
-    ];
-    const WHAT: &'static str = "a sandbox backend";
-
-    /// `auto`, `landlock` or `bwrap`.
-    fn name(self) -> &'static str {
-        match self {
-            BackendChoice::Auto => "auto",
-            BackendChoice::Landlock => "landlock",
-            BackendChoice::Bwrap => "bwrap",
-        }
-    }
-}
-
-impl fmt::Display for NetworkPolicy {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl fmt::Display for BackendChoice {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for NetworkPolicy {
-    type Err = UnknownValue;
-
-    fn from_str(text: &str) -> Result<Self, UnknownValue> {
-        NetworkPolicy::from_name(text)
-    }
-}
-
-impl FromStr for BackendChoice {
-    type Err = UnknownValue;
-
-    fn from_str(text: &str) -> Result<Self, UnknownValue> {
-        BackendChoice::from_name(text)
-    }
-}
+dsh_tasks::named_setting!(
+    BackendChoice,
+    "a sandbox backend",
+    Auto => "auto",
+    Landlock => "landlock",
+    Bwrap => "bwrap",
+);
 
 /// The local provider's settings.
 #[derive(Clone, Debug)]

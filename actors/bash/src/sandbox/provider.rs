@@ -72,6 +72,32 @@ pub struct Wrap {
     pub facts: WrapFacts,
 }
 
+impl Wrap {
+    /// `argv` run through a runner program: `runner` (its argv, ending where the command's
+    /// begins) confines fully, a denial reads as one of `denial`, and a failure of the runner
+    /// itself as one of `runner_failure`.
+    pub fn through_runner(
+        runner: Vec<String>,
+        argv: &[String],
+        policy: &SandboxPolicy,
+        denial: Vec<String>,
+        runner_failure: Vec<String>,
+    ) -> Self {
+        let mut wrapped = runner;
+        wrapped.extend(argv.iter().cloned());
+        Wrap {
+            argv: wrapped,
+            landlock: None,
+            facts: WrapFacts {
+                mode: policy.mode,
+                enforcement: Enforcement::Full,
+                denial_signatures: denial,
+                runner_failure_signatures: runner_failure,
+            },
+        }
+    }
+}
+
 /// A confinement backend. Consulted on every confined run and start (it may cache inside).
 pub trait SandboxProvider: Send + Sync + 'static {
     /// How to run `argv` under `policy` (never `danger-full-access`, which is never confined).

@@ -1,5 +1,6 @@
 //! What every executor test sets up: a process manager whose spills go to a temp dir of its own, the
-//! tests' executor config, a bounded run, and a bounded shutdown.
+//! tests' executor config, a bounded run, and a bounded shutdown; and [`Harness`], an executor under
+//! test beside its manager.
 
 use actix::prelude::*;
 use dsh_bash::*;
@@ -42,4 +43,50 @@ pub async fn shutdown(manager: &Addr<ProcessManager>) {
         .await
         .unwrap()
         .unwrap();
+}
+
+/// An executor under test beside its manager: a request is resolved by the executor's resolver,
+/// then run or started on it.
+pub struct Harness<E: Actor> {
+    pub manager: Addr<ProcessManager>,
+    pub executor: Addr<E>,
+    pub resolver: Resolver,
+    /// The manager's spill dir, kept while it runs.
+    pub spill: tempfile::TempDir,
+}
+
+impl<E> Harness<E>
+where
+    E: Actor<Context = Context<E>> + Handler<Run> + Handler<Start>,
+{
+    /// The harness around `executor`, whose manager (with its spill dir) is `manager`.
+    pub fn assemble(
+        (manager, spill): (Addr<ProcessManager>, tempfile::TempDir),
+        executor: Addr<E>,
+        resolver: Resolver,
+    ) -> Self {
+        Self {
+            manager,
+            executor,
+            resolver,
+            spill,
+        }
+    }
+
+    /// Resolves `request` and runs it in the foreground, bounded.
+    pub async fn run(&self, request: BashExecRequest) -> Result<BashRunResult, ExecError> {
+        let spec = (self.resolver)(request)?;
+        run(&self.executor, spec).await
+    }
+
+    /// Resolves `request` and starts it in the background.
+    pub async fn try_start(&self, request: BashExecRequest) -> Result<BashProcess, ExecError> {
+        let spec = (self.resolver)(request)?;
+        self.executor.send(Start(spec)).await.unwrap()
+    }
+
+    /// Shuts the manager down, bounded.
+    pub async fn shutdown(&self) {
+        shutdown(&self.manager).await;
+    }
 }

@@ -13,46 +13,26 @@ use dsh_test_support::SOON;
 
 /// The catalogue's "executor setup(cfg)": a manager with a test spill dir and an executor with
 /// grace 200 ms plus `cfg`.
-struct Setup {
-    manager: Addr<ProcessManager>,
-    executor: Addr<LocalBashExecutor>,
-    resolver: Resolver,
-    _spill: tempfile::TempDir,
-}
+type Setup = common::Harness<LocalBashExecutor>;
 
 impl Setup {
     fn new(edit: impl FnOnce(&mut BashConfig)) -> Self {
-        let (manager, spill) = common::manager();
+        let manager = common::manager();
         let mut config = common::config();
         edit(&mut config);
         let resolver = config.resolver();
-        let executor = LocalBashExecutor::new(config, manager.clone())
+        let executor = LocalBashExecutor::new(config, manager.0.clone())
             .unwrap()
             .start();
-        Self {
-            manager,
-            executor,
-            resolver,
-            _spill: spill,
-        }
+        Self::assemble(manager, executor, resolver)
     }
 
     async fn resolve(&self, request: BashExecRequest) -> Result<BashExecSpec, ExecError> {
         (self.resolver)(request)
     }
 
-    async fn run(&self, request: BashExecRequest) -> Result<BashRunResult, ExecError> {
-        let spec = self.resolve(request).await?;
-        common::run(&self.executor, spec).await
-    }
-
     async fn start(&self, request: BashExecRequest) -> BashProcess {
-        let spec = self.resolve(request).await.unwrap();
-        self.executor.send(Start(spec)).await.unwrap().unwrap()
-    }
-
-    async fn shutdown(&self) {
-        common::shutdown(&self.manager).await;
+        self.try_start(request).await.unwrap()
     }
 }
 
@@ -598,7 +578,7 @@ async fn background_survives_the_executor_and_dies_with_the_manager() {
     let Setup {
         manager,
         executor,
-        _spill,
+        spill: _spill,
         ..
     } = s;
     let weak = executor.downgrade();

@@ -8,7 +8,6 @@ use crate::common;
 use actix::prelude::*;
 use dsh_bash::sandbox::{Wrap, WrapFacts, canonical_root};
 use dsh_bash::*;
-use dsh_process::ProcessManager;
 use dsh_test_support::SOON;
 use dsh_test_support::wait::poll_until;
 
@@ -85,17 +84,23 @@ fn cwd() -> PathBuf {
     canonical_root(&std::env::current_dir().unwrap())
 }
 
+/// A sandboxing executor under test, with the provider it confines through.
 struct Setup {
-    manager: Addr<ProcessManager>,
-    executor: Addr<SandboxBashExecutor>,
-    resolver: Resolver,
+    harness: common::Harness<SandboxBashExecutor>,
     provider: Arc<FakeProvider>,
-    _spill: tempfile::TempDir,
+}
+
+impl std::ops::Deref for Setup {
+    type Target = common::Harness<SandboxBashExecutor>;
+
+    fn deref(&self) -> &Self::Target {
+        &self.harness
+    }
 }
 
 impl Setup {
     fn new(mode: SandboxMode, root: Option<&Path>, provider: FakeProvider) -> Self {
-        let (manager, spill) = common::manager();
+        let manager = common::manager();
         let config = common::config();
         let policy = SandboxPolicy {
             mode,
@@ -103,15 +108,13 @@ impl Setup {
         };
         let provider = Arc::new(provider);
         let resolver = SandboxBashExecutor::resolver(&config, policy.clone());
-        let executor = SandboxBashExecutor::new(config, manager.clone(), provider.clone(), policy)
-            .unwrap()
-            .start();
+        let executor =
+            SandboxBashExecutor::new(config, manager.0.clone(), provider.clone(), policy)
+                .unwrap()
+                .start();
         Self {
-            manager,
-            executor,
-            resolver,
+            harness: common::Harness::assemble(manager, executor, resolver),
             provider,
-            _spill: spill,
         }
     }
 
@@ -119,18 +122,8 @@ impl Setup {
         Self::new(SandboxMode::ReadOnly, None, FakeProvider::default())
     }
 
-    async fn run(&self, request: BashExecRequest) -> Result<BashRunResult, ExecError> {
-        let spec = (self.resolver)(request)?;
-        common::run(&self.executor, spec).await
-    }
-
     async fn start(&self, request: BashExecRequest) -> Result<BashProcess, ExecError> {
-        let spec = (self.resolver)(request)?;
-        self.executor.send(Start(spec)).await.unwrap()
-    }
-
-    async fn shutdown(&self) {
-        common::shutdown(&self.manager).await;
+        self.try_start(request).await
     }
 }
 

@@ -66,6 +66,15 @@ pub fn dev_null() -> OwnedFd {
         .into()
 }
 
+/// All three stdio slots on `null` (from [`dev_null`]).
+pub fn null_stdio(null: &OwnedFd) -> Stdio<'_> {
+    Stdio {
+        stdin: null.as_fd(),
+        stdout: null.as_fd(),
+        stderr: null.as_fd(),
+    }
+}
+
 pub fn bash(script: &str) -> Program {
     Program::new(
         Path::new("/bin/bash"),
@@ -144,16 +153,7 @@ pub fn spawn_script(
     let program =
         Program::new(Path::new("/bin/bash"), ["bash", "-c", script], vars, None).expect("program");
     let null = dev_null();
-    dsh_contain::spawn(
-        &program,
-        Stdio {
-            stdin: null.as_fd(),
-            stdout: null.as_fd(),
-            stderr: null.as_fd(),
-        },
-        cgroup,
-    )
-    .expect("spawn")
+    dsh_contain::spawn(&program, null_stdio(&null), cgroup).expect("spawn")
 }
 
 /// Every escape route out of the process group, each ending in a `sleep <m>`; `ESCAPEES` of them.

@@ -1,11 +1,11 @@
 //! The spawn primitive: session, stdio, descriptors, exec errors, and cgroup placement, for every
 //! method.
 
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::Path;
 
 use crate::common::*;
-use dsh_contain::{Limits, Method, Program, SpawnError, Stdio, spawn_with};
+use dsh_contain::{Limits, Method, Program, SpawnError, spawn_with};
 
 const METHODS: [Method; 3] = [Method::SpawnThenJoin, Method::Clone3Fork, Method::Clone3Vm];
 
@@ -77,11 +77,7 @@ fn signal_state_is_clean() {
 
 fn spawn_error(method: Method, program: &Program) -> SpawnError {
     let null = dev_null();
-    let stdio = Stdio {
-        stdin: null.as_fd(),
-        stdout: null.as_fd(),
-        stderr: null.as_fd(),
-    };
+    let stdio = null_stdio(&null);
     match spawn_with(method, program, stdio, None) {
         Ok(child) => panic!("{method:?}: spawned {}", reap(&child)),
         Err(e) => e,

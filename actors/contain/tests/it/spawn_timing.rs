@@ -7,11 +7,18 @@
 //! for it and reaps it; the `+leaf` cases also create the leaf before and remove it after, which is
 //! the whole per-process cost of containment.
 
-use std::os::fd::AsFd;
 use std::time::Instant;
 
 use crate::common::*;
-use dsh_contain::{CgroupTree, Limits, Method, Stdio, spawn_with};
+use dsh_contain::{CgroupTree, Limits, Method, spawn_with};
+
+/// The count in environment variable `name`, or `default`.
+fn setting(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
 
 #[derive(Clone, Copy, Debug)]
 enum Case {
@@ -31,10 +38,7 @@ enum Case {
 #[ignore = "timing harness, run on purpose"]
 fn spawn_timing() {
     let Some(facts) = cgroup_host() else { return };
-    let n: usize = std::env::var("DSH_TIMING_SPAWNS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(200);
+    let n = setting("DSH_TIMING_SPAWNS", 200);
     let limits = Limits {
         max_pids: facts.pids_limit().ok().map(|_| 1000),
         max_memory: facts.memory_limit().ok().map(|_| 1 << 30),
@@ -43,11 +47,7 @@ fn spawn_timing() {
     let plain = tree.create_leaf("plain", Limits::default()).expect("leaf");
     let limited = tree.create_leaf("limited", limits).expect("leaf");
     let null = dev_null();
-    let stdio = Stdio {
-        stdin: null.as_fd(),
-        stdout: null.as_fd(),
-        stderr: null.as_fd(),
-    };
+    let stdio = null_stdio(&null);
     let program = bash("true");
     let cases = [
         Case::Raw,
@@ -62,10 +62,7 @@ fn spawn_timing() {
         Case::Clone3VmLimitsPooledLeaf,
     ];
     let pool = dsh_contain::LeafPool::new(4);
-    let rounds: usize = std::env::var("DSH_TIMING_ROUNDS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(10);
+    let rounds = setting("DSH_TIMING_ROUNDS", 10);
     let mut per_round: Vec<Vec<f64>> = vec![Vec::new(); cases.len()];
     // Time inside the spawn call alone (clone to exec done), where the methods differ.
     let mut call_round: Vec<Vec<f64>> = vec![Vec::new(); cases.len()];
@@ -166,17 +163,10 @@ fn spawn_timing() {
 #[ignore = "timing harness, run on purpose"]
 fn leaf_lifecycle_breakdown() {
     let Some(facts) = cgroup_host() else { return };
-    let n: usize = std::env::var("DSH_TIMING_SPAWNS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(200);
+    let n = setting("DSH_TIMING_SPAWNS", 200);
     let tree = CgroupTree::create(&facts, Limits::default()).expect("tree");
     let null = dev_null();
-    let stdio = Stdio {
-        stdin: null.as_fd(),
-        stdout: null.as_fd(),
-        stderr: null.as_fd(),
-    };
+    let stdio = null_stdio(&null);
     let program = bash("true");
     let mut phases: Vec<Vec<f64>> = vec![Vec::new(); 5];
     for i in 0..n {
@@ -228,11 +218,7 @@ fn fresh_leaf_spawn_cost() {
     let n = 200;
     let tree = CgroupTree::create(&facts, Limits::default()).expect("tree");
     let null = dev_null();
-    let stdio = Stdio {
-        stdin: null.as_fd(),
-        stdout: null.as_fd(),
-        stderr: null.as_fd(),
-    };
+    let stdio = null_stdio(&null);
     let program = bash("true");
     let leaves: Vec<_> = (0..n)
         .map(|i| {

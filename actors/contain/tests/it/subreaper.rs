@@ -9,13 +9,20 @@ use crate::common::*;
 use dsh_contain::subreaper::{ChildRegistry, Marker, become_subreaper, find_marked, kill_marked};
 use dsh_test_support::own_process;
 
-#[test]
-fn escapees_are_found_by_marker_killed_and_reaped() {
-    own_process!(escapees_are_found_by_marker_killed_and_reaped);
+/// Makes this process a subreaper and returns its registry, which knows one runtime: that
+/// runtime's nonce, for its tasks' markers.
+fn subreaper_with_a_runtime() -> (ChildRegistry, String) {
     become_subreaper().expect("subreaper");
     let registry = ChildRegistry::new();
     let runtime = dsh_contain::nonce();
     registry.add_runtime(Marker::runtime(&runtime));
+    (registry, runtime)
+}
+
+#[test]
+fn escapees_are_found_by_marker_killed_and_reaped() {
+    own_process!(escapees_are_found_by_marker_killed_and_reaped);
+    let (registry, runtime) = subreaper_with_a_runtime();
     let marker = Marker::task(&runtime, "1");
     let (name, value) = marker.env_entry().expect("task marker");
     let m = sleep_marker();
@@ -86,10 +93,7 @@ fn the_reaper_leaves_registered_children_alone() {
 #[tokio::test]
 async fn two_hundred_setsid_sleeps_are_all_attributed_and_killed() {
     own_process!(two_hundred_setsid_sleeps_are_all_attributed_and_killed);
-    become_subreaper().expect("subreaper");
-    let registry = ChildRegistry::new();
-    let runtime = dsh_contain::nonce();
-    registry.add_runtime(Marker::runtime(&runtime));
+    let (registry, runtime) = subreaper_with_a_runtime();
     let marker = Marker::task(&runtime, "200");
     let (name, value) = marker.env_entry().expect("task marker");
     let m = sleep_marker();

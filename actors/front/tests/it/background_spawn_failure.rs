@@ -1,11 +1,5 @@
 //! A background start that cannot spawn is an error result and registers nothing, as in the
 //! foreground: the message names the cause (NUL byte, E2BIG, EMFILE) and no task id is used up.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    reason = "test code: a failed unwrap is a failed test"
-)]
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::process::CommandExt;

@@ -7,13 +7,8 @@
 //! requests and counts them, and the server counts as paused once that count has stood still for
 //! [`STILL`] while requests were left to send (the old server read everything at once, growing
 //! without bound, so the count never stood still before the end).
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    reason = "test code: a failed unwrap is a failed test"
-)]
 
+use crate::common::{exit_status, sandbox_usable, start_dsh};
 use crate::jsonl_server;
 
 use std::io::{BufRead, BufReader, Write};
@@ -72,13 +67,7 @@ impl Flood {
         lines: Vec<String>,
         at_the_end: AtTheEnd,
     ) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_dsh"))
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
+        let mut child = start_dsh(args, Stdio::inherit());
         let mut stdin = child.stdin.take().unwrap();
         let mut stdout = BufReader::new(child.stdout.take().unwrap());
         handshake(&mut stdin, &mut stdout);
@@ -151,17 +140,7 @@ impl Flood {
 
     /// Waits for the server to exit, returning its exit code.
     fn exit_code(&mut self, within: Duration) -> Option<i32> {
-        let deadline = Instant::now() + within;
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return status.code();
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the server did not exit within {within:?}"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        exit_status(&mut self.child, within, "the server").code()
     }
 }
 
@@ -391,22 +370,9 @@ fn at_the_jsonl_cap_cancels_get_through_and_held_calls_run_in_order() {
     );
 }
 
-fn landlock_usable() -> bool {
-    match dsh::LocalSandboxProvider::new(dsh::LocalSandboxConfig::default())
-        .unwrap()
-        .verdict()
-    {
-        Ok(_) => true,
-        Err(reason) => {
-            eprintln!("skipped: no sandbox backend here: {reason}");
-            false
-        }
-    }
-}
-
 #[test]
 fn at_the_jsonl_cap_an_approval_answer_gets_through() {
-    if !landlock_usable() {
+    if !sandbox_usable() {
         return;
     }
     let ws = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
@@ -454,14 +420,7 @@ struct Mcp {
 
 impl Mcp {
     fn start(args: &[&str], capabilities: Value) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_dsh"))
-            .arg("mcp")
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
+        let mut child = start_dsh(&[&["mcp"], args].concat(), Stdio::inherit());
         let stdin = child.stdin.take().unwrap();
         let lines = dsh_test_support::wait::line_channel(child.stdout.take().unwrap(), |line| {
             serde_json::from_str(&line).unwrap()
@@ -520,15 +479,8 @@ impl Mcp {
 
     fn finish(mut self) {
         drop(self.stdin);
-        let deadline = Instant::now() + SOON;
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                assert_eq!(status.code(), Some(0));
-                return;
-            }
-            assert!(Instant::now() < deadline, "dsh mcp did not exit");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let status = exit_status(&mut self.child, SOON, "dsh mcp");
+        assert_eq!(status.code(), Some(0));
     }
 }
 
@@ -605,7 +557,7 @@ fn mcp_requests_refused_before_the_tool_leave_the_count() {
 
 #[test]
 fn at_the_mcp_cap_an_elicitation_answer_gets_through() {
-    if !landlock_usable() {
+    if !sandbox_usable() {
         return;
     }
     let ws = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();

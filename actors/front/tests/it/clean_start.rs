@@ -1,11 +1,5 @@
 //! A clean start for every child: ambient variables that would change how `bash -c` starts (a startup
 //! file, shell options, exported functions) never reach a command.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    reason = "test code: a failed unwrap is a failed test"
-)]
 
 use std::process::Command;
 

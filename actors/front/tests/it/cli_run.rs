@@ -1,20 +1,9 @@
 //! `dsh run`: exact output and exit status for a result, a non-zero exit, a timeout, a bad workdir
 //! and bad usage.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    reason = "test code: a failed unwrap is a failed test"
-)]
 
 use std::process::{Command, Output};
 
-fn run(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_dsh"))
-        .args(args)
-        .output()
-        .expect("run dsh")
-}
+use crate::common::run_dsh;
 
 fn stdout(output: &Output) -> String {
     String::from_utf8(output.stdout.clone()).unwrap()
@@ -22,7 +11,7 @@ fn stdout(output: &Output) -> String {
 
 #[test]
 fn success_prints_the_model_text_and_exits_0() {
-    let out = run(&["run", "--", "echo", "hello"]);
+    let out = run_dsh(&["run", "--", "echo", "hello"]);
     assert_eq!(
         (stdout(&out).as_str(), out.status.code()),
         ("hello\n", Some(0))
@@ -31,7 +20,7 @@ fn success_prints_the_model_text_and_exits_0() {
 
 #[test]
 fn a_non_zero_exit_is_a_result_with_its_marker() {
-    let out = run(&["run", "--", "echo out; echo oops >&2; exit 3"]);
+    let out = run_dsh(&["run", "--", "echo out; echo oops >&2; exit 3"]);
     assert_eq!(
         (stdout(&out).as_str(), out.status.code()),
         ("out\n[stderr]\noops\n[exit code: 3]", Some(0))
@@ -40,7 +29,7 @@ fn a_non_zero_exit_is_a_result_with_its_marker() {
 
 #[test]
 fn a_timeout_is_a_result_with_both_markers() {
-    let out = run(&[
+    let out = run_dsh(&[
         "run",
         "--timeout-ms",
         "200",
@@ -60,7 +49,7 @@ fn a_timeout_is_a_result_with_both_markers() {
 
 #[test]
 fn a_bad_workdir_is_an_error_result_exit_1() {
-    let out = run(&["run", "--workdir", "/nonexistent-dsh", "--", "true"]);
+    let out = run_dsh(&["run", "--workdir", "/nonexistent-dsh", "--", "true"]);
     assert_eq!(
         (stdout(&out).as_str(), out.status.code()),
         (
@@ -72,26 +61,26 @@ fn a_bad_workdir_is_an_error_result_exit_1() {
 
 #[test]
 fn bad_usage_exits_2() {
-    assert_eq!(run(&["run"]).status.code(), Some(2), "no command");
+    assert_eq!(run_dsh(&["run"]).status.code(), Some(2), "no command");
     assert_eq!(
-        run(&["run", "--timeout-ms", "soon", "--", "true"])
+        run_dsh(&["run", "--timeout-ms", "soon", "--", "true"])
             .status
             .code(),
         Some(2)
     );
-    let out = run(&["run", "--timeout-ms", "0", "--", "true"]);
+    let out = run_dsh(&["run", "--timeout-ms", "0", "--", "true"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(
         String::from_utf8_lossy(&out.stderr)
             .contains("bash-local: timeout_ms must be a positive finite number")
     );
     assert_eq!(
-        run(&["run", "--cwd", "/nonexistent-dsh", "--", "true"])
+        run_dsh(&["run", "--cwd", "/nonexistent-dsh", "--", "true"])
             .status
             .code(),
         Some(2)
     );
-    assert_eq!(run(&["frobnicate"]).status.code(), Some(2));
+    assert_eq!(run_dsh(&["frobnicate"]).status.code(), Some(2));
 }
 
 /// A per-command limit under which bash cannot start is refused at start, naming the minimum: the
@@ -122,7 +111,7 @@ fn task_limits_too_small_to_run_bash_are_usage_errors_naming_the_minimum() {
         }
     }
     // The minimums themselves run a pipeline, where the host can limit at all.
-    let out = run(&[
+    let out = run_dsh(&[
         "run",
         "--task-max-pids",
         "4",
@@ -145,7 +134,7 @@ fn task_limits_too_small_to_run_bash_are_usage_errors_naming_the_minimum() {
 
 #[test]
 fn help_states_the_defaults() {
-    let help = stdout(&run(&["run", "--help"]));
+    let help = stdout(&run_dsh(&["run", "--help"]));
     for default in [
         "[default: 120000]",
         "[default: 600000]",

@@ -7,12 +7,6 @@
 //! Each escapee is a `sleep` whose argument is a number unique to the test run; "nothing left" is
 //! read from `/proc/*/cmdline` (never `kill -0`, which counts zombies as alive and may hit a reused
 //! pid).
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    reason = "test code: a failed unwrap is a failed test"
-)]
 
 use crate::jsonl_server;
 

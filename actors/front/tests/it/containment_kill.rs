@@ -8,12 +8,6 @@
 //! - SIGTERM of the server kills a trapping task within `--shutdown-grace-ms`, not the kill grace.
 //!
 //! Limits need cgroups: where the host refuses them, those tests print why and skip.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    reason = "test code: a failed unwrap is a failed test"
-)]
 
 use crate::jsonl_server;
 
@@ -44,12 +38,11 @@ fn limited_server(args: &[&str]) -> Option<Server> {
     Server::start_or_skip(args)
 }
 
-#[test]
-fn a_term_trapping_background_task_is_killed_by_sigkill_and_says_so() {
-    let marker = unique_marker();
-    let mut server = Server::start(&["--grace-ms", "1500"]).expect("start");
-    // The shell's own command line holds the marker too, so "running" is read from a name that only
-    // appears once the trap is set: the sleep that replaced the shell calls itself `<marker>-armed`.
+/// Starts `sleep <marker>` in the background with SIGTERM ignored, waits until it runs so, and
+/// returns its task id. The shell's own command line holds the marker too, so "running" is read
+/// from a name that only appears once the trap is set: the sleep that replaced the shell calls
+/// itself `<marker>-armed`.
+fn start_term_trapping_task(server: &mut Server, marker: &str) -> String {
     let command =
         format!("trap '' TERM; exec -a \"$(printf '%s-%s' {marker} armed)\" sleep {marker}");
     server.call(
@@ -66,6 +59,14 @@ fn a_term_trapping_background_task_is_killed_by_sigkill_and_says_so() {
     wait_until("the task runs with SIGTERM ignored", || {
         live_with_marker(&armed) == 1
     });
+    task
+}
+
+#[test]
+fn a_term_trapping_background_task_is_killed_by_sigkill_and_says_so() {
+    let marker = unique_marker();
+    let mut server = Server::start(&["--grace-ms", "1500"]).expect("start");
+    let task = start_term_trapping_task(&mut server, &marker);
     server.call("k1", "bash_kill", json!({"task_id": task}));
     assert_eq!(server.text("k1"), format!("killed background task {task}"));
     // The first kill is still waiting out its grace: the task is not finished yet.
@@ -145,16 +146,23 @@ fn task_max_pids_makes_a_fork_loop_fail() {
     server.finish();
 }
 
+/// A server whose tasks may use 64 MiB of memory, where the host can limit it.
+fn memory_limited() -> Option<Server> {
+    limited_server(&["--task-max-memory", "64MiB"])
+}
+
+/// Holds 300 MB at once (`tail` keeps its whole input: one line).
+const HOG: &str = "head -c 300M /dev/zero | tail | wc -c";
+
 #[test]
 fn task_max_memory_reports_out_of_memory_in_the_foreground_and_in_bash_output() {
-    let Some(mut server) = limited_server(&["--task-max-memory", "64MiB"]) else {
+    let Some(mut server) = memory_limited() else {
         return;
     };
-    let hog = "head -c 300M /dev/zero | tail | wc -c";
-    server.call("fg", "bash", bash(hog, json!({})));
-    let text = server.text("fg");
-    assert!(text.ends_with("[killed: out of memory]"), "{text}");
-    server.call("bg", "bash", bash(hog, json!({"run_in_background": true})));
+    let fg = server.run("fg", HOG);
+    let text = fg["text"].as_str().unwrap_or_default();
+    assert!(text.ends_with("[killed: out of memory]"), "{fg}");
+    server.call("bg", "bash", bash(HOG, json!({"run_in_background": true})));
     let started = server.text("bg");
     let task = started
         .strip_prefix("started background task ")
@@ -177,22 +185,23 @@ fn task_max_memory_reports_out_of_memory_in_the_foreground_and_in_bash_output() 
 
 #[test]
 fn a_child_killed_for_memory_while_the_shell_goes_on_is_reported_alike_in_text_and_structure() {
-    let Some(mut server) = limited_server(&["--task-max-memory", "64MiB"]) else {
+    let Some(mut server) = memory_limited() else {
         return;
     };
     // Under v1 memory (hybrid hosts) only the hog dies and the shell exits 0; under v2 with
     // memory.oom.group the whole leaf goes. Either way text and structure say the same.
     let hog = "perl -e '$x = \"a\" x (300 * 1024 * 1024)'; echo went on";
-    server.call("fg", "bash", bash(hog, json!({})));
-    let reply = server.reply("fg");
+    let reply = server.run("fg", hog);
     let text = reply["text"].as_str().unwrap();
     assert!(text.ends_with("[killed: out of memory]"), "{reply}");
     assert_eq!(reply["structured"]["out_of_memory"], true, "{reply}");
     if reply["structured"]["exit_code"] == 0 {
         assert!(text.starts_with("went on\n"), "{reply}");
     }
-    server.call("plain", "bash", bash("echo fine", json!({})));
-    assert_eq!(server.reply("plain")["structured"]["out_of_memory"], false);
+    assert_eq!(
+        server.run("plain", "echo fine")["structured"]["out_of_memory"],
+        false
+    );
     server.finish();
 }
 
@@ -202,21 +211,7 @@ fn sigterm_of_the_server_kills_a_trapping_task_within_the_shutdown_grace() {
     // The kill grace (3 s by default) is longer than the shutdown grace (1 s by default): a host
     // that sends SIGKILL two seconds after SIGTERM must still find everything gone.
     let mut server = Server::start(&[]).expect("start");
-    // The shell's own command line holds the marker too, so "running" is read from a name that only
-    // appears once the trap is set: the sleep that replaced the shell calls itself `<marker>-armed`.
-    let command =
-        format!("trap '' TERM; exec -a \"$(printf '%s-%s' {marker} armed)\" sleep {marker}");
-    server.call(
-        "bg",
-        "bash",
-        bash(&command, json!({"run_in_background": true})),
-    );
-    let started = server.text("bg");
-    assert!(started.starts_with("started background task "), "{started}");
-    let armed = format!("{marker}-armed");
-    wait_until("the task runs with SIGTERM ignored", || {
-        live_with_marker(&armed) == 1
-    });
+    start_term_trapping_task(&mut server, &marker);
     let signalled = Instant::now();
     let pid = nix::unistd::Pid::from_raw(server.child.id() as i32);
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("SIGTERM");

@@ -1,11 +1,5 @@
 //! `dsh doctor`: one line per fact this host gives dsh, exit 0, and the mode `auto` would choose is the
 //! one a server started with `--containment auto` really uses.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    reason = "test code: a failed unwrap is a failed test"
-)]
 
 use std::process::Command;
 

@@ -1,10 +1,4 @@
 //! `dsh jsonl`: its line protocol (see docs/CONTRACT.md), driven as a real subprocess.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    reason = "test code: a failed unwrap is a failed test"
-)]
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
@@ -12,6 +6,7 @@ use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
+use crate::common::{exit_status, start_dsh};
 use dsh::actors::process::signal::pid_is_live;
 use dsh_test_support::procfs::status_field;
 use dsh_test_support::wait::line_channel;
@@ -30,14 +25,10 @@ struct Server {
 
 impl Server {
     fn start(extra: &[&str]) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_dsh"))
-            .arg("jsonl")
-            .args(["--grace-ms", "300"])
-            .args(extra)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("start dsh jsonl");
+        let mut child = start_dsh(
+            &[&["jsonl", "--grace-ms", "300"], extra].concat(),
+            Stdio::inherit(),
+        );
         let stdin = child.stdin.take();
         let stdout: ChildStdout = child.stdout.take().unwrap();
         let raw = Arc::new(Mutex::new(Vec::new()));
@@ -95,15 +86,8 @@ impl Server {
     /// Closes stdin and waits for exit 0.
     fn finish(mut self) -> Vec<Value> {
         drop(self.stdin.take());
-        let deadline = Instant::now() + SOON;
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                assert_eq!(status.code(), Some(0));
-                break;
-            }
-            assert!(Instant::now() < deadline, "server did not exit after EOF");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let status = exit_status(&mut self.child, SOON, "the server (after EOF)");
+        assert_eq!(status.code(), Some(0));
         self.lines.try_iter().collect()
     }
 }
@@ -323,26 +307,19 @@ fn sessions_own_their_tasks_and_get_notices() {
         notice,
         json!({"session": "alice", "notice": "background bash task bash-1 finished [status: completed, exit code: 0]. Read its output with bash_output."})
     );
-    server.request(
-        json!(2),
-        Some("bob"),
-        "bash_output",
-        json!({"task_id": "bash-1"}),
-    );
-    assert_eq!(
-        server.reply(&json!(2), &mut others)["text"],
-        "Error: task bash-1 belongs to another session"
-    );
-    server.request(
-        json!(3),
-        Some("alice"),
-        "bash_output",
-        json!({"task_id": "bash-1"}),
-    );
-    assert_eq!(
-        server.reply(&json!(3), &mut others)["text"],
-        "bg\n[status: completed, exit code: 0]"
-    );
+    // Another session may not read it; its own may.
+    for (id, session, read) in [
+        (2, "bob", "Error: task bash-1 belongs to another session"),
+        (3, "alice", "bg\n[status: completed, exit code: 0]"),
+    ] {
+        let arguments = json!({"task_id": "bash-1"});
+        server.request(json!(id), Some(session), "bash_output", arguments);
+        assert_eq!(
+            server.reply(&json!(id), &mut others)["text"],
+            read,
+            "{session}"
+        );
+    }
     server.finish();
 }
 
@@ -542,17 +519,7 @@ fn the_client_closing_our_stdout_is_a_disconnect_everything_is_killed_exit_0() {
     )
     .unwrap();
     drop(stdout);
-    let deadline = Instant::now() + SOON;
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "server kept running after the disconnect"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status = exit_status(&mut child, SOON, "the server (after the disconnect)");
     assert_eq!(status.code(), Some(0));
     assert!(!pid_is_live(pid), "the background task was killed");
     drop(stdin);

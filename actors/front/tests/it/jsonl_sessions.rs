@@ -2,12 +2,6 @@
 //! session names, each running `true`, leave the server's memory where it was, while a session
 //! whose background task is still running, or finished and unread, keeps the task, its notice and
 //! the right to read it.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    reason = "test code: a failed unwrap is a failed test"
-)]
 
 use crate::jsonl_server;
 

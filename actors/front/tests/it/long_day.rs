@@ -10,12 +10,6 @@
 //! others, which cannot limit), an OOM kill under `--task-max-memory` (cgroup mode only), `kill -9 $$`,
 //! and a straggler left holding the pipes after the drain grace. At the end, end of input shuts the
 //! server down (exit 0) and nothing any call started is left running.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    reason = "test code: a failed unwrap is a failed test"
-)]
 
 use crate::jsonl_server;
 

@@ -1,6 +1,7 @@
 //! The tests that drive the `dsh` binary (and the runtime under its front ends' settings), in one
 //! integration-test binary: one module per subject. `common` and `jsonl_server` are their helpers
-//! (`common` is a copy of the part of the root `tests/common` these tests use).
+//! (`common`: the support crate's runtime helpers, which the library's tests share, and the `dsh`
+//! binary as the tests start and run it).
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,

@@ -4,17 +4,12 @@
 //!
 //! The client lives in a virtual environment: `$DSH_TEST_PYTHON` if set (`.ci/run` sets it), else
 //! `target/mcp-venv`, created here from tests/mcp/requirements.txt when missing.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    reason = "test code: a failed unwrap is a failed test"
-)]
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
+use crate::common::reported_pids;
 use dsh_test_support::procfs::assert_all_gone;
 use serde_json::Value;
 
@@ -83,12 +78,7 @@ fn a_real_mcp_client_uses_all_three_tools_sees_notices_and_cancels() {
         ]
     );
     // Every process the session started is gone once the client has disconnected.
-    let pids: Vec<i32> = report["pids"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p.as_i64().unwrap() as i32)
-        .collect();
+    let pids = reported_pids(&report);
     assert_eq!(pids.len(), 4, "bash-1, bash-2, the cancelled call, bash-3");
     assert_all_gone(&pids, Duration::from_secs(20));
 }

@@ -1,15 +1,10 @@
 //! `dsh mcp` spoken to line by line, as raw JSON-RPC: the error codes, tool metadata, structured
 //! results, progress, logging levels per protocol version, roots, and the client hanging up.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    reason = "test code: a failed unwrap is a failed test"
-)]
 
 use std::io::Write;
 use std::time::{Duration, Instant};
 
+use crate::common::landlock_usable;
 use dsh::actors::process::signal::pid_is_live;
 use dsh_test_support::procfs::{assert_all_gone, live_with_cmdline};
 use dsh_test_support::wait::wait_until;
@@ -191,10 +186,7 @@ fn tools_have_titles_annotations_schemas_and_structured_results() {
         "bash",
         json!({"command": "sleep 30", "description": "d", "run_in_background": true}),
     );
-    let task = started["result"]["structuredContent"]["task_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let task = started_task(&started);
     assert_eq!(
         started["result"]["content"][0]["text"],
         format!("started background task {task}")
@@ -260,10 +252,7 @@ fn background_notice(client: &mut Client, id: i64) {
         "bash",
         json!({"command": "true", "description": "d", "run_in_background": true}),
     );
-    let task = started["result"]["structuredContent"]["task_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let task = started_task(&started);
     // The notice is appended to a later result; poll until it shows up there.
     let deadline = Instant::now() + SOON;
     let mut n = 0;
@@ -293,13 +282,7 @@ fn logging_follows_set_level_and_the_protocol_version() {
     // Before 2026-07-28 the server may log until the client sets a level.
     let mut client = Client::session("2025-06-18", json!({}), &[]);
     background_notice(&mut client, 1);
-    let logged = client.wait_for(|m| m["method"] == "notifications/message");
-    assert!(
-        logged["params"]["data"]
-            .as_str()
-            .unwrap()
-            .contains("finished")
-    );
+    client.wait_for_finished_log();
     client.send(json!({"jsonrpc": "2.0", "id": 2, "method": "logging/setLevel", "params": {"level": "warning"}}));
     assert_eq!(client.response(2)["result"], json!({}));
     background_notice(&mut client, 3);
@@ -350,13 +333,7 @@ fn logging_follows_set_level_and_the_protocol_version() {
         json!({"command": "true", "description": "d", "run_in_background": true}),
         Some("info"),
     );
-    let logged = client.wait_for(|m| m["method"] == "notifications/message");
-    assert!(
-        logged["params"]["data"]
-            .as_str()
-            .unwrap()
-            .contains("finished")
-    );
+    client.wait_for_finished_log();
     client.finish();
 }
 
@@ -439,10 +416,7 @@ fn an_unanswered_roots_list_delays_a_call_only_for_the_roots_timeout() {
 fn the_client_closing_our_stdout_kills_everything_and_exits_0() {
     let mut client = Client::session("2025-06-18", json!({}), &[]);
     let started = client.call(1, "bash", json!({"command": "echo $$; exec sleep 300", "description": "d", "run_in_background": true}));
-    let task = started["result"]["structuredContent"]["task_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let task = started_task(&started);
     let pid = loop {
         let read = client.call(2, "bash_output", json!({"task_id": task}));
         let output = read["result"]["structuredContent"]["output"]
@@ -592,6 +566,12 @@ fn sandbox_escalations_are_approved_through_elicitation() {
     plain.finish();
 }
 
+/// Two fresh directories outside `/tmp` and the checkout, where Landlock confines commands; `None`
+/// (said why) where it does not.
+fn confinable_dirs() -> Option<(tempfile::TempDir, tempfile::TempDir)> {
+    landlock_usable().then(|| (outside_tmp_and_checkout(), outside_tmp_and_checkout()))
+}
+
 /// A fresh directory outside `/tmp` and outside this checkout (both writable to the server's
 /// commands for other reasons).
 fn outside_tmp_and_checkout() -> tempfile::TempDir {
@@ -609,20 +589,24 @@ fn outside_tmp_and_checkout() -> tempfile::TempDir {
         .unwrap()
 }
 
-/// Whether Landlock confines commands here (the roots tests need it); says why not.
-fn landlock_usable() -> bool {
-    let provider = dsh::LocalSandboxProvider::new(dsh::LocalSandboxConfig {
-        backend: dsh::BackendChoice::Landlock,
-        ..Default::default()
-    })
-    .unwrap();
-    match provider.verdict() {
-        Ok(_) => true,
-        Err(reason) => {
-            eprintln!("skipped: Landlock is not usable here: {reason}");
-            false
-        }
-    }
+/// The task id in the structured content of a background start's reply.
+fn started_task(reply: &Value) -> String {
+    reply["result"]["structuredContent"]["task_id"]
+        .as_str()
+        .expect("a task id")
+        .to_owned()
+}
+
+/// Asserts that `reply`, to `touch <beside>/x`, is the sandbox's denial and wrote nothing.
+fn assert_write_beside_denied(reply: &Value, beside: &std::path::Path) {
+    let text = reply["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        text.contains("[sandbox: file access denied under workspace-write mode]"),
+        "{text}"
+    );
+    assert!(!beside.join("x").exists());
 }
 
 /// Under the default `workspace-write`, the client's root is the directory commands may write, not
@@ -630,11 +614,9 @@ fn landlock_usable() -> bool {
 /// still cannot write beside it.
 #[test]
 fn the_clients_root_is_the_sandboxs_writable_workspace() {
-    if !landlock_usable() {
+    let Some((workspace, beside)) = confinable_dirs() else {
         return;
-    }
-    let workspace = outside_tmp_and_checkout();
-    let beside = outside_tmp_and_checkout();
+    };
     let root = workspace.path().canonicalize().unwrap();
     let uri = format!("file://{}", root.display());
     let mut client = Client::session("2025-06-18", json!({"roots": {}}), &[]);
@@ -646,25 +628,16 @@ fn the_clients_root_is_the_sandboxs_writable_workspace() {
     client.finish();
     assert_eq!(made["result"]["content"][0]["text"], "made\n");
     assert!(root.join("made").is_file());
-    let denied = denied["result"]["content"][0]["text"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    assert!(
-        denied.contains("[sandbox: file access denied under workspace-write mode]"),
-        "{denied}"
-    );
-    assert!(!beside.path().join("x").exists());
+    assert_write_beside_denied(&denied, beside.path());
 }
 
 /// A client whose root is the whole file system does not widen `workspace-write` to everything: the
 /// root is not used (the server's own directory is the workspace), and a write elsewhere is denied.
 #[test]
 fn a_root_that_is_the_whole_file_system_is_not_a_writable_workspace() {
-    if !landlock_usable() {
+    let Some((_, beside)) = confinable_dirs() else {
         return;
-    }
-    let beside = outside_tmp_and_checkout();
+    };
     let mut client = Client::session("2025-06-18", json!({"roots": {}}), &[]);
     let ask = client.wait_for(|m| m["method"] == "roots/list");
     client.send(
@@ -673,13 +646,5 @@ fn a_root_that_is_the_whole_file_system_is_not_a_writable_workspace() {
     let outside = format!("touch '{}/x'", beside.path().display());
     let denied = client.call(1, "bash", bash(&outside));
     client.finish();
-    let denied = denied["result"]["content"][0]["text"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    assert!(
-        denied.contains("[sandbox: file access denied under workspace-write mode]"),
-        "{denied}"
-    );
-    assert!(!beside.path().join("x").exists());
+    assert_write_beside_denied(&denied, beside.path());
 }

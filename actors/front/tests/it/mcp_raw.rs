@@ -2,11 +2,13 @@
 //! starts the binary, sends lines, and waits for the messages it wants (keeping the others).
 
 use std::io::Write;
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Child, ChildStdin, Stdio};
 use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use dsh_test_support::wait::line_channel;
+
+use crate::common::{exit_status, start_dsh};
 use serde_json::{Value, json};
 
 pub const SOON: Duration = Duration::from_secs(30);
@@ -21,14 +23,14 @@ pub struct Client {
 
 impl Client {
     pub fn start(extra: &[&str]) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_dsh"))
-            .args(["mcp", "--grace-ms", "300", "--progress-interval-ms", "200"])
-            .args(extra)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start dsh mcp");
+        let mut child = start_dsh(
+            &[
+                &["mcp", "--grace-ms", "300", "--progress-interval-ms", "200"],
+                extra,
+            ]
+            .concat(),
+            Stdio::null(),
+        );
         let stdin = child.stdin.take();
         let stdout = child.stdout.take().unwrap();
         let lines = line_channel(stdout, |line| {
@@ -40,6 +42,13 @@ impl Client {
             lines,
             seen: Vec::new(),
         }
+    }
+
+    /// Waits for a log notification that a background task finished.
+    pub fn wait_for_finished_log(&mut self) {
+        let logged = self.wait_for(|m| m["method"] == "notifications/message");
+        let data = logged["params"]["data"].as_str().unwrap_or_default();
+        assert!(data.contains("finished"), "{logged}");
     }
 
     /// Starts and initializes a session with `version`, declaring `capabilities`.
@@ -106,15 +115,7 @@ impl Client {
 }
 
 pub fn wait_exit(child: &mut Child) {
-    let deadline = Instant::now() + SOON;
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            assert_eq!(status.code(), Some(0));
-            return;
-        }
-        assert!(Instant::now() < deadline, "dsh mcp did not exit");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    assert_eq!(exit_status(child, SOON, "dsh mcp").code(), Some(0));
 }
 
 pub fn bash(command: &str) -> Value {

@@ -6,17 +6,12 @@
 //! The packages are pinned by tests/mcp-ts/package-lock.json and installed with `npm ci` into
 //! tests/mcp-ts/node_modules when it is missing. Without `node` or `npm` the tests print why and pass
 //! (or fail, when `DSH_REQUIRE_NODE` is set, as CI does).
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    reason = "test code: a failed unwrap is a failed test"
-)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Duration;
 
+use crate::common::reported_pids;
 use dsh_test_support::procfs::assert_all_gone;
 use serde_json::Value;
 
@@ -96,12 +91,7 @@ fn the_typescript_sdk_lists_calls_backgrounds_sees_notices_progress_and_cancels(
             "cancel"
         ])
     );
-    let pids: Vec<i32> = report["pids"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p.as_i64().unwrap() as i32)
-        .collect();
+    let pids = reported_pids(&report);
     assert_eq!(pids.len(), 3);
     assert_all_gone(&pids, Duration::from_secs(20));
 }

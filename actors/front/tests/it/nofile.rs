@@ -1,11 +1,5 @@
 //! The binary raises its soft open-files limit to the hard limit, so many concurrent commands fit,
 //! and its children still start with the limit the binary was given.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    reason = "test code: a failed unwrap is a failed test"
-)]
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::process::CommandExt;
@@ -27,13 +21,21 @@ fn dsh_with_soft_limit(soft: u64) -> Command {
     command
 }
 
+/// The hard open-files limit if it is above `floor`; else `None`, with `why_skipped` printed.
+fn hard_limit_above(floor: u64, why_skipped: &str) -> Option<u64> {
+    let (_, hard) = getrlimit(Resource::RLIMIT_NOFILE).unwrap();
+    if hard <= floor {
+        eprintln!("skipped: the hard open-files limit ({hard}) {why_skipped}");
+        return None;
+    }
+    Some(hard)
+}
+
 #[test]
 fn children_get_the_original_soft_limit_while_dsh_runs_with_the_hard_one() {
-    let (_, hard) = getrlimit(Resource::RLIMIT_NOFILE).unwrap();
-    if hard <= 200 {
-        eprintln!("skipped: the hard open-files limit ({hard}) leaves nothing to raise");
+    let Some(hard) = hard_limit_above(200, "leaves nothing to raise") else {
         return;
-    }
+    };
     // dsh lowers its own soft limit for the length of each spawn call (the child inherits it at
     // clone time) and restores it as the call returns. On a loaded machine bash can read its
     // parent's limits before that return lands, so it looks again (up to 10 s) until the spawn is
@@ -62,9 +64,7 @@ fn children_get_the_original_soft_limit_while_dsh_runs_with_the_hard_one() {
 
 #[test]
 fn forty_concurrent_commands_fit_under_a_soft_limit_of_64() {
-    let (_, hard) = getrlimit(Resource::RLIMIT_NOFILE).unwrap();
-    if hard <= 1024 {
-        eprintln!("skipped: the hard open-files limit ({hard}) is too low to show the raise");
+    if hard_limit_above(1024, "is too low to show the raise").is_none() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

@@ -1,11 +1,5 @@
 //! `on_timeout: background`: a foreground call that reaches its timeout is not killed but becomes a
 //! background task of its caller, keeping what it printed; the default still kills.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    reason = "test code: a failed unwrap is a failed test"
-)]
 
 use crate::common;
 use crate::jsonl_server;
@@ -45,22 +39,11 @@ async fn a_call_that_reaches_its_timeout_becomes_the_callers_background_task() {
         })
     );
     // It belongs to the caller, and it still runs.
-    let r = call_as(
-        &rt,
-        &other.agent,
-        "bash_output",
-        json!({"task_id": "bash-1"}),
-    )
-    .await;
+    let task = json!({"task_id": "bash-1"});
+    let r = call_as(&rt, &other.agent, "bash_output", task).await;
     assert_eq!(r.text, "Error: task bash-1 belongs to another session");
     std::fs::write(dir.path().join("stop"), "").unwrap();
-    let r = call_as(
-        &rt,
-        &agent.agent,
-        "bash_output",
-        json!({"task_id": "bash-1", "wait": true}),
-    )
-    .await;
+    let r = wait_as(&rt, &agent.agent, "bash-1").await;
     assert_eq!(r.text, "after\n[status: completed, exit code: 0]");
     finish(rt).await;
 }
@@ -68,12 +51,9 @@ async fn a_call_that_reaches_its_timeout_becomes_the_callers_background_task() {
 #[actix_rt::test]
 async fn by_default_a_timeout_still_kills() {
     let (rt, _s) = runtime();
-    let r = call(
-        &rt,
-        "bash",
-        json!({"command": "echo before; sleep 30", "description": "d", "timeoutMs": 200}),
-    )
-    .await;
+    let mut arguments = bash_args("echo before; sleep 30");
+    arguments["timeoutMs"] = json!(200);
+    let r = call(&rt, "bash", arguments).await;
     assert_eq!(
         r.text,
         "before\n[timed out after 200ms]\n[killed by signal: SIGTERM]"

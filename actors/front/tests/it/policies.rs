@@ -1,12 +1,6 @@
 //! Supervisor policies through the `dsh jsonl` binary: fair admission across sessions under
 //! `--max-concurrent`, queue time counted toward the timeout, cancelling a queued call, queued
 //! background tasks, per-session limits, and the flags' bad values.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    reason = "test code: a failed unwrap is a failed test"
-)]
 
 use crate::jsonl_server;
 

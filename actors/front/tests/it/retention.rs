@@ -2,12 +2,6 @@
 //! `retained_output_bytes` of output in memory and `retained_spill_bytes` of spill files on disk;
 //! tasks whose end the owner read go first, then the oldest; a discarded task reads as an error of
 //! its own and its spill files go with it.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    reason = "test code: a failed unwrap is a failed test"
-)]
 
 use crate::common;
 use crate::jsonl_server;
@@ -40,21 +34,34 @@ fn spill_files(dir: &Path) -> Vec<String> {
     names
 }
 
+/// Starts `echo <word>` in the background and reads it to its end: a finished task that was read.
+async fn read_in_full(rt: &dsh::Runtime, word: &str) -> String {
+    let id = start_bg(rt, None, &format!("echo {word}")).await;
+    let r = wait_output(rt, &id).await;
+    assert_eq!(r.text, format!("{word}\n[status: completed, exit code: 0]"));
+    id
+}
+
+/// What a call about task `id` says once retention has discarded it.
+fn discarded(id: &str) -> String {
+    format!("Error: bash task {id} finished and was discarded (retention limit)")
+}
+
+/// Reads task `id` and finds it discarded by retention.
+async fn assert_read_discarded(rt: &dsh::Runtime, id: &str) {
+    let r = call(rt, "bash_output", json!({"task_id": id})).await;
+    assert!(r.is_error, "{}", r.text);
+    assert_eq!(r.text, discarded(id));
+}
+
 #[actix_rt::test]
 async fn read_tasks_go_first_then_the_oldest_and_spill_files_go_with_them() {
     let (rt, spill) = runtime_with(|b| b.max_finished_tasks(1).max_output_bytes(1000));
-    let first = start_bg(&rt, None, "echo one").await;
-    let r = call(&rt, "bash_output", json!({"task_id": first, "wait": true})).await;
-    assert_eq!(r.text, "one\n[status: completed, exit code: 0]");
+    let first = read_in_full(&rt, "one").await;
 
     let second = start_bg(&rt, None, "seq 1 20000").await;
     settled(&rt, &second).await;
-    let r = call(&rt, "bash_output", json!({"task_id": first})).await;
-    assert!(r.is_error);
-    assert_eq!(
-        r.text,
-        format!("Error: bash task {first} finished and was discarded (retention limit)")
-    );
+    assert_read_discarded(&rt, &first).await;
     let second_files = spill_files(spill.path());
     assert_eq!(second_files.len(), 1, "{second_files:?}");
 
@@ -62,10 +69,7 @@ async fn read_tasks_go_first_then_the_oldest_and_spill_files_go_with_them() {
     let third = start_bg(&rt, None, "seq 1 20000").await;
     settled(&rt, &third).await;
     let r = call(&rt, "bash_kill", json!({"task_id": second})).await;
-    assert_eq!(
-        r.text,
-        format!("Error: bash task {second} finished and was discarded (retention limit)")
-    );
+    assert_eq!(r.text, discarded(&second));
     let deadline = Instant::now() + SOON;
     while spill_files(spill.path()) == second_files {
         assert!(Instant::now() < deadline, "the discarded spill file stayed");
@@ -144,7 +148,7 @@ async fn retained_spill_bytes_bound_the_files_of_finished_tasks_read_or_not() {
     settled(&rt, &unread).await;
     // The second is read to its end: its memory goes, its 100 000-byte file stays and counts.
     let read = start_bg(&rt, None, FLOOD).await;
-    let r = call(&rt, "bash_output", json!({"task_id": read, "wait": true})).await;
+    let r = wait_output(&rt, &read).await;
     assert!(
         r.text.ends_with("[status: completed, exit code: 0]"),
         "{}",
@@ -159,22 +163,13 @@ async fn retained_spill_bytes_bound_the_files_of_finished_tasks_read_or_not() {
     settled(&rt, &third).await;
     spill_within(spill.path(), BUDGET).await;
     assert!(!read_file.exists(), "the discarded task's file stayed");
-    let r = call(&rt, "bash_output", json!({"task_id": read})).await;
-    assert!(r.is_error);
-    assert_eq!(
-        r.text,
-        format!("Error: bash task {read} finished and was discarded (retention limit)")
-    );
+    assert_read_discarded(&rt, &read).await;
 
     // Then the oldest: the unread first task.
     let fourth = start_bg(&rt, None, FLOOD).await;
     settled(&rt, &fourth).await;
     spill_within(spill.path(), BUDGET).await;
-    let r = call(&rt, "bash_output", json!({"task_id": unread})).await;
-    assert_eq!(
-        r.text,
-        format!("Error: bash task {unread} finished and was discarded (retention limit)")
-    );
+    assert_read_discarded(&rt, &unread).await;
     assert_eq!(spill_files(spill.path()).len(), 2);
     for id in [&third, &fourth] {
         let r = call(&rt, "bash_output", json!({"task_id": id})).await;
@@ -228,16 +223,10 @@ impl dsh::RetentionPolicy for ForgetWhatWasRead {
 #[actix_rt::test]
 async fn a_host_retention_policy_joins_the_stack() {
     let (rt, _spill) = runtime_with(|b| b.retention_policy(Box::new(ForgetWhatWasRead)));
-    let read = start_bg(&rt, None, "echo read").await;
-    let r = call(&rt, "bash_output", json!({"task_id": read, "wait": true})).await;
-    assert_eq!(r.text, "read\n[status: completed, exit code: 0]");
+    let read = read_in_full(&rt, "read").await;
     let unread = start_bg(&rt, None, "echo unread").await;
     settled(&rt, &unread).await;
-    let r = call(&rt, "bash_output", json!({"task_id": read})).await;
-    assert_eq!(
-        r.text,
-        format!("Error: bash task {read} finished and was discarded (retention limit)")
-    );
+    assert_read_discarded(&rt, &read).await;
     let r = call(&rt, "bash_output", json!({"task_id": unread})).await;
     assert_eq!(r.text, "unread\n[status: completed, exit code: 0]");
     finish(rt).await;

@@ -3,18 +3,14 @@
 //! (granted, rejected, cancelled by answer, by a cancel line and by end of input), `--network deny`
 //! against a listener on 127.0.0.1, signal scope against the server's own pid, and a confined
 //! background task's `bash_output` markers. Skips, saying why, where Landlock is missing.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    reason = "test code: a failed unwrap is a failed test"
-)]
 
+use crate::common::{landlock_usable, run_dsh};
 use crate::jsonl_server;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
+use dsh_test_support::scratch;
 use dsh_test_support::wait::wait_until;
 use jsonl_server::{SOON, Server, bash};
 use serde_json::{Value, json};
@@ -22,40 +18,33 @@ use serde_json::{Value, json};
 const DENIED_RO: &str = "[sandbox: file access denied under read-only mode]";
 const HINT: &str = "[sandbox: escalation available — retry this exact command once with sandbox_permissions (the narrowest wider mode that suffices) + justification; the approval prompt asks the user]";
 
-/// Whether Landlock confines here (the binary's default backend); prints why not.
-fn landlock_usable() -> bool {
-    match dsh::LocalSandboxProvider::new(dsh::LocalSandboxConfig {
-        backend: dsh::BackendChoice::Landlock,
-        ..Default::default()
-    })
-    .unwrap()
-    .verdict()
-    {
-        Ok(_) => true,
-        Err(reason) => {
-            eprintln!("skipped: Landlock is not usable here: {reason}");
-            false
-        }
-    }
-}
-
 /// A fresh directory outside `/tmp` (which workspace-write may write).
 fn outside_tmp() -> tempfile::TempDir {
-    let base = std::env::var_os("HOME")
-        .map(PathBuf::from)
-        .filter(|home| home.is_dir() && !home.starts_with("/tmp"))
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_TARGET_TMPDIR")));
-    tempfile::Builder::new()
-        .prefix("dsh-sandbox-cli-")
-        .tempdir_in(base)
-        .unwrap()
+    scratch::outside_tmp("dsh-sandbox-cli-", Path::new(env!("CARGO_TARGET_TMPDIR")))
 }
 
-fn dsh(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_dsh"))
-        .args(args)
-        .output()
-        .expect("run dsh")
+/// A fresh workspace outside `/tmp` where Landlock confines commands; `None` (said why) where it
+/// does not.
+fn landlock_workspace() -> Option<tempfile::TempDir> {
+    landlock_usable().then(outside_tmp)
+}
+
+/// `dsh run --sandbox <mode> --cwd <ws> -- <command>`.
+fn run_in(ws: &tempfile::TempDir, mode: &str, command: &str) -> Output {
+    run_dsh(&[
+        "run",
+        "--sandbox",
+        mode,
+        "--cwd",
+        path_str(ws.path()),
+        "--",
+        command,
+    ])
+}
+
+/// `dsh jsonl --sandbox read-only --cwd <ws>`.
+fn read_only_server(ws: &tempfile::TempDir) -> Server {
+    Server::start(&["--sandbox", "read-only", "--cwd", path_str(ws.path())]).unwrap()
 }
 
 fn text(output: &Output) -> String {
@@ -68,19 +57,10 @@ fn path_str(path: &Path) -> &str {
 
 #[test]
 fn read_only_denies_touch_in_the_workspace_with_the_marker() {
-    if !landlock_usable() {
+    let Some(ws) = landlock_workspace() else {
         return;
-    }
-    let ws = outside_tmp();
-    let out = dsh(&[
-        "run",
-        "--sandbox",
-        "read-only",
-        "--cwd",
-        path_str(ws.path()),
-        "--",
-        "touch made-here",
-    ]);
+    };
+    let out = run_in(&ws, "read-only", "touch made-here");
     let printed = text(&out);
     assert!(
         printed.contains(&format!("{DENIED_RO}\n{HINT}\n[exit code: 1]")),
@@ -91,10 +71,9 @@ fn read_only_denies_touch_in_the_workspace_with_the_marker() {
 
 #[test]
 fn workspace_write_allows_the_workspace_and_tmp_and_denies_elsewhere() {
-    if !landlock_usable() {
+    let Some(ws) = landlock_workspace() else {
         return;
-    }
-    let ws = outside_tmp();
+    };
     let elsewhere = outside_tmp();
     let tmp_file = tempfile::NamedTempFile::new().unwrap();
     let command = format!(
@@ -102,15 +81,7 @@ fn workspace_write_allows_the_workspace_and_tmp_and_denies_elsewhere() {
         path_str(tmp_file.path()),
         path_str(elsewhere.path())
     );
-    let out = dsh(&[
-        "run",
-        "--sandbox",
-        "workspace-write",
-        "--cwd",
-        path_str(ws.path()),
-        "--",
-        &command,
-    ]);
+    let out = run_in(&ws, "workspace-write", &command);
     let printed = text(&out);
     assert!(
         printed.contains("[sandbox: file access denied under workspace-write mode]"),
@@ -126,13 +97,12 @@ fn workspace_write_allows_the_workspace_and_tmp_and_denies_elsewhere() {
 
 #[test]
 fn the_default_is_workspace_write_where_a_backend_works() {
-    if !landlock_usable() {
+    let Some(ws) = landlock_workspace() else {
         return;
-    }
-    let ws = outside_tmp();
+    };
     let elsewhere = outside_tmp();
     let command = format!("touch inside; touch {}/outside", path_str(elsewhere.path()));
-    let out = dsh(&["run", "--cwd", path_str(ws.path()), "--", &command]);
+    let out = run_dsh(&["run", "--cwd", path_str(ws.path()), "--", &command]);
     assert!(
         text(&out).contains("[sandbox: file access denied under workspace-write mode]"),
         "{}",
@@ -231,12 +201,10 @@ fn question(server: &mut Server, id: &str) -> u64 {
 
 #[test]
 fn jsonl_escalation_granted_rejected_and_cancelled() {
-    if !landlock_usable() {
+    let Some(ws) = landlock_workspace() else {
         return;
-    }
-    let ws = outside_tmp();
-    let mut server =
-        Server::start(&["--sandbox", "read-only", "--cwd", path_str(ws.path())]).unwrap();
+    };
+    let mut server = read_only_server(&ws);
     // Denied first, with the hint.
     call_in_session(&mut server, "plain", bash("touch granted", json!({})));
     let denied = server.text("plain");
@@ -292,12 +260,10 @@ fn jsonl_escalation_granted_rejected_and_cancelled() {
 
 #[test]
 fn jsonl_end_of_input_cancels_a_waiting_approval() {
-    if !landlock_usable() {
+    let Some(ws) = landlock_workspace() else {
         return;
-    }
-    let ws = outside_tmp();
-    let mut server =
-        Server::start(&["--sandbox", "read-only", "--cwd", path_str(ws.path())]).unwrap();
+    };
+    let mut server = read_only_server(&ws);
     call_in_session(&mut server, "eof", escalation("touch eof"));
     question(&mut server, "eof");
     server.close_input();
@@ -334,7 +300,7 @@ fn network_deny_blocks_a_listener_on_loopback() {
     listener.set_nonblocking(true).unwrap();
     let port = listener.local_addr().unwrap().port();
     let command = format!("exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected");
-    let out = dsh(&[
+    let out = run_dsh(&[
         "run",
         "--sandbox",
         "read-only",
@@ -351,7 +317,7 @@ fn network_deny_blocks_a_listener_on_loopback() {
         "the connection reached the listener"
     );
     // The default allows it.
-    let out = dsh(&["run", "--sandbox", "read-only", "--", &command]);
+    let out = run_dsh(&["run", "--sandbox", "read-only", "--", &command]);
     assert_eq!(text(&out), "connected\n");
 }
 
@@ -380,12 +346,10 @@ fn signal_scope_protects_the_server_from_its_commands() {
 
 #[test]
 fn a_confined_background_task_shows_the_denial_marker_once_settled() {
-    if !landlock_usable() {
+    let Some(ws) = landlock_workspace() else {
         return;
-    }
-    let ws = outside_tmp();
-    let mut server =
-        Server::start(&["--sandbox", "read-only", "--cwd", path_str(ws.path())]).unwrap();
+    };
+    let mut server = read_only_server(&ws);
     call_in_session(
         &mut server,
         "bg",
@@ -425,7 +389,7 @@ fn a_confined_background_task_shows_the_denial_marker_once_settled() {
 
 #[test]
 fn network_deny_without_confinement_is_a_startup_error() {
-    let out = dsh(&[
+    let out = run_dsh(&[
         "run",
         "--sandbox",
         "danger-full-access",
@@ -447,7 +411,7 @@ fn network_deny_without_confinement_is_a_startup_error() {
 fn danger_full_access_runs_unconfined_with_its_facts() {
     let elsewhere = outside_tmp();
     let target = elsewhere.path().join("free");
-    let out = dsh(&[
+    let out = run_dsh(&[
         "run",
         "--sandbox",
         "danger-full-access",
@@ -463,7 +427,7 @@ fn danger_full_access_runs_unconfined_with_its_facts() {
 
 #[test]
 fn runner_settings_are_checked_at_startup_and_a_runner_confines() {
-    let out = dsh(&[
+    let out = run_dsh(&[
         "run",
         "--sandbox-runner-failure-signature",
         "x: ",
@@ -475,11 +439,11 @@ fn runner_settings_are_checked_at_startup_and_a_runner_confines() {
         String::from_utf8_lossy(&out.stderr)
             .contains("sandbox-local: runnerFailureSignatures requires runnerCommand")
     );
-    let out = dsh(&["run", "--sandbox-runner", "/opt/runner", "--", "true"]);
+    let out = run_dsh(&["run", "--sandbox-runner", "/opt/runner", "--", "true"]);
     assert!(String::from_utf8_lossy(&out.stderr).contains(
         "sandbox-local: runnerCommand requires at least one runnerFailureSignatures entry"
     ));
-    let out = dsh(&[
+    let out = run_dsh(&[
         "run",
         "--sandbox-runner",
         "",
@@ -506,7 +470,7 @@ fn runner_settings_are_checked_at_startup_and_a_runner_confines() {
         return;
     }
     let elsewhere = outside_tmp();
-    let out = dsh(&[
+    let out = run_dsh(&[
         "run",
         "--sandbox",
         "read-only",
@@ -562,10 +526,9 @@ fn a_confined_commands_escaped_grandchild_dies_under_cgroup_and_subreaper_contai
 /// facts: when it is later denied a write, its `bash_output` ends with the denial marker.
 #[test]
 fn a_confined_call_moved_to_the_background_keeps_its_denial_marker() {
-    if !landlock_usable() {
+    let Some(ws) = landlock_workspace() else {
         return;
-    }
-    let ws = outside_tmp();
+    };
     let gate = ws.path().join("go");
     let mut server = Server::start(&[
         "--sandbox",

@@ -3,53 +3,19 @@
 //!
 //! Each soak samples the server after a warm-up (allocator pools, thread pools and caches filled) and
 //! again at the end; the end may not exceed the warm-up by more than a small slack.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    reason = "test code: a failed unwrap is a failed test"
-)]
 
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 
-use dsh_test_support::procfs::{open_fds, status_field};
+use crate::common::start_dsh;
+use dsh_test_support::procfs::{Usage, usage};
 use serde_json::{Value, json};
 
 /// Calls kept in flight at once.
 const WINDOW: usize = 32;
 
-#[derive(Debug, Clone, Copy)]
-struct Usage {
-    fds: usize,
-    threads: u64,
-    rss_kib: u64,
-}
-
-fn usage(pid: u32) -> Usage {
-    Usage {
-        fds: open_fds(pid),
-        threads: status_field(pid, "Threads:"),
-        rss_kib: status_field(pid, "VmRSS:"),
-    }
-}
-
-fn assert_no_growth(what: &str, warm: Usage, end: Usage) {
-    println!("{what}: after warm-up {warm:?}, at the end {end:?}");
-    assert!(
-        end.fds <= warm.fds,
-        "{what}: descriptors grew: {warm:?} → {end:?}"
-    );
-    assert!(
-        end.threads <= warm.threads,
-        "{what}: threads grew: {warm:?} → {end:?}"
-    );
-    // Allocator noise, not a leak: a leak of even 1 KiB per call would add 10 MiB.
-    assert!(
-        end.rss_kib <= warm.rss_kib + 4096,
-        "{what}: RSS grew: {warm:?} → {end:?}"
-    );
-}
+/// Allocator noise, not a leak: a leak of even 1 KiB per call would add 10 MiB.
+const RSS_SLACK_KIB: u64 = 4096;
 
 fn spawn(
     args: &[&str],
@@ -58,13 +24,7 @@ fn spawn(
     std::process::ChildStdin,
     BufReader<std::process::ChildStdout>,
 ) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_dsh"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = start_dsh(args, Stdio::null());
     let stdin = child.stdin.take().unwrap();
     let stdout = BufReader::new(child.stdout.take().unwrap());
     (child, stdin, stdout)
@@ -133,7 +93,7 @@ fn ten_thousand_jsonl_calls_leave_descriptors_threads_and_memory_flat() {
     );
     drop(stdin);
     assert_eq!(child.wait().unwrap().code(), Some(0));
-    assert_no_growth("jsonl", warm, end);
+    warm.assert_no_growth(end, RSS_SLACK_KIB, "jsonl");
 }
 
 #[test]
@@ -170,5 +130,5 @@ fn a_thousand_mcp_calls_leave_descriptors_threads_and_memory_flat() {
     );
     drop(stdin);
     assert_eq!(child.wait().unwrap().code(), Some(0));
-    assert_no_growth("mcp", warm, end);
+    warm.assert_no_growth(end, RSS_SLACK_KIB, "mcp");
 }

@@ -11,22 +11,17 @@
 //!
 //! The seed is printed; `DSH_SOAK_SEED=<n>` replays a run. Each scenario draws from its own generator
 //! (seed + scenario number), so a replay is the same calls whatever order the threads run them in.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    reason = "test code: a failed unwrap is a failed test"
-)]
 
 use std::collections::HashMap;
 use std::io::Write;
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Child, ChildStdin, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use dsh_test_support::procfs::{live_with_cmdline, open_fds, status_field};
+use crate::common::{exit_status, start_dsh};
+use dsh_test_support::procfs::{Usage, live_with_cmdline, usage};
 use dsh_test_support::wait::wait_until;
 use serde_json::{Value, json};
 
@@ -67,14 +62,7 @@ struct Mux {
 
 impl Mux {
     fn start(args: &[&str]) -> Option<Self> {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_dsh"))
-            .arg("jsonl")
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start dsh jsonl");
+        let mut child = start_dsh(&[&["jsonl"], args].concat(), Stdio::piped());
         let stdout = child.stdout.take().unwrap();
         let stderr = child.stderr.take().unwrap();
         let stdin = child.stdin.take();
@@ -149,6 +137,25 @@ impl Mux {
             .unwrap_or_else(|_| panic!("no reply to {id} ({tool}) within {REPLY:?}"))
     }
 
+    /// Starts `command` in the background and returns its task id.
+    fn start_bg(&self, command: &str) -> String {
+        let started = self.call("bash", bash(command, json!({"run_in_background": true})));
+        task_id(&started)
+    }
+
+    /// Reads background task `task` to its end.
+    fn read_to_end(&self, task: &str) -> Value {
+        self.call(
+            "bash_output",
+            json!({"task_id": task, "wait": true, "timeout_ms": 60000}),
+        )
+    }
+
+    /// Runs `command` in the foreground with a 200 ms timeout.
+    fn bash_timing_out(&self, command: &str) -> Value {
+        self.call("bash", bash(command, json!({"timeoutMs": 200})))
+    }
+
     fn cancel(&self, id: &str) {
         self.write(&json!({"cancel": id}));
     }
@@ -161,6 +168,14 @@ impl Drop for Mux {
             let _ = child.kill();
             let _ = child.wait();
         }
+    }
+}
+
+/// Asserts that no process with `marker` in its command line is left (bounded); `survived` says
+/// which one did.
+fn assert_none_left(marker: &str, survived: impl FnOnce() -> String) {
+    if !wait_until(REPLY, || live_with_cmdline(marker).is_empty()) {
+        panic!("{}", survived());
     }
 }
 
@@ -215,57 +230,36 @@ impl Run {
                 );
                 assert_eq!(reply["structured"]["exit_code"], code, "{}", why(&reply));
             }
-            3 => {
+            3 | 4 => {
+                // A timeout: SIGTERM ends the command, or SIGKILL one that ignores it.
+                let (trap, signal) = if kind == 3 {
+                    ("", "SIGTERM")
+                } else {
+                    ("trap '' TERM; ", "SIGKILL")
+                };
                 let m = self.marker(n);
-                let reply = mux.call(
-                    "bash",
-                    bash(&format!("sleep {m}"), json!({"timeoutMs": 200})),
-                );
-                assert!(
-                    text(&reply).ends_with("[timed out after 200ms]\n[killed by signal: SIGTERM]"),
-                    "{}",
-                    why(&reply)
-                );
-            }
-            4 => {
-                let m = self.marker(n);
-                let command = format!("trap '' TERM; sleep {m}");
-                let reply = mux.call("bash", bash(&command, json!({"timeoutMs": 200})));
-                assert!(
-                    text(&reply).ends_with("[timed out after 200ms]\n[killed by signal: SIGKILL]"),
-                    "{}",
-                    why(&reply)
-                );
+                let reply = mux.bash_timing_out(&format!("{trap}sleep {m}"));
+                let ending = format!("[timed out after 200ms]\n[killed by signal: {signal}]");
+                assert!(text(&reply).ends_with(&ending), "{}", why(&reply));
             }
             5 => {
                 // An escapee: a new session in cgroup and subreaper modes, which follow it; group
                 // mode follows only the group, so there the child stays in it.
                 let m = self.marker(n);
                 let leave = if self.mode == "group" { "" } else { "setsid " };
-                let command = format!("{leave}sleep {m} >/dev/null 2>&1 & sleep 30");
-                let reply = mux.call("bash", bash(&command, json!({"timeoutMs": 200})));
+                let reply =
+                    mux.bash_timing_out(&format!("{leave}sleep {m} >/dev/null 2>&1 & sleep 30"));
                 assert!(
                     text(&reply).contains("[timed out after 200ms]"),
                     "{}",
                     why(&reply)
                 );
-                assert!(
-                    wait_until(REPLY, || live_with_cmdline(&m).is_empty()),
-                    "{}: the escapee survived",
-                    why(&reply)
-                );
+                assert_none_left(&m, || format!("{}: the escapee survived", why(&reply)));
             }
             6 => {
                 let value = rng.next();
-                let started = mux.call(
-                    "bash",
-                    bash(&format!("echo {value}"), json!({"run_in_background": true})),
-                );
-                let task = task_id(&started);
-                let read = mux.call(
-                    "bash_output",
-                    json!({"task_id": task, "wait": true, "timeout_ms": 60000}),
-                );
+                let task = mux.start_bg(&format!("echo {value}"));
+                let read = mux.read_to_end(&task);
                 assert_eq!(
                     text(&read),
                     format!("{value}\n[status: completed, exit code: 0]"),
@@ -275,11 +269,7 @@ impl Run {
             }
             7 => {
                 let m = self.marker(n);
-                let started = mux.call(
-                    "bash",
-                    bash(&format!("sleep {m}"), json!({"run_in_background": true})),
-                );
-                let task = task_id(&started);
+                let task = mux.start_bg(&format!("sleep {m}"));
                 let killed = mux.call("bash_kill", json!({"task_id": task}));
                 assert_eq!(
                     text(&killed),
@@ -287,10 +277,7 @@ impl Run {
                     "{}",
                     why(&killed)
                 );
-                let read = mux.call(
-                    "bash_output",
-                    json!({"task_id": task, "wait": true, "timeout_ms": 60000}),
-                );
+                let read = mux.read_to_end(&task);
                 assert!(
                     text(&read).ends_with("[status: killed by SIGTERM]"),
                     "{}",
@@ -316,11 +303,9 @@ impl Run {
                     "{}",
                     why(&reply)
                 );
-                assert!(
-                    wait_until(REPLY, || live_with_cmdline(&m).is_empty()),
-                    "{}: the cancelled command survived",
-                    why(&reply)
-                );
+                assert_none_left(&m, || {
+                    format!("{}: the cancelled command survived", why(&reply))
+                });
             }
             9 => {
                 let bytes = 70_000 + rng.below(200_000);
@@ -371,21 +356,6 @@ fn task_id(started: &Value) -> String {
         .strip_prefix("started background task ")
         .unwrap_or_else(|| panic!("not started: {started}"))
         .to_owned()
-}
-
-#[derive(Debug, Clone, Copy)]
-struct Usage {
-    fds: usize,
-    threads: u64,
-    rss_kib: u64,
-}
-
-fn usage(pid: u32) -> Usage {
-    Usage {
-        fds: open_fds(pid),
-        threads: status_field(pid, "Threads:"),
-        rss_kib: status_field(pid, "VmRSS:"),
-    }
 }
 
 /// Runs scenarios `from..to` on `IN_FLIGHT` threads.
@@ -441,34 +411,19 @@ fn soak(mode: &'static str) {
     let end = settled_usage(pid, Some(warm));
     let took = began.elapsed();
     println!(
-        "{mode}: {SCENARIOS} scenarios in {took:?}; after warm-up {warm:?}, at the end {end:?}; {} notices",
+        "{mode}: {SCENARIOS} scenarios in {took:?}; {} notices",
         run.mux.unrouted.load(Ordering::Relaxed)
     );
-    assert!(
-        end.fds <= warm.fds,
-        "{mode}: descriptors grew: {warm:?} → {end:?}"
-    );
-    assert!(
-        end.threads <= warm.threads,
-        "{mode}: threads grew: {warm:?} → {end:?}"
-    );
-    assert!(
-        end.rss_kib < warm.rss_kib + 24 * 1024,
-        "{mode}: RSS grew by 24 MiB or more: {warm:?} → {end:?}"
-    );
+    // RSS may grow by less than 24 MiB.
+    warm.assert_no_growth(end, 24 * 1024 - 1, mode);
     // End of input: the server answers what is running (nothing), kills and joins, and exits 0.
     drop(run.mux.stdin.lock().unwrap().take());
     let closed = Instant::now();
-    let status = loop {
-        if let Some(status) = run.mux.child.lock().unwrap().try_wait().unwrap() {
-            break status;
-        }
-        assert!(
-            closed.elapsed() < Duration::from_secs(10),
-            "{mode}: no exit within 10 s of end of input"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    };
+    let status = exit_status(
+        &mut run.mux.child.lock().unwrap(),
+        Duration::from_secs(10),
+        &format!("{mode} (after end of input)"),
+    );
     println!(
         "{mode}: exited {status} {:?} after end of input",
         closed.elapsed()

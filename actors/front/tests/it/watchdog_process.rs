@@ -2,12 +2,6 @@
 //! task marker inherited from an outer dsh (so the outer runtime's kill of the inner server leaves
 //! it to kill the inner server's tasks), and with `--keep-spill` it does not remove the outputs the
 //! operator asked to keep when the server dies.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    reason = "test code: a failed unwrap is a failed test"
-)]
 
 use crate::jsonl_server;
 
@@ -15,8 +9,7 @@ use std::time::Duration;
 
 use dsh_test_support::procfs::{is_live, state_and_parent};
 use dsh_test_support::wait::wait_until;
-use jsonl_server::{SOON, Server, bash};
-use serde_json::json;
+use jsonl_server::{SOON, Server};
 
 /// The pid of `server`'s watchdog: its child running `__watchdog`.
 fn watchdog_of(server: u32) -> i32 {
@@ -62,19 +55,7 @@ fn the_watchdog_runs_the_servers_own_binary_without_an_inherited_task_marker() {
 fn a_killed_server_with_keep_spill_keeps_its_spilled_outputs() {
     let mut server = Server::start(&["--keep-spill", "--max-output-bytes", "1000"]).unwrap();
     let watchdog = watchdog_of(server.child.id());
-    server.call(
-        "1",
-        "bash",
-        bash("head -c 5000 /dev/zero | tr '\\0' x", json!({})),
-    );
-    let text = server.text("1");
-    let spill = text
-        .split_whitespace()
-        .find(|word| word.starts_with('/') && word.contains("dsh-"))
-        .map(|word| word.trim_end_matches([']', ')', '.', ',']))
-        .unwrap_or_else(|| panic!("no spill path in {text:?}"))
-        .to_owned();
-    let spill = std::path::PathBuf::from(spill);
+    let spill = server.spill_file();
     assert!(spill.is_file(), "{} missing", spill.display());
     server.child.kill().unwrap();
     server.child.wait().unwrap();

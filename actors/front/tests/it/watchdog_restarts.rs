@@ -2,12 +2,6 @@
 //! killed watchdog is replaced and counted, and a watchdog that keeps dying at once is given up on
 //! after a bounded number of restarts with growing waits between them (no busy loop), while the
 //! runtime keeps serving calls.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    reason = "test code: a failed unwrap is a failed test"
-)]
 
 use crate::common;
 
@@ -65,9 +59,14 @@ async fn a_killed_watchdog_is_replaced_and_counted_in_the_stats() {
         unreachable!()
     };
     assert_eq!(replaced.watchdog_restarts, 1, "{replaced:?}");
+    // The stats name the new watchdog as soon as its spawn returns, which is when its exec has
+    // replaced the old image but before the kernel has set up its argument area: until then its
+    // `/proc/<pid>/cmdline` reads empty. Wait for that exec to finish, bounded.
     assert!(
-        live_with_cmdline("__watchdog").contains(&new),
-        "the stats name {new}, which is not a live watchdog"
+        poll_until(SOON, || live_with_cmdline("__watchdog").contains(&new)).await,
+        "the stats name {new}, which is not a live watchdog (cmdline {:?})",
+        std::fs::read(format!("/proc/{new}/cmdline"))
+            .map(|c| String::from_utf8_lossy(&c).into_owned())
     );
     let result = bash(&rt, "echo still serving").await;
     assert_eq!(result.text, "still serving\n");

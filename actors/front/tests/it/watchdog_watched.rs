@@ -3,16 +3,10 @@
 //! live, so a later SIGKILL of the server still leaves nothing — the background task started before
 //! the watchdog died, a foreground straggler, a task started after, and the spill directory — in
 //! every containment mode. And the server keeps serving while its watchdog is killed again and again.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    reason = "test code: a failed unwrap is a failed test"
-)]
 
 use crate::jsonl_server;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use dsh_test_support::procfs::{live_with_cmdline, state_and_parent};
@@ -115,20 +109,8 @@ fn start_task(server: &mut Server, id: &str, command: &str) -> String {
 /// The private spill directory of `server`, learned from a call whose output spills (the server
 /// runs with `--max-output-bytes 1000`).
 fn spill_dir(server: &mut Server) -> PathBuf {
-    server.call(
-        "spill",
-        "bash",
-        bash("head -c 5000 /dev/zero | tr '\\0' x", json!({})),
-    );
-    let text = server.text("spill");
-    let file = text
-        .split_whitespace()
-        .find(|word| word.starts_with('/') && word.contains("dsh-"))
-        .map(|word| word.trim_end_matches([']', ')', '.', ',']))
-        .unwrap_or_else(|| panic!("no spill path in {text:?}"));
-    let dir = Path::new(file)
-        .parent()
-        .expect("a spill file has a directory");
+    let file = server.spill_file();
+    let dir = file.parent().expect("a spill file has a directory");
     assert!(dir.is_dir(), "{} missing", dir.display());
     dir.to_path_buf()
 }

@@ -27,13 +27,23 @@ fn take(counter: &mut u32) -> bool {
     }
 }
 
-fn collector(cap: usize, spill_cap: u64, dir: &tempfile::TempDir) -> OutputCollector {
-    OutputCollector::new(
+/// A collector keeping `cap` bytes and spilling up to `spill_cap` into the returned temp dir.
+fn collector(cap: usize, spill_cap: u64) -> (OutputCollector, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let collector = OutputCollector::new(
         StreamKind::Stdout,
         cap,
         spill_cap,
         Some(crate::spill::SpillDir::open(dir.path()).unwrap()),
-    )
+    );
+    (collector, dir)
+}
+
+/// What a collector ([`collector`]) makes of `text` pushed in one chunk, and its spill dir.
+fn collected(cap: usize, spill_cap: u64, text: &str) -> (CollectedOutput, tempfile::TempDir) {
+    let (mut c, dir) = collector(cap, spill_cap);
+    push(&mut c, text);
+    (c.finalize(), dir)
 }
 
 fn push(c: &mut OutputCollector, s: &str) {
@@ -42,10 +52,7 @@ fn push(c: &mut OutputCollector, s: &str) {
 
 #[test]
 fn pl_25_single_oversize_chunk_keeps_its_tail() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut c = collector(10, 100, &dir);
-    push(&mut c, "0123456789abcdef");
-    let out = c.finalize();
+    let (out, _dir) = collected(10, 100, "0123456789abcdef");
     assert_eq!(out.text, "6789abcdef");
     assert!(out.truncated);
     let path = out.spill_path.expect("spill path");
@@ -54,8 +61,7 @@ fn pl_25_single_oversize_chunk_keeps_its_tail() {
 
 #[test]
 fn pl_26_incremental_reads_and_lossy_flag() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut c = collector(10, 100, &dir);
+    let (mut c, _dir) = collector(10, 100);
     push(&mut c, "aaaaa");
     let r = c.read_from(0);
     assert_eq!(
@@ -78,8 +84,7 @@ fn pl_26_incremental_reads_and_lossy_flag() {
 
 #[test]
 fn pl_27_close_failure_drops_the_path() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut c = collector(4, 100, &dir);
+    let (mut c, _dir) = collector(4, 100);
     push(&mut c, "aaaa");
     push(&mut c, "bbbb");
     assert!(c.read_from(0).spill_path.is_some());
@@ -94,8 +99,7 @@ fn pl_27_close_failure_drops_the_path() {
 fn pl_24_final_spill_close_failure_keeps_the_tail() {
     // PL-24 drives the 200-line command through a spawn with the next close failing; the failure point
     // is this collector's finalisation, so the same bytes are fed here.
-    let dir = tempfile::tempdir().unwrap();
-    let mut c = collector(500, 64 << 20, &dir);
+    let (mut c, _dir) = collector(500, 64 << 20);
     for i in 1..=200 {
         push(&mut c, &format!("line-{i:04}\n"));
     }
@@ -108,8 +112,7 @@ fn pl_24_final_spill_close_failure_keeps_the_tail() {
 
 #[test]
 fn pl_28_oversize_spill_discarded() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut c = collector(4, 8, &dir);
+    let (mut c, _dir) = collector(4, 8);
     push(&mut c, "aaaa");
     push(&mut c, "bbbb");
     let path = c.read_from(0).spill_path.expect("spilling");
@@ -125,10 +128,7 @@ fn pl_28_oversize_spill_discarded() {
 
 #[test]
 fn pl_29_no_spill_when_first_overflow_exceeds_spill_cap() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut c = collector(4, 4, &dir);
-    push(&mut c, "abcdefgh");
-    let out = c.finalize();
+    let (out, dir) = collected(4, 4, "abcdefgh");
     assert_eq!(out.text, "efgh");
     assert!(out.truncated);
     assert_eq!(out.spill_path, None);
@@ -141,8 +141,7 @@ fn pl_29_no_spill_when_first_overflow_exceeds_spill_cap() {
 
 #[test]
 fn pl_30_cleanup_failures_contained_when_disabling_an_oversize_spill() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut c = collector(4, 8, &dir);
+    let (mut c, _dir) = collector(4, 8);
     push(&mut c, "aaaa");
     push(&mut c, "bbbb");
     c.faults.close_failures = 1;
@@ -155,10 +154,7 @@ fn pl_30_cleanup_failures_contained_when_disabling_an_oversize_spill() {
 
 #[test]
 fn exactly_at_cap_is_not_truncated_and_never_touches_disk() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut c = collector(500, 1000, &dir);
-    push(&mut c, &"x".repeat(500));
-    let out = c.finalize();
+    let (out, dir) = collected(500, 1000, &"x".repeat(500));
     assert_eq!(out.text.len(), 500);
     assert!(!out.truncated);
     assert_eq!(out.spill_path, None);
@@ -167,11 +163,8 @@ fn exactly_at_cap_is_not_truncated_and_never_touches_disk() {
 
 #[test]
 fn tail_cut_never_splits_a_code_point() {
-    let dir = tempfile::tempdir().unwrap();
     // "é" is two bytes; a cap of 5 over "aéééé" (9 bytes) cuts inside a character.
-    let mut c = collector(5, 100, &dir);
-    push(&mut c, "aéééé");
-    let out = c.finalize();
+    let (out, _dir) = collected(5, 100, "aéééé");
     assert!(out.truncated);
     assert_eq!(
         out.text, "éé",
@@ -181,8 +174,7 @@ fn tail_cut_never_splits_a_code_point() {
 
 #[test]
 fn offset_reads_hold_back_an_incomplete_character_until_it_completes() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut c = collector(100, 1000, &dir);
+    let (mut c, _dir) = collector(100, 1000);
     let euro = "€".as_bytes(); // 3 bytes
     c.push(&[b'x', euro[0]]);
     let r = c.read_from(0);
@@ -194,8 +186,7 @@ fn offset_reads_hold_back_an_incomplete_character_until_it_completes() {
 
 #[test]
 fn a_finished_stream_returns_even_an_incomplete_tail() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut c = collector(100, 1000, &dir);
+    let (mut c, _dir) = collector(100, 1000);
     c.push(&[b'o', b'k', 0xE2]);
     c.finalize();
     let r = c.read_from(0);
@@ -205,8 +196,7 @@ fn a_finished_stream_returns_even_an_incomplete_tail() {
 
 #[test]
 fn binary_output_is_replaced_not_lost() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut c = collector(100, 1000, &dir);
+    let (mut c, _dir) = collector(100, 1000);
     c.push(&[0xFF, 0x00, b'a']);
     let out = c.finalize();
     assert_eq!(out.text, "\u{FFFD}\u{0}a");
@@ -214,8 +204,7 @@ fn binary_output_is_replaced_not_lost() {
 
 #[test]
 fn spill_file_holds_every_byte_in_order() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut c = collector(64, 1 << 20, &dir);
+    let (mut c, _dir) = collector(64, 1 << 20);
     let mut expected = String::new();
     for i in 0..1000 {
         let line = format!("{i}\n");

@@ -10,7 +10,7 @@ use crate::abort::AbortSignal;
 use crate::errors::SpawnError;
 use crate::messages::SpawnedProcess;
 use crate::policy::{AdmitAll, MaxConcurrent, ProcessPolicy};
-use crate::spawn::start_child;
+use crate::spawn::{Started, start_child};
 use crate::spec::ProcessSpawnSpec;
 
 type Answer = oneshot::Receiver<Result<SpawnedProcess, SpawnError>>;
@@ -51,10 +51,9 @@ fn error_of(mut answer: Answer) -> String {
     }
 }
 
-/// Launches the next ready spawn and drives it to settlement; returns its id.
-async fn launch_and_settle(table: &mut ProcessTable) -> (ProcessId, Pacing) {
-    let launch = table.next_launch().expect("a ready launch");
-    let started = start_child(
+/// Starts `launch`'s child as the manager would without a cgroup: in a process group of its own.
+fn start_in_group(launch: &Launch) -> Result<(Started, Contained), SpawnError> {
+    start_child(
         &launch.program,
         &launch.spec.argv,
         &launch.spec.cwd,
@@ -63,7 +62,13 @@ async fn launch_and_settle(table: &mut ProcessTable) -> (ProcessId, Pacing) {
         &Contained::Group,
         None,
     )
-    .map(|started| (started, Contained::Group));
+    .map(|started| (started, Contained::Group))
+}
+
+/// Launches the next ready spawn and drives it to settlement; returns its id.
+async fn launch_and_settle(table: &mut ProcessTable) -> (ProcessId, Pacing) {
+    let launch = table.next_launch().expect("a ready launch");
+    let started = start_in_group(&launch);
     let launched = table.launched(launch, started);
     let (id, driver) = launched.driver.expect("a started child");
     assert_eq!(table.stats().live, 1);
@@ -127,12 +132,19 @@ fn the_first_spawn_launches_now_and_later_ones_after_a_yield() {
     assert_eq!(third, Pacing::LaunchNow);
 }
 
+/// A table admitting one process at a time with two spawns of `true` submitted: the answers of the
+/// one ready to launch and of the one waiting.
+fn one_ready_one_waiting(spill: &tempfile::TempDir) -> (ProcessTable, Answer, Answer) {
+    let mut table = table(Box::new(MaxConcurrent(1)), spill);
+    let (_, ready) = submit(&mut table, spec("true"));
+    let (_, waiting) = submit(&mut table, spec("true"));
+    (table, ready, waiting)
+}
+
 #[test]
 fn shutdown_refuses_waiting_and_later_spawns() {
     let spill = tempfile::tempdir().unwrap();
-    let mut table = table(Box::new(MaxConcurrent(1)), &spill);
-    let (_, ready) = submit(&mut table, spec("true"));
-    let (_, waiting) = submit(&mut table, spec("true"));
+    let (mut table, ready, waiting) = one_ready_one_waiting(&spill);
     assert_eq!(
         table.stats().queued,
         1,
@@ -152,9 +164,7 @@ fn shutdown_refuses_waiting_and_later_spawns() {
 #[test]
 fn a_waiting_spawn_whose_caller_left_is_never_launched() {
     let spill = tempfile::tempdir().unwrap();
-    let mut table = table(Box::new(MaxConcurrent(1)), &spill);
-    let (_, _ready) = submit(&mut table, spec("true"));
-    let (_, gone) = submit(&mut table, spec("true"));
+    let (mut table, _ready, gone) = one_ready_one_waiting(&spill);
     drop(gone);
     let launch = table.next_launch().unwrap();
     let failed = table.launched(launch, Err(SpawnError::ShutDown));
@@ -204,16 +214,7 @@ async fn a_launched_child_nobody_waits_for_is_killed_and_released() {
     let (_, answer) = submit(&mut table, spec("sleep 30"));
     drop(answer);
     let launch = table.next_launch().unwrap();
-    let started = start_child(
-        &launch.program,
-        &launch.spec.argv,
-        &launch.spec.cwd,
-        &launch.env,
-        None,
-        &Contained::Group,
-        None,
-    )
-    .map(|started| (started, Contained::Group));
+    let started = start_in_group(&launch);
     let (id, driver) = table.launched(launch, started).driver.unwrap();
     let (contained, remains) = tokio::time::timeout(Duration::from_secs(30), driver.run())
         .await

@@ -57,6 +57,14 @@ impl Harness {
             .expect("manager mailbox")
     }
 
+    /// What the manager says when it refuses to spawn `spec` (the spawn must fail).
+    pub async fn spawn_error(&self, spec: ProcessSpawnSpec) -> String {
+        self.spawn(spec)
+            .await
+            .expect_err("the spawn must fail")
+            .to_string()
+    }
+
     pub async fn wait(&self, id: ProcessId) -> ProcessOutcome {
         within(SOON, self.manager.send(Wait { id }))
             .await

@@ -74,7 +74,7 @@ async fn a_nul_byte_in_the_command_or_environment_is_a_clear_spawn_error() {
     let mut in_command = h.spec("echo a\0b");
     in_command.env.clear();
     for spec in [in_env, in_command] {
-        let err = h.spawn(spec).await.unwrap_err().to_string();
+        let err = h.spawn_error(spec).await;
         assert!(err.contains("NUL byte"), "{err}");
     }
     let stats = h.manager.send(Stats).await.unwrap();
@@ -89,13 +89,7 @@ async fn shutdown_tolerates_a_failed_spawn() {
     let h = Harness::new();
     let mut spec = h.spec("true");
     spec.cwd = "/nonexistent-dir-dsh-manager-test".into();
-    assert!(
-        h.spawn(spec)
-            .await
-            .unwrap_err()
-            .to_string()
-            .contains("ENOENT")
-    );
+    assert!(h.spawn_error(spec).await.contains("ENOENT"));
     h.shutdown().await;
 }
 
@@ -116,8 +110,8 @@ async fn spawn_failure_racing_shutdown() {
 async fn spawns_after_shutdown_are_refused() {
     let h = Harness::new();
     h.shutdown().await;
-    let err = h.spawn(h.spec("true")).await.unwrap_err();
-    assert_eq!(err.to_string(), "process manager is shut down");
+    let err = h.spawn_error(h.spec("true")).await;
+    assert_eq!(err, "process manager is shut down");
     h.shutdown().await; // idempotent
 }
 

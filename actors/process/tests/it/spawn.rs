@@ -161,8 +161,8 @@ async fn pre_aborted_signal_fails_the_spawn() {
     abort.abort("too late");
     let mut spec = h.spec("echo never");
     spec.abort = Some(abort);
-    let err = h.spawn(spec).await.unwrap_err();
-    assert_eq!(err.to_string(), "aborted before spawn: too late");
+    let err = h.spawn_error(spec).await;
+    assert_eq!(err, "aborted before spawn: too late");
     h.shutdown().await;
 }
 
@@ -172,7 +172,7 @@ async fn nonexistent_cwd_is_an_error_naming_path_and_os_error() {
     let h = Harness::new();
     let mut spec = h.spec("true");
     spec.cwd = "/nonexistent-dir-dsh-test".into();
-    let err = h.spawn(spec).await.unwrap_err().to_string();
+    let err = h.spawn_error(spec).await;
     assert!(err.contains("ENOENT"), "{err}");
     assert!(err.contains("/nonexistent-dir-dsh-test"), "{err}");
     h.shutdown().await;
@@ -361,7 +361,7 @@ async fn an_empty_argv_is_refused() {
     let h = Harness::new();
     let mut spec = h.spec("x");
     spec.argv.clear();
-    let err = h.spawn(spec).await.unwrap_err().to_string();
+    let err = h.spawn_error(spec).await;
     assert_eq!(
         err,
         "invalid argv: expected a non-empty program name at argv[0]"
@@ -375,13 +375,7 @@ async fn an_empty_program_name_is_refused() {
     let h = Harness::new();
     let mut spec = h.spec("x");
     spec.argv = vec![String::new()];
-    assert!(
-        h.spawn(spec)
-            .await
-            .unwrap_err()
-            .to_string()
-            .contains("non-empty program name")
-    );
+    assert!(h.spawn_error(spec).await.contains("non-empty program name"));
     h.shutdown().await;
 }
 
@@ -403,10 +397,7 @@ async fn reasonless_pre_aborted_signal() {
     abort.abort_without_reason();
     let mut spec = h.spec("true");
     spec.abort = Some(abort);
-    assert_eq!(
-        h.spawn(spec).await.unwrap_err().to_string(),
-        "aborted before spawn: aborted"
-    );
+    assert_eq!(h.spawn_error(spec).await, "aborted before spawn: aborted");
     h.shutdown().await;
 }
 
@@ -471,7 +462,7 @@ async fn dsh_name_on_ordinary_channel_rejected() {
     let h = Harness::new();
     let mut spec = h.spec("true");
     spec.env.insert("DSH_WRONG_CHANNEL".into(), "bad".into());
-    let err = h.spawn(spec).await.unwrap_err().to_string();
+    let err = h.spawn_error(spec).await;
     assert!(
         err.contains("DSH_WRONG_CHANNEL") && err.contains("dshEnv"),
         "{err}"
@@ -485,7 +476,7 @@ async fn ordinary_name_on_managed_channel_rejected() {
     let h = Harness::new();
     let mut spec = h.spec("true");
     spec.dsh_env.insert("PATH".into(), "/wrong-channel".into());
-    let err = h.spawn(spec).await.unwrap_err().to_string();
+    let err = h.spawn_error(spec).await;
     assert_eq!(
         err,
         "managed child env cannot set ordinary variable \"PATH\"; use env"

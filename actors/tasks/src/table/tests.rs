@@ -127,12 +127,19 @@ fn reading_after_the_end_marks_it_reported() {
     );
 }
 
-#[test]
-fn eviction_drops_reported_records_first() {
-    let mut table = TaskTable::new(1);
+/// A table keeping `capacity` finished tasks, with two tasks of one stub registered: the stub and
+/// their ids.
+fn two_registered(capacity: usize) -> (TaskTable, Stub, String, String) {
+    let mut table = TaskTable::new(capacity);
     let stub = Stub::default();
     let first = register(&mut table, &stub);
     let second = register(&mut table, &stub);
+    (table, stub, first, second)
+}
+
+#[test]
+fn eviction_drops_reported_records_first() {
+    let (mut table, _stub, first, second) = two_registered(1);
     table.settle(&first, TaskStatus::Completed { exit_code: 0 });
     table.read(&first, None).unwrap();
     table.settle(&second, TaskStatus::Completed { exit_code: 0 });
@@ -148,10 +155,7 @@ fn eviction_drops_reported_records_first() {
 
 #[test]
 fn shutdown_kills_live_tasks_sends_no_notice_and_refuses_new_ones() {
-    let mut table = TaskTable::new(8);
-    let stub = Stub::default();
-    let live = register(&mut table, &stub);
-    let ended = register(&mut table, &stub);
+    let (mut table, stub, live, ended) = two_registered(8);
     table.settle(&ended, TaskStatus::Completed { exit_code: 0 });
     let mut watches = table.begin_shutdown();
     assert_eq!(watches.len(), 1);

@@ -106,46 +106,54 @@ impl Setup {
         Self { registry, done }
     }
     async fn register(&self, kind: &str, owner: Option<AgentRef>) -> (String, StubControl) {
+        let (id, control) = self.try_register(kind, "sleep 60", owner).await;
+        (id.unwrap(), control)
+    }
+    async fn try_register(
+        &self,
+        kind: &str,
+        label: &str,
+        owner: Option<AgentRef>,
+    ) -> (Result<String, TaskError>, StubControl) {
         let (producer, control) = stub();
-        let id = self
+        let registered = self
             .registry
             .send(Register {
                 kind: kind.into(),
-                label: "sleep 60".into(),
+                label: label.into(),
                 owner,
                 producer,
             })
             .await
-            .unwrap()
             .unwrap();
-        (id, control)
+        (registered, control)
+    }
+    /// Sends the message `make` builds for task `id` as `caller` asks about it.
+    async fn about<M>(
+        &self,
+        id: &str,
+        caller: Option<&str>,
+        make: impl FnOnce(String, Option<String>) -> M,
+    ) -> M::Result
+    where
+        M: Message + Send + 'static,
+        M::Result: Send,
+        TaskRegistry: Handler<M>,
+    {
+        let message = make(id.into(), caller.map(Into::into));
+        self.registry.send(message).await.unwrap()
     }
     async fn read(&self, id: &str, caller: Option<&str>) -> Result<ReadReply, TaskError> {
-        self.registry
-            .send(ReadTask {
-                id: id.into(),
-                caller: caller.map(Into::into),
-            })
+        self.about(id, caller, |id, caller| ReadTask { id, caller })
             .await
-            .unwrap()
     }
     async fn kill(&self, id: &str, caller: Option<&str>) -> Result<KillReply, TaskError> {
-        self.registry
-            .send(KillTask {
-                id: id.into(),
-                caller: caller.map(Into::into),
-            })
+        self.about(id, caller, |id, caller| KillTask { id, caller })
             .await
-            .unwrap()
     }
     async fn get(&self, id: &str, caller: Option<&str>) -> Result<TaskSnapshot, TaskError> {
-        self.registry
-            .send(GetTask {
-                id: id.into(),
-                caller: caller.map(Into::into),
-            })
+        self.about(id, caller, |id, caller| GetTask { id, caller })
             .await
-            .unwrap()
     }
     async fn list(&self, caller: Option<&str>) -> Vec<String> {
         let tasks = self
@@ -182,6 +190,18 @@ impl Setup {
     }
 }
 
+/// Waits (bounded) until the task behind `control` is killed, then ends it as killed by SIGTERM.
+async fn ended_by_its_kill(control: &mut StubControl) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while control.kills() == 0 {
+        assert!(Instant::now() < deadline, "the task was never killed");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    control.settle(TaskStatus::Killed {
+        signal: Some("SIGTERM".into()),
+    });
+}
+
 const COMPLETED_0: TaskStatus = TaskStatus::Completed { exit_code: 0 };
 
 /// Catalogue: TS-01.
@@ -208,36 +228,17 @@ async fn stub_producer_serves_the_whole_api() {
 #[actix_rt::test]
 async fn invalid_spec_registers_nothing_and_keeps_the_counter() {
     let s = Setup::new();
-    let (producer, _c) = stub();
-    let err = s
-        .registry
-        .send(Register {
-            kind: "".into(),
-            label: "x".into(),
-            owner: None,
-            producer,
-        })
-        .await
-        .unwrap();
-    assert_eq!(
-        err.unwrap_err().to_string(),
-        "invalid task kind: expected a non-empty string"
-    );
-    let (producer, _c) = stub();
-    let err = s
-        .registry
-        .send(Register {
-            kind: "bash".into(),
-            label: " ".into(),
-            owner: None,
-            producer,
-        })
-        .await
-        .unwrap();
-    assert_eq!(
-        err.unwrap_err().to_string(),
-        "invalid task label: expected a non-empty string"
-    );
+    for (kind, label, refusal) in [
+        ("", "x", "invalid task kind: expected a non-empty string"),
+        (
+            "bash",
+            " ",
+            "invalid task label: expected a non-empty string",
+        ),
+    ] {
+        let (refused, _c) = s.try_register(kind, label, None).await;
+        assert_eq!(refused.unwrap_err().to_string(), refusal);
+    }
     assert_eq!(s.register("bash", None).await.0, "bash-1");
 }
 
@@ -446,14 +447,7 @@ async fn releasing_an_owner_kills_joins_and_removes_its_tasks() {
         session_id: "alice".into(),
     });
     // The release waits for the live task to end.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while live_control.kills() == 0 {
-        assert!(Instant::now() < deadline);
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    live_control.settle(TaskStatus::Killed {
-        signal: Some("SIGTERM".into()),
-    });
+    ended_by_its_kill(&mut live_control).await;
     release.await.unwrap();
     assert_eq!(s.list(Some("alice")).await, vec![open]);
     assert_eq!(
@@ -471,17 +465,8 @@ async fn a_gone_agent_is_released_without_touching_a_same_session_replacement() 
     let (old_task, mut old_control) = s.register("bash", Some(old)).await;
     let (new_task, new_control) = s.register("bash", Some(new)).await;
     old_addr.send(Stop::new()).await.unwrap();
+    ended_by_its_kill(&mut old_control).await;
     let deadline = Instant::now() + Duration::from_secs(10);
-    while old_control.kills() == 0 {
-        assert!(
-            Instant::now() < deadline,
-            "the gone owner's task was never killed"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    old_control.settle(TaskStatus::Killed {
-        signal: Some("SIGTERM".into()),
-    });
     while s.list(Some("sess")).await.contains(&old_task) {
         assert!(
             Instant::now() < deadline,
@@ -500,14 +485,7 @@ async fn shutdown_kills_awaits_and_sends_no_task_done() {
     let s = Setup::new();
     let (_id, mut control) = s.register("bash", None).await;
     let shutdown = s.registry.send(ShutdownTasks);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while control.kills() == 0 {
-        assert!(Instant::now() < deadline);
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    control.settle(TaskStatus::Killed {
-        signal: Some("SIGTERM".into()),
-    });
+    ended_by_its_kill(&mut control).await;
     shutdown.await.unwrap();
     assert!(s.done.lock().unwrap().is_empty());
     let (producer, control) = stub();

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use actix::prelude::*;
-use dsh_bash::sandbox::{Wrap, WrapFacts};
+use dsh_bash::sandbox::Wrap;
 use dsh_bash::*;
 use dsh_bash::{ProcessManager, TaskOutput, TaskStatus};
 use dsh_tasks::{AgentRef, Inject, RegistryConfig, TaskRegistry};
@@ -20,16 +20,13 @@ struct PassThrough;
 
 impl SandboxProvider for PassThrough {
     fn confine(&self, argv: &[String], policy: &SandboxPolicy) -> Result<Wrap, ExecError> {
-        Ok(Wrap {
-            argv: argv.to_vec(),
-            landlock: None,
-            facts: WrapFacts {
-                mode: policy.mode,
-                enforcement: Enforcement::Full,
-                denial_signatures: vec!["permission denied".into()],
-                runner_failure_signatures: vec!["fake-runner: ".into()],
-            },
-        })
+        Ok(Wrap::through_runner(
+            Vec::new(),
+            argv,
+            policy,
+            vec!["permission denied".into()],
+            vec!["fake-runner: ".into()],
+        ))
     }
 }
 

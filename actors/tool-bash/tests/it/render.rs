@@ -37,59 +37,51 @@ fn read(delta: &str, lossy: bool, paths: &[&str]) -> TaskOutput {
 
 const RUNNING: TaskStatus = TaskStatus::Running;
 
-/// Catalogue: TB-46.
+/// Catalogue: TB-46, TB-47, TB-48, LG-04, TB-49, TB-50.
+///
+/// A read renders its delta verbatim (TB-46), `(no new output)` when empty (TB-46, TB-49), and after
+/// output was dropped from memory a loss notice naming the spill files (TB-47, TB-49) or
+/// `(unavailable)` (TB-48, LG-04), on a line of its own whether or not the delta ends one (TB-50).
 #[test]
-fn lossless_delta_verbatim() {
-    assert_eq!(
-        render_read(&read("out\n", false, &[]), &RUNNING),
-        "out\n[status: running]"
-    );
-    assert_eq!(
-        render_read(&read("", false, &[]), &RUNNING),
-        "(no new output)\n[status: running]"
-    );
-}
-
-/// Catalogue: TB-47.
-#[test]
-fn loss_notice_with_paths() {
-    assert_eq!(
-        render_read(&read("out\n", true, &["/spill/out.log"]), &RUNNING),
-        "out\n[some output was dropped from memory; full output: /spill/out.log]\n[status: running]"
-    );
-    assert_eq!(
-        render_read(
-            &read("out\n", true, &["/spill/out.log", "/spill/err.log"]),
-            &RUNNING
+fn a_read_renders_its_delta_and_any_loss_notice() {
+    let unavailable = "tail\n[some output was dropped from memory; full output: (unavailable)]\n[status: running]";
+    let cases: [(&str, bool, &[&str], &str); 8] = [
+        // TB-46: lossless, verbatim or empty.
+        ("out\n", false, &[], "out\n[status: running]"),
+        ("", false, &[], "(no new output)\n[status: running]"),
+        // TB-47: the loss notice names the spill files.
+        (
+            "out\n",
+            true,
+            &["/spill/out.log"],
+            "out\n[some output was dropped from memory; full output: /spill/out.log]\n[status: running]",
         ),
-        "out\n[some output was dropped from memory; full output: /spill/out.log, /spill/err.log]\n[status: running]"
-    );
-}
-
-/// Catalogue: TB-48, LG-04.
-#[test]
-fn loss_notice_unavailable() {
-    assert_eq!(
-        render_read(&read("tail", true, &[]), &RUNNING),
-        "tail\n[some output was dropped from memory; full output: (unavailable)]\n[status: running]"
-    );
-}
-
-/// Catalogue: TB-49.
-#[test]
-fn empty_lossy_delta() {
-    assert_eq!(
-        render_read(&read("", true, &["/spill/err.log"]), &RUNNING),
-        "(no new output)\n[some output was dropped from memory; full output: /spill/err.log]\n[status: running]"
-    );
-}
-
-/// Catalogue: TB-50.
-#[test]
-fn separator_only_when_missing() {
-    let expected = "tail\n[some output was dropped from memory; full output: (unavailable)]\n[status: running]";
-    assert_eq!(render_read(&read("tail", true, &[]), &RUNNING), expected);
-    assert_eq!(render_read(&read("tail\n", true, &[]), &RUNNING), expected);
+        (
+            "out\n",
+            true,
+            &["/spill/out.log", "/spill/err.log"],
+            "out\n[some output was dropped from memory; full output: /spill/out.log, /spill/err.log]\n[status: running]",
+        ),
+        // TB-48, LG-04: without a spill file the output is unavailable.
+        ("tail", true, &[], unavailable),
+        // TB-49: an empty lossy delta.
+        (
+            "",
+            true,
+            &["/spill/err.log"],
+            "(no new output)\n[some output was dropped from memory; full output: /spill/err.log]\n[status: running]",
+        ),
+        // TB-50: the separator only when the delta does not end its line.
+        ("tail", true, &[], unavailable),
+        ("tail\n", true, &[], unavailable),
+    ];
+    for (delta, lossy, paths, expected) in cases {
+        assert_eq!(
+            render_read(&read(delta, lossy, paths), &RUNNING),
+            expected,
+            "{delta:?}, lossy {lossy}, {paths:?}"
+        );
+    }
 }
 
 /// Catalogue: TB-52 to TB-55, LG-21, LG-22.
@@ -116,92 +108,83 @@ fn status_lines_name_the_ending() {
     assert_eq!(status_line(&RUNNING), "[status: running]");
 }
 
-/// Catalogue: TB-61.
+/// Catalogue: TB-61 to TB-67.
+///
+/// A foreground result renders stderr under its marker (TB-61, TB-62), a non-zero exit (TB-63), a
+/// signal death (TB-64), a timeout with or without the signal (TB-65, TB-66), and a truncation
+/// without a spill file (TB-67).
 #[test]
-fn stderr_alone_is_rendered_under_its_marker() {
-    let r = BashRunResult {
-        stderr: text("err\n"),
-        ..base()
-    };
-    assert_eq!(render_result(&r), "[stderr]\nerr\n");
-}
-
-/// Catalogue: TB-62.
-#[test]
-fn stdout_and_stderr_without_newlines() {
-    let r = BashRunResult {
-        stdout: text("out"),
-        stderr: text("err"),
-        ..base()
-    };
-    assert_eq!(render_result(&r), "out\n[stderr]\nerr");
-}
-
-/// Catalogue: TB-63.
-#[test]
-fn a_non_zero_exit_is_marked_with_its_code() {
-    let r = BashRunResult {
-        exit_code: Some(7),
-        stdout: text("x"),
-        ..base()
-    };
-    assert_eq!(render_result(&r), "x\n[exit code: 7]");
-}
-
-/// Catalogue: TB-64.
-#[test]
-fn a_signal_death_is_marked_with_its_signal() {
-    let r = BashRunResult {
-        exit_code: None,
-        signal: Some("SIGKILL".into()),
-        ..base()
-    };
-    assert_eq!(
-        render_result(&r),
-        "(no output)\n[killed by signal: SIGKILL]"
-    );
-}
-
-/// Catalogue: TB-65.
-#[test]
-fn timed_out_exit_0() {
-    let r = BashRunResult {
-        ending: RunEnding::TimedOut,
-        ..base()
-    };
-    assert_eq!(render_result(&r), "(no output)\n[timed out after 1000ms]");
-}
-
-/// Catalogue: TB-66.
-#[test]
-fn timed_out_and_sigterm() {
-    let r = BashRunResult {
-        ending: RunEnding::TimedOut,
-        exit_code: None,
-        signal: Some("SIGTERM".into()),
-        ..base()
-    };
-    assert_eq!(
-        render_result(&r),
-        "(no output)\n[timed out after 1000ms]\n[killed by signal: SIGTERM]"
-    );
-}
-
-/// Catalogue: TB-67.
-#[test]
-fn truncated_without_path() {
-    let r = BashRunResult {
-        stdout: CollectedOutput {
-            text: "tail".into(),
-            truncated: true,
-            spill_path: None,
-        },
-        ..base()
-    };
-    assert_eq!(
-        render_result(&r),
-        "tail\n[output truncated; full output: (unavailable)]"
-    );
+fn a_result_renders_its_streams_and_how_it_ended() {
+    let cases = [
+        // TB-61: stderr alone is rendered under its marker.
+        (
+            BashRunResult {
+                stderr: text("err\n"),
+                ..base()
+            },
+            "[stderr]\nerr\n",
+        ),
+        // TB-62: stdout and stderr without newlines.
+        (
+            BashRunResult {
+                stdout: text("out"),
+                stderr: text("err"),
+                ..base()
+            },
+            "out\n[stderr]\nerr",
+        ),
+        // TB-63: a non-zero exit is marked with its code.
+        (
+            BashRunResult {
+                exit_code: Some(7),
+                stdout: text("x"),
+                ..base()
+            },
+            "x\n[exit code: 7]",
+        ),
+        // TB-64: a signal death is marked with its signal.
+        (
+            BashRunResult {
+                exit_code: None,
+                signal: Some("SIGKILL".into()),
+                ..base()
+            },
+            "(no output)\n[killed by signal: SIGKILL]",
+        ),
+        // TB-65: timed out, exit 0.
+        (
+            BashRunResult {
+                ending: RunEnding::TimedOut,
+                ..base()
+            },
+            "(no output)\n[timed out after 1000ms]",
+        ),
+        // TB-66: timed out and killed by SIGTERM.
+        (
+            BashRunResult {
+                ending: RunEnding::TimedOut,
+                exit_code: None,
+                signal: Some("SIGTERM".into()),
+                ..base()
+            },
+            "(no output)\n[timed out after 1000ms]\n[killed by signal: SIGTERM]",
+        ),
+        // TB-67: truncated without a spill path.
+        (
+            BashRunResult {
+                stdout: CollectedOutput {
+                    text: "tail".into(),
+                    truncated: true,
+                    spill_path: None,
+                },
+                ..base()
+            },
+            "tail\n[output truncated; full output: (unavailable)]",
+        ),
+    ];
+    for (result, expected) in cases {
+        assert_eq!(render_result(&result), expected);
+    }
 }
 
 #[test]

@@ -116,20 +116,7 @@ impl Server {
     /// The reply to `id`; other lines read meanwhile are kept for their own callers.
     pub fn reply(&mut self, id: &str) -> Value {
         let id = json!(id);
-        if let Some(i) = self.early.iter().position(|l| l.get("id") == Some(&id)) {
-            return self.early.remove(i);
-        }
-        let deadline = Instant::now() + SOON;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let Some(line) = self.lines.recv_timeout(left).expect("a reply") else {
-                continue;
-            };
-            if line.get("id") == Some(&id) {
-                return line;
-            }
-            self.early.push(line);
-        }
+        self.line_where(|line| line.get("id") == Some(&id))
     }
 
     /// The next line the server writes (replies and notices, in the order written), after any kept
@@ -168,12 +155,35 @@ impl Server {
         }
     }
 
+    /// Runs `command` in the foreground as call `id`; its reply.
+    pub fn run(&mut self, id: &str, command: &str) -> Value {
+        self.call(id, "bash", bash(command, json!({})));
+        self.reply(id)
+    }
+
     /// The text of the reply to `id`.
     pub fn text(&mut self, id: &str) -> String {
         self.reply(id)["text"]
             .as_str()
             .unwrap_or_default()
             .to_owned()
+    }
+
+    /// The file a call's output spills to, from a call whose output spills (the server must run
+    /// with `--max-output-bytes 1000`): it is named in the call's text.
+    pub fn spill_file(&mut self) -> std::path::PathBuf {
+        self.call(
+            "spill",
+            "bash",
+            bash("head -c 5000 /dev/zero | tr '\\0' x", json!({})),
+        );
+        let text = self.text("spill");
+        let file = text
+            .split_whitespace()
+            .find(|word| word.starts_with('/') && word.contains("dsh-"))
+            .map(|word| word.trim_end_matches([']', ')', '.', ',']))
+            .unwrap_or_else(|| panic!("no spill path in {text:?}"));
+        std::path::PathBuf::from(file)
     }
 
     /// Closes stdin (end of input).
@@ -183,11 +193,7 @@ impl Server {
 
     /// Waits for the server to exit.
     pub fn wait_exit(&mut self) {
-        let deadline = Instant::now() + SOON;
-        while self.child.try_wait().expect("try_wait").is_none() {
-            assert!(Instant::now() < deadline, "the server did not exit");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        crate::common::exit_status(&mut self.child, SOON, "the server");
     }
 
     /// End of input, then the exit.

@@ -1,3 +1,4 @@
+use std::sync::atomic::Ordering::SeqCst;
 use std::time::Duration;
 
 use super::*;
@@ -67,6 +68,30 @@ fn flood(collector: &Arc<Mutex<OutputCollector>>) {
     }
 }
 
+/// Whether `watch` is still unresolved after 200 ms.
+async fn pending(watch: &mut ScanWatch) -> bool {
+    tokio::time::timeout(Duration::from_millis(200), watch)
+        .await
+        .is_err()
+}
+
+/// A collector with a spill cap of `spill_cap` after [`flood`], and its spill dir.
+fn flooded(spill_cap: u64) -> (Arc<Mutex<OutputCollector>>, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let collector = collector(spill_cap, &dir);
+    flood(&collector);
+    (collector, dir)
+}
+
+/// A watch from `offset` for the line `TARGET`, and its gap count.
+fn watch_for_target(
+    collector: &Arc<Mutex<OutputCollector>>,
+    offset: u64,
+) -> (ScanWatch, Arc<std::sync::atomic::AtomicUsize>) {
+    let (scan, gaps) = Needle::boxed(b"TARGET");
+    (watch_scan(collector.clone(), offset, scan), gaps)
+}
+
 async fn resolves(watch: ScanWatch) -> bool {
     tokio::time::timeout(Duration::from_secs(30), watch)
         .await
@@ -77,8 +102,7 @@ async fn resolves(watch: ScanWatch) -> bool {
 async fn a_live_scan_is_fed_every_chunk_of_a_flood() {
     let dir = tempfile::tempdir().unwrap();
     let collector = collector(1 << 30, &dir);
-    let (scan, _) = Needle::boxed(b"TARGET");
-    let watch = watch_scan(collector.clone(), 0, scan);
+    let (watch, _) = watch_for_target(&collector, 0);
     flood(&collector);
     assert!(resolves(watch).await);
     assert!(lock_unpoisoned(&collector).scan_count() == 0);
@@ -92,17 +116,12 @@ async fn a_scan_behind_the_tail_catches_up_from_the_spill_file_then_goes_live() 
     flood(&collector);
     let (scan, gaps) = Needle::boxed(b"TARGET");
     assert!(resolves(watch_scan(collector.clone(), 13, scan)).await);
-    assert_eq!(gaps.load(std::sync::atomic::Ordering::SeqCst), 0);
+    assert_eq!(gaps.load(SeqCst), 0);
     // Text already read is not matched: from past the target, only what follows counts, and
     // a later write is fed live.
     let end = lock_unpoisoned(&collector).read_from(0).next_offset;
-    let (scan, _) = Needle::boxed(b"TARGET");
-    let mut watch = watch_scan(collector.clone(), end - 5000, scan);
-    assert!(
-        tokio::time::timeout(Duration::from_millis(200), &mut watch)
-            .await
-            .is_err()
-    );
+    let (mut watch, _) = watch_for_target(&collector, end - 5000);
+    assert!(pending(&mut watch).await);
     lock_unpoisoned(&collector).push(b"TAR");
     lock_unpoisoned(&collector).push(b"GET\n");
     assert!(resolves(watch).await);
@@ -110,42 +129,26 @@ async fn a_scan_behind_the_tail_catches_up_from_the_spill_file_then_goes_live() 
 
 #[actix_rt::test]
 async fn text_in_neither_memory_nor_a_spill_file_is_a_gap() {
-    let dir = tempfile::tempdir().unwrap();
     // The spill is deleted once the stream outgrows 1 MB.
-    let collector = collector(1 << 20, &dir);
-    flood(&collector);
-    let (scan, gaps) = Needle::boxed(b"TARGET");
-    let mut watch = watch_scan(collector.clone(), 0, scan);
+    let (collector, _dir) = flooded(1 << 20);
+    let (mut watch, gaps) = watch_for_target(&collector, 0);
     assert!(
-        tokio::time::timeout(Duration::from_millis(200), &mut watch)
-            .await
-            .is_err(),
+        pending(&mut watch).await,
         "the target is gone with the spill"
     );
-    assert_eq!(
-        gaps.load(std::sync::atomic::Ordering::SeqCst),
-        0,
-        "nothing fed before"
-    );
+    assert_eq!(gaps.load(SeqCst), 0, "nothing fed before");
     lock_unpoisoned(&collector).push(b"TARGET\n");
     assert!(resolves(watch).await);
 }
 
 #[actix_rt::test]
 async fn a_spill_file_that_vanishes_during_a_catch_up_is_a_gap() {
-    let dir = tempfile::tempdir().unwrap();
-    let collector = collector(1 << 30, &dir);
-    flood(&collector);
+    let (collector, _dir) = flooded(1 << 30);
     let path = lock_unpoisoned(&collector).spill_path().unwrap();
     std::fs::remove_file(&path).unwrap();
-    let (scan, gaps) = Needle::boxed(b"TARGET");
-    let mut watch = watch_scan(collector.clone(), 0, scan);
-    assert!(
-        tokio::time::timeout(Duration::from_millis(200), &mut watch)
-            .await
-            .is_err()
-    );
-    assert_eq!(gaps.load(std::sync::atomic::Ordering::SeqCst), 1);
+    let (mut watch, gaps) = watch_for_target(&collector, 0);
+    assert!(pending(&mut watch).await);
+    assert_eq!(gaps.load(SeqCst), 1);
     lock_unpoisoned(&collector).push(b"TARGET\n");
     assert!(resolves(watch).await, "live after the gap");
 }

@@ -1,17 +1,49 @@
-//! Shared bench helpers: a runtime on an actix system, per-iteration timings kept beside criterion's
-//! own statistics so each bench can print its ratio to the raw baseline measured in the same run, and
-//! memory readings.
-
-#![allow(dead_code)]
+//! Helpers shared by the benches (the library's in `benches/`, the binary's in
+//! `actors/front/benches/`): a runtime on an actix system, per-iteration timings kept beside
+//! criterion's own statistics so each bench can print its ratio to the raw baseline measured in the
+//! same run, and memory readings.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use criterion::measurement::WallTime;
+use criterion::{BenchmarkGroup, Criterion};
 use dsh::{ContainmentMode, Runtime, ToolCall, ToolResult};
 use serde_json::json;
 
 static SAMPLES: Mutex<BTreeMap<String, Vec<f64>>> = Mutex::new(BTreeMap::new());
+
+/// A criterion group named `name`: `samples` samples after `warm_up` seconds, measured for
+/// `measurement` seconds.
+pub fn group<'c>(
+    c: &'c mut Criterion,
+    name: &str,
+    samples: usize,
+    warm_up: f64,
+    measurement: f64,
+) -> BenchmarkGroup<'c, WallTime> {
+    let mut group = c.benchmark_group(name);
+    group
+        .sample_size(samples)
+        .warm_up_time(Duration::from_secs_f64(warm_up))
+        .measurement_time(Duration::from_secs_f64(measurement));
+    group
+}
+
+/// Benches `one` as `id` in `group`, each run awaited on `system` and its time recorded under
+/// `name` (see [`time_runs`]).
+pub fn bench_runs(
+    group: &mut BenchmarkGroup<'_, WallTime>,
+    system: &actix::SystemRunner,
+    id: &str,
+    name: &str,
+    mut one: impl AsyncFnMut(),
+) {
+    group.bench_function(id, |b| {
+        b.iter_custom(|iters| system.block_on(time_runs(name, iters, &mut one)))
+    });
+}
 
 /// Records that one iteration of `name` took `per_iter`.
 pub fn record(name: &str, per_iter: Duration) {
@@ -95,6 +127,7 @@ pub fn runtime() -> (Runtime, tempfile::TempDir) {
     (runtime, spill)
 }
 
+/// One foreground `bash` call of `command`.
 pub async fn bash(runtime: &Runtime, command: &str) -> ToolResult {
     runtime
         .call(ToolCall::new(

@@ -69,7 +69,7 @@ impl Foreground {
         };
         tokio::pin!(becomes_task);
         let mut guard = AbortOnDrop(Some(run.cancel.clone()));
-        let _ticker = context.meta.get_progress_token().map(|token| {
+        let mut ticker = context.meta.get_progress_token().map(|token| {
             progress::start(
                 context.peer.clone(),
                 token,
@@ -100,6 +100,9 @@ impl Foreground {
             match step {
                 Step::Done(result) => {
                     guard.0 = None;
+                    if let Some(ticker) = ticker.take() {
+                        ticker.stop().await;
+                    }
                     return self.session.reply(result).into();
                 }
                 Step::Asks(ask) if cancelled => {

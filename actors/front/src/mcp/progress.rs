@@ -12,6 +12,7 @@ use rmcp::RoleServer;
 use rmcp::model::{ProgressNotificationParam, ProgressToken};
 use rmcp::service::Peer;
 use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
 
 /// How often progress is sent unless `--progress-interval-ms` says otherwise.
 pub const DEFAULT_INTERVAL_MS: u64 = 1_000;
@@ -19,12 +20,30 @@ pub const DEFAULT_INTERVAL_MS: u64 = 1_000;
 /// The longest last line quoted in a message, in characters.
 const LINE_CHARS: usize = 80;
 
-/// Sends progress until dropped.
-pub struct ProgressTicker(JoinHandle<()>);
+/// Sends progress until stopped (or dropped).
+pub struct ProgressTicker {
+    /// `None` once [`ProgressTicker::stop`] has waited for it.
+    task: Option<JoinHandle<()>>,
+    stop: CancellationToken,
+}
+
+impl ProgressTicker {
+    /// Stops the ticks and waits for a notification already on its way to be written, so no
+    /// progress for the call can follow its response (rmcp answers a sent notification only once
+    /// the transport has taken it).
+    pub async fn stop(mut self) {
+        self.stop.cancel();
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+    }
+}
 
 impl Drop for ProgressTicker {
     fn drop(&mut self) {
-        self.0.abort();
+        if let Some(task) = &self.task {
+            task.abort();
+        }
     }
 }
 
@@ -35,10 +54,15 @@ pub fn start(
     interval: Duration,
 ) -> ProgressTicker {
     let started = Instant::now();
-    ProgressTicker(tokio::spawn(async move {
+    let stop = CancellationToken::new();
+    let stopped = stop.clone();
+    let task = tokio::spawn(async move {
         let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
         loop {
-            ticks.tick().await;
+            tokio::select! {
+                _ = ticks.tick() => {}
+                () = stopped.cancelled() => return,
+            }
             let elapsed = started.elapsed().as_millis() as f64;
             let param = ProgressNotificationParam::new(token.clone(), elapsed)
                 .with_message(message(peek.snapshot().as_ref()));
@@ -47,7 +71,11 @@ pub fn start(
                 return;
             }
         }
-    }))
+    });
+    ProgressTicker {
+        task: Some(task),
+        stop,
+    }
 }
 
 /// `"123 bytes so far; last line: …"`, or `"no output yet"`.

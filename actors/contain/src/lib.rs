@@ -50,6 +50,7 @@
 //!   [`watchdog::Watchdog::goodbye`]. Dying without it makes the watchdog do the same.
 #![deny(missing_docs)]
 
+pub(crate) mod caps;
 pub mod census;
 pub mod cgroup;
 pub mod error;

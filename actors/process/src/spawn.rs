@@ -225,7 +225,7 @@ fn spawn_error(program: &str, cwd: &Path, err: dsh_contain::SpawnError) -> Spawn
             source: source(),
         },
         dsh_contain::SpawnError::Child {
-            step: Step::Confine,
+            step: Step::Confine | Step::DropCaps,
             ..
         } if !out_of_resources(err.raw_os_error()) => SpawnError::Confine(source()),
         dsh_contain::SpawnError::InvalidString => SpawnError::Os {

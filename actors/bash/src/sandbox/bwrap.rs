@@ -1,7 +1,16 @@
 //! The bubblewrap backend: `bwrap <profile> -- bash -c <command>`. The profile is
-//! `--ro-bind / / --dev /dev --proc /proc --die-with-parent`; `workspace-write` adds
-//! `--tmpfs /tmp --bind <root> <root>`, `--network deny` adds `--unshare-net`. Enforcement `full`;
-//! a denial reads `read-only file system`, and bubblewrap's own failures start with `bwrap: `.
+//! `--ro-bind / / --dev /dev --unshare-pid --proc /proc --cap-drop ALL --die-with-parent`;
+//! `workspace-write` adds `--tmpfs /tmp --bind <root> <root>`, `--network deny` adds
+//! `--unshare-net`. Enforcement `full`; a denial reads `read-only file system`, and bubblewrap's own
+//! failures start with `bwrap: `.
+//!
+//! `--unshare-pid` with a `/proc` of its own: the command sees only its sandbox's processes, so it
+//! cannot read another process's `environ`, `mem` or `fd`, nor signal or renice one (their pids do
+//! not exist in its namespace); what it leaves running dies with it (the namespace's first process
+//! is bubblewrap's, which ends the namespace when the command exits). `--cap-drop ALL`: run as root,
+//! bubblewrap otherwise hands the command every capability; with it the effective, permitted,
+//! inheritable and ambient sets are empty and `no_new_privs` (always set by bubblewrap) keeps an exec
+//! from gaining any back, although the bounding set itself stays full.
 
 use std::path::Path;
 
@@ -19,8 +28,11 @@ pub(crate) fn profile(config: &LocalSandboxConfig, policy: &SandboxPolicy) -> Ve
         "/",
         "--dev",
         "/dev",
+        "--unshare-pid",
         "--proc",
         "/proc",
+        "--cap-drop",
+        "ALL",
         "--die-with-parent",
     ]
     .map(String::from)
@@ -104,7 +116,8 @@ mod tests {
         };
         assert_eq!(
             profile(&config, &policy).join(" "),
-            "--ro-bind / / --dev /dev --proc /proc --die-with-parent --tmpfs /tmp --bind /ws /ws --"
+            "--ro-bind / / --dev /dev --unshare-pid --proc /proc --cap-drop ALL --die-with-parent \
+             --tmpfs /tmp --bind /ws /ws --"
         );
     }
 }

@@ -2,8 +2,10 @@
 //! unconfined parent, once per policy (cached), and the `clone3` child restricts itself with it
 //! right before exec (`dsh_contain::landlock`). Grants: read and execute below `/`, write to
 //! `/dev/null`; `workspace-write` adds `/tmp` and the workspace root. `--network deny` adds TCP
-//! bind/connect rules (ABI ≥ 4); signal scoping (ABI ≥ 6) stops a command from signalling dsh or
-//! its agent. Enforcement `full` from ABI 3 (truncate is controlled), else `partial`.
+//! bind/connect rules (ABI ≥ 4); the scopes (ABI ≥ 6) stop a command from signalling dsh or its
+//! agent and from connecting to an abstract UNIX socket bound outside its sandbox. The child also
+//! drops every capability first (`dsh_contain`'s spawn). Enforcement `full` from ABI 3 (truncate is
+//! controlled), else `partial`.
 //!
 //! Its denial signature is `permission denied`, and it has no runner-failure signature: a refused
 //! restriction fails the spawn itself (docs/CONTRACT.md, where dsh differs, item 16).
@@ -39,6 +41,7 @@ pub fn landlock_spec(config: &LocalSandboxConfig, policy: &SandboxPolicy) -> Rul
         writable,
         deny_tcp: config.network == NetworkPolicy::Deny,
         scope_signals: config.scope_signals,
+        scope_abstract_sockets: true,
     }
 }
 

@@ -28,6 +28,8 @@ pub enum Step {
     Rlimit = 7,
     /// `PR_SET_NO_NEW_PRIVS` and `landlock_restrict_self` (the sandbox executor's confinement).
     Confine = 8,
+    /// Clearing every capability set before confinement (`crate::caps`).
+    DropCaps = 16,
 }
 
 impl Step {
@@ -41,6 +43,7 @@ impl Step {
             6 => Step::Exec,
             7 => Step::Rlimit,
             8 => Step::Confine,
+            16 => Step::DropCaps,
             _ => return None,
         })
     }
@@ -57,6 +60,7 @@ impl std::fmt::Display for Step {
             Step::Exec => "exec",
             Step::Rlimit => "setting the open-files limit",
             Step::Confine => "applying the Landlock sandbox",
+            Step::DropCaps => "dropping capabilities",
         })
     }
 }
@@ -208,10 +212,17 @@ pub(crate) unsafe extern "C" fn child_main(ctx: *const ChildContext) -> ! {
     }
     // 6b. Confinement, after every step that writes (the v1 cgroup joins) and before exec: the
     //     domain is this task's alone (CLONE_VM shares memory, not credentials), so the parent stays
-    //     unconfined. A refusal fails the spawn; nothing runs unconfined.
-    if ctx.landlock >= 0 && !restrict_self(ctx.landlock) {
-        // SAFETY: in the child, with a valid context.
-        unsafe { fail(ctx, Step::Confine) }
+    //     unconfined. Capabilities go first (shrinking the bounding set needs one of them). A
+    //     refusal fails the spawn; nothing runs unconfined.
+    if ctx.landlock >= 0 {
+        if !crate::caps::drop_all() {
+            // SAFETY: in the child, with a valid context.
+            unsafe { fail(ctx, Step::DropCaps) }
+        }
+        if !restrict_self(ctx.landlock) {
+            // SAFETY: in the child, with a valid context.
+            unsafe { fail(ctx, Step::Confine) }
+        }
     }
     // 7. An empty signal mask, last: the parent blocked everything before cloning.
     // SAFETY: a zeroed sigset_t is a valid argument for sigemptyset, and both calls take valid

@@ -344,6 +344,18 @@ fn add_path_rule(
     Ok(())
 }
 
+/// `prctl(PR_SET_NO_NEW_PRIVS, 1)` then `landlock_restrict_self(ruleset, 0)`, for the spawned child
+/// (async-signal-safe: two system calls).
+pub(crate) fn restrict_in_child(ruleset: RawFd) -> bool {
+    // SAFETY: prctl with PR_SET_NO_NEW_PRIVS takes plain integer arguments.
+    if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
+        return false;
+    }
+    // SAFETY: landlock_restrict_self takes a descriptor number and flags; it only changes the
+    // calling task's credentials.
+    unsafe { libc::syscall(libc::SYS_landlock_restrict_self, ruleset, 0u32) == 0 }
+}
+
 /// Restricts the calling thread (and its future children) with `ruleset`: `PR_SET_NO_NEW_PRIVS`,
 /// then `landlock_restrict_self`. For a launcher process that confines itself before exec; call it
 /// while the process has one thread (other threads keep their old domain).

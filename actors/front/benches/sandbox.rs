@@ -44,7 +44,7 @@ impl SandboxProvider for Launcher {
         wrapped.extend(argv.iter().cloned());
         Ok(Wrap {
             argv: wrapped,
-            landlock: None,
+            confinement: None,
             facts: WrapFacts {
                 mode: policy.mode,
                 enforcement: Enforcement::Full,

@@ -12,7 +12,11 @@
 //! inheritable and ambient sets are empty and `no_new_privs` (always set by bubblewrap) keeps an exec
 //! from gaining any back, although the bounding set itself stays full.
 
+use std::os::fd::RawFd;
 use std::path::Path;
+
+use dsh_contain::confine::Confinement;
+use dsh_contain::seccomp::Filter;
 
 use dsh_tasks::{Enforcement, SandboxMode};
 
@@ -20,8 +24,13 @@ use crate::sandbox::config::{LocalSandboxConfig, NetworkPolicy};
 use crate::sandbox::policy::SandboxPolicy;
 use crate::sandbox::provider::{Wrap, WrapFacts};
 
-/// The bubblewrap profile (without the program), `--` included. An operator's runner gets it too.
-pub(crate) fn profile(config: &LocalSandboxConfig, policy: &SandboxPolicy) -> Vec<String> {
+/// The bubblewrap profile (without the program), `--` included; with `--seccomp <fd>` when a filter
+/// descriptor is given (the probe runs without one). An operator's runner gets it too.
+pub(crate) fn profile(
+    config: &LocalSandboxConfig,
+    policy: &SandboxPolicy,
+    filter_fd: Option<RawFd>,
+) -> Vec<String> {
     let mut args: Vec<String> = [
         "--ro-bind",
         "/",
@@ -37,6 +46,9 @@ pub(crate) fn profile(config: &LocalSandboxConfig, policy: &SandboxPolicy) -> Ve
     ]
     .map(String::from)
     .to_vec();
+    if let Some(fd) = filter_fd {
+        args.extend(["--seccomp".to_owned(), fd.to_string()]);
+    }
     if config.network == NetworkPolicy::Deny {
         args.push("--unshare-net".into());
     }
@@ -60,13 +72,14 @@ pub(crate) fn wrap(
     config: &LocalSandboxConfig,
     policy: &SandboxPolicy,
     argv: &[String],
-) -> Wrap {
+    filter: Filter,
+) -> Result<Wrap, String> {
     let program = [path.display().to_string()];
     let signatures = Signatures {
         denial: vec!["read-only file system".to_owned()],
         runner_failure: vec!["bwrap: ".to_owned()],
     };
-    wrap_in(&program, config, policy, argv, signatures)
+    wrap_in(&program, config, policy, argv, signatures, filter)
 }
 
 /// What a bwrap-shaped program's failures read like.
@@ -78,27 +91,30 @@ pub(crate) struct Signatures {
 }
 
 /// `argv` run by `program` (bubblewrap, or a runner shaped like it) under the profile for
-/// `policy`; enforcement `full`.
+/// `policy`, handed `filter` for its `--seccomp`; enforcement `full`. Fails when the filter's
+/// descriptor cannot be made.
 pub(crate) fn wrap_in(
     program: &[String],
     config: &LocalSandboxConfig,
     policy: &SandboxPolicy,
     argv: &[String],
     signatures: Signatures,
-) -> Wrap {
+    filter: Filter,
+) -> Result<Wrap, String> {
+    let fd = filter.launcher_fd().map_err(|err| err.to_string())?;
     let mut wrapped = program.to_vec();
-    wrapped.extend(profile(config, policy));
+    wrapped.extend(profile(config, policy, Some(fd)));
     wrapped.extend(argv.iter().cloned());
-    Wrap {
+    Ok(Wrap {
         argv: wrapped,
-        landlock: None,
+        confinement: Some(Confinement::Launcher { filter }),
         facts: WrapFacts {
             mode: policy.mode,
             enforcement: Enforcement::Full,
             denial_signatures: signatures.denial,
             runner_failure_signatures: signatures.runner_failure,
         },
-    }
+    })
 }
 
 #[cfg(test)]
@@ -115,9 +131,9 @@ mod tests {
             workspace_root: PathBuf::from("/ws"),
         };
         assert_eq!(
-            profile(&config, &policy).join(" "),
+            profile(&config, &policy, Some(7)).join(" "),
             "--ro-bind / / --dev /dev --unshare-pid --proc /proc --cap-drop ALL --die-with-parent \
-             --tmpfs /tmp --bind /ws /ws --"
+             --seccomp 7 --tmpfs /tmp --bind /ws /ws --"
         );
     }
 }

@@ -89,12 +89,12 @@ fn launch_for(wrap: &Wrap, argv: &[String]) -> Launch {
     if wrap.argv == argv {
         return Launch {
             argv: wrap.argv.clone(),
-            landlock: wrap.landlock.clone(),
+            confinement: wrap.confinement.clone(),
         };
     }
     Launch {
         argv: bash_argv(&exec_command(&wrap.argv)),
-        landlock: wrap.landlock.clone(),
+        confinement: wrap.confinement.clone(),
     }
 }
 

@@ -8,6 +8,8 @@
 
 use nix::libc::{self, c_char, c_int};
 
+use crate::confine::{ChildConfinement, ConfineFailure};
+
 /// The step of the child's setup that failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
@@ -30,6 +32,10 @@ pub enum Step {
     Confine = 8,
     /// Clearing every capability set before confinement (`crate::caps`).
     DropCaps = 16,
+    /// Installing the seccomp filter (`crate::seccomp`).
+    Seccomp = 17,
+    /// Handing the seccomp filter to a launcher (bubblewrap's `--seccomp FD`).
+    LauncherFilter = 18,
 }
 
 impl Step {
@@ -44,6 +50,8 @@ impl Step {
             7 => Step::Rlimit,
             8 => Step::Confine,
             16 => Step::DropCaps,
+            17 => Step::Seccomp,
+            18 => Step::LauncherFilter,
             _ => return None,
         })
     }
@@ -61,6 +69,8 @@ impl std::fmt::Display for Step {
             Step::Rlimit => "setting the open-files limit",
             Step::Confine => "applying the Landlock sandbox",
             Step::DropCaps => "dropping capabilities",
+            Step::Seccomp => "installing the seccomp filter",
+            Step::LauncherFilter => "handing the seccomp filter to the sandbox launcher",
         })
     }
 }
@@ -98,8 +108,8 @@ pub(crate) struct ChildContext {
     /// The soft `RLIMIT_NOFILE` to start the program with, when `set_nofile`.
     pub nofile_soft: u64,
     pub set_nofile: bool,
-    /// A Landlock ruleset descriptor to restrict with before exec; -1 for none.
-    pub landlock: c_int,
+    /// What to do to confine the program before exec.
+    pub confinement: ChildConfinement,
     pub report: Report,
 }
 
@@ -210,19 +220,19 @@ pub(crate) unsafe extern "C" fn child_main(ctx: *const ChildContext) -> ! {
         // SAFETY: in the child, with a valid context.
         unsafe { fail(ctx, Step::Chdir) }
     }
-    // 6b. Confinement, after every step that writes (the v1 cgroup joins) and before exec: the
-    //     domain is this task's alone (CLONE_VM shares memory, not credentials), so the parent stays
-    //     unconfined. Capabilities go first (shrinking the bounding set needs one of them). A
-    //     refusal fails the spawn; nothing runs unconfined.
-    if ctx.landlock >= 0 {
-        if !crate::caps::drop_all() {
-            // SAFETY: in the child, with a valid context.
-            unsafe { fail(ctx, Step::DropCaps) }
-        }
-        if !restrict_self(ctx.landlock) {
-            // SAFETY: in the child, with a valid context.
-            unsafe { fail(ctx, Step::Confine) }
-        }
+    // 6b. Confinement (`crate::confine`), after every step that writes (the v1 cgroup joins) and
+    //     before exec: credentials, Landlock domain and seccomp filter are this task's alone
+    //     (CLONE_VM shares memory, not credentials), so the parent stays unconfined. A refusal
+    //     fails the spawn; nothing runs unconfined.
+    if let Err(failure) = ctx.confinement.apply() {
+        let step = match failure {
+            ConfineFailure::DropCaps => Step::DropCaps,
+            ConfineFailure::Landlock => Step::Confine,
+            ConfineFailure::Seccomp => Step::Seccomp,
+            ConfineFailure::Launcher => Step::LauncherFilter,
+        };
+        // SAFETY: in the child, with a valid context.
+        unsafe { fail(ctx, step) }
     }
     // 7. An empty signal mask, last: the parent blocked everything before cloning.
     // SAFETY: a zeroed sigset_t is a valid argument for sigemptyset, and both calls take valid
@@ -237,17 +247,6 @@ pub(crate) unsafe extern "C" fn child_main(ctx: *const ChildContext) -> ! {
     unsafe { libc::execve(ctx.program, ctx.argv, ctx.envp) };
     // SAFETY: in the child, with a valid context.
     unsafe { fail(ctx, Step::Exec) }
-}
-
-/// `prctl(PR_SET_NO_NEW_PRIVS, 1)` then `landlock_restrict_self(ruleset, 0)`.
-fn restrict_self(ruleset: c_int) -> bool {
-    // SAFETY: prctl with PR_SET_NO_NEW_PRIVS takes plain integer arguments.
-    if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
-        return false;
-    }
-    // SAFETY: landlock_restrict_self takes a descriptor number and flags; it only changes the
-    // calling task's credentials.
-    unsafe { libc::syscall(libc::SYS_landlock_restrict_self, ruleset, 0u32) == 0 }
 }
 
 /// `setrlimit(RLIMIT_NOFILE)` with `soft` (capped at the hard limit) and the hard limit unchanged.

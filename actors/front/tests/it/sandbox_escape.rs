@@ -1,8 +1,9 @@
 //! Ways out of `workspace-write`, tried as an attacker would through the `dsh` binary, under each
 //! backend (`sandbox_escape::landlock::…` and `sandbox_escape::bwrap::…`; a backend this host lacks
 //! is skipped, saying why): capabilities (raw sockets, mounts, namespaces), other processes'
-//! `/proc` entries, abstract UNIX sockets; and the everyday work the same confinement must still
-//! let through. Every command carries a unique marker, and each test checks that nothing it
+//! `/proc` entries, abstract UNIX sockets, other processes' limits and scheduling (the seccomp
+//! filter), UDP and raw IP under `--network deny`; and the everyday work the same confinement must
+//! still let through. Every command carries a unique marker, and each test checks that nothing it
 //! started is left running.
 #![allow(
     clippy::unwrap_used,
@@ -256,6 +257,129 @@ pub(crate) fn abstract_sockets_outside_the_sandbox_are_refused(backend: Backend)
     assert_nothing_left(&m);
 }
 
+/// `/proc/<pid>/limits`' open-files line and `/proc/<pid>/stat`'s nice value, for `pid` outside.
+fn limits_and_nice(pid: u32) -> (String, String) {
+    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
+    let nofile = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .unwrap()
+        .to_owned();
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let after_name = &stat[stat.rfind(')').unwrap() + 2..];
+    // Fields from the state on: nice is field 19 of the whole line, the 17th after the name.
+    let nice = after_name.split_whitespace().nth(16).unwrap().to_owned();
+    (nofile, nice)
+}
+
+pub(crate) fn other_processes_limits_and_scheduling_are_refused(backend: Backend) {
+    if !backend.usable() {
+        return;
+    }
+    let ws = workspace();
+    let m = marker();
+    let mut server = Server::start(&[
+        "--sandbox",
+        "workspace-write",
+        "--sandbox-backend",
+        backend.name(),
+        "--cwd",
+        ws.path().to_str().unwrap(),
+    ])
+    .unwrap();
+    let dsh_pid = server.child.id();
+    let before = limits_and_nice(dsh_pid);
+    // `$PPID` is dsh under Landlock, bubblewrap's first process (inside the sandbox) under
+    // bubblewrap, where dsh's pid does not exist: both are refused by the filter alike.
+    let command = format!(
+        "prlimit --pid $PPID --nofile=6:6; echo prlimit=$?; \
+         renice -n 5 -p $PPID; echo renice=$?; \
+         taskset -p 1 $PPID; echo taskset=$?; \
+         ionice -c3 -p $PPID; echo ionice=$?; \
+         python3 -c 'import os; os.sched_setaffinity(os.getppid(), {{0}})'; echo affinity=$?; \
+         echo done # {m}"
+    );
+    server.call("meddle", "bash", bash(&command, json!({})));
+    let printed = server.text("meddle");
+    for tool in ["prlimit", "renice", "taskset", "ionice", "affinity"] {
+        assert!(
+            printed.contains(&format!("{tool}=1\n")),
+            "{tool} was not refused: {printed}"
+        );
+    }
+    assert!(
+        printed.matches("Operation not permitted").count() >= 5,
+        "{printed}"
+    );
+    assert_eq!(limits_and_nice(dsh_pid), before);
+    // dsh keeps serving.
+    server.call(
+        "after",
+        "bash",
+        bash(&format!("echo still here # {m}"), json!({})),
+    );
+    assert_eq!(server.text("after"), "still here\n");
+    server.finish();
+    assert_nothing_left(&m);
+}
+
+pub(crate) fn a_command_may_change_its_own_limits_and_niceness(backend: Backend) {
+    if !backend.usable() {
+        return;
+    }
+    let ws = workspace();
+    let m = marker();
+    // "Myself" is pid 0 to the filter: `ulimit`, `nice` and `taskset`/`ionice` of a new command
+    // work; naming its own pid (`renice -p $$`) is refused like any other pid (the filter cannot
+    // compare with the caller's pid: docs/ARCHITECTURE.md, "Sandbox").
+    let command = format!(
+        "ulimit -n 100 && ulimit -n; \
+         nice -n 5 cut -d' ' -f19 /proc/self/stat; \
+         taskset 1 true && echo taskset-ok; \
+         ionice -c3 true && echo ionice-ok; \
+         renice -n 5 -p $$ >/dev/null 2>&1; echo own-renice=$?; \
+         echo done # {m}"
+    );
+    let printed = run(backend, ws.path(), &[], &command);
+    assert!(
+        printed.starts_with("100\n5\ntaskset-ok\nionice-ok\nown-renice=1\ndone\n"),
+        "{printed}"
+    );
+    assert_nothing_left(&m);
+}
+
+pub(crate) fn network_deny_also_stops_udp_and_raw_ip(backend: Backend) {
+    if !backend.usable() {
+        return;
+    }
+    let ws = workspace();
+    let m = marker();
+    let command = format!(
+        "python3 -c '
+import socket
+for family in (socket.AF_INET, socket.AF_INET6):
+    for kind in (socket.SOCK_DGRAM, socket.SOCK_DGRAM | socket.SOCK_NONBLOCK | socket.SOCK_CLOEXEC, socket.SOCK_RAW):
+        try:
+            socket.socket(family, kind)
+            print(\"opened\", family, kind)
+        except PermissionError:
+            print(\"refused\")
+socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+print(\"tcp socket made\")
+'; echo done # {m}"
+    );
+    let printed = run(backend, ws.path(), &["--network", "deny"], &command);
+    assert_eq!(
+        printed,
+        format!("{}tcp socket made\ndone\n", "refused\n".repeat(6)),
+        "{printed}"
+    );
+    // With the network allowed, UDP works.
+    let udp = "python3 -c 'import socket; socket.socket(socket.AF_INET, socket.SOCK_DGRAM); print(\"udp ok\")'";
+    assert_eq!(run(backend, ws.path(), &[], udp), "udp ok\n");
+    assert_nothing_left(&m);
+}
+
 /// Under bubblewrap with the network allowed, the command shares the host's network namespace and
 /// with it the abstract socket names: the documented gap (docs/ARCHITECTURE.md, "Sandbox").
 #[test]
@@ -300,4 +424,7 @@ under_each_backend!(
     everyday_work_in_the_workspace_still_passes,
     no_process_environment_outside_the_sandbox_is_readable,
     abstract_sockets_outside_the_sandbox_are_refused,
+    other_processes_limits_and_scheduling_are_refused,
+    a_command_may_change_its_own_limits_and_niceness,
+    network_deny_also_stops_udp_and_raw_ip,
 );

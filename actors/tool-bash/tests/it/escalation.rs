@@ -22,7 +22,7 @@ impl SandboxProvider for PassThrough {
     fn confine(&self, argv: &[String], policy: &SandboxPolicy) -> Result<Wrap, ExecError> {
         Ok(Wrap {
             argv: argv.to_vec(),
-            landlock: None,
+            confinement: None,
             facts: WrapFacts {
                 mode: policy.mode,
                 enforcement: Enforcement::Full,

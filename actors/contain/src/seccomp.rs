@@ -277,3 +277,33 @@ pub(crate) fn install(prog: *const libc::sock_fprog) -> bool {
     // kernel copies the program and only changes the calling thread's filter.
     unsafe { libc::syscall(libc::SYS_seccomp, libc::SECCOMP_SET_MODE_FILTER, 0u32, prog) == 0 }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+
+    use super::*;
+
+    #[test]
+    fn the_launcher_descriptor_holds_the_program_and_is_sealed() {
+        let filter = Filter::build(Sockets::TcpOnly).unwrap();
+        let path = format!("/proc/self/fd/{}", filter.launcher_fd().unwrap());
+        let bytes = std::fs::read(&path).unwrap();
+        assert_eq!(bytes.len(), 8 * filter.inner.program.len());
+        // The same descriptor on a second use: built once.
+        assert_eq!(
+            filter.launcher_fd().unwrap(),
+            filter.clone().launcher_fd().unwrap()
+        );
+        let mut file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        assert!(file.write_all(b"x").is_err(), "the memfd is sealed");
+    }
+
+    #[test]
+    fn the_network_policy_adds_the_socket_rules() {
+        let any = Filter::build(Sockets::Any).unwrap();
+        let tcp_only = Filter::build(Sockets::TcpOnly).unwrap();
+        assert!(tcp_only.inner.program.len() > any.inner.program.len());
+        assert_eq!(tcp_only.sockets(), Sockets::TcpOnly);
+    }
+}

@@ -191,7 +191,7 @@ fn paired(system: &actix::SystemRunner, arms: &[(&str, Runtime, tempfile::TempDi
         let [ours, base, raw] = times.map(|mut t| support::median_ms(&mut t));
         println!(
             "RESULT paired x{ROUNDS}x{CALLS} {name}: {ours:.3} ms, unconfined {base:.3} ms, raw {raw:.3} ms; \
-             vs unconfined {:.3} (target <= 1.30), vs raw {:.3}",
+             vs unconfined {:.3} (target <= 1.10), vs raw {:.3}",
             ours / base,
             ours / raw
         );

@@ -225,9 +225,12 @@ fn spawn_error(program: &str, cwd: &Path, err: dsh_contain::SpawnError) -> Spawn
             source: source(),
         },
         dsh_contain::SpawnError::Child {
-            step: Step::Confine | Step::DropCaps | Step::Seccomp | Step::LauncherFilter,
+            step: step @ (Step::Confine | Step::DropCaps | Step::Seccomp | Step::LauncherFilter),
             ..
-        } if !out_of_resources(err.raw_os_error()) => SpawnError::Confine(source()),
+        } if !out_of_resources(err.raw_os_error()) => SpawnError::Confine {
+            step: *step,
+            source: source(),
+        },
         dsh_contain::SpawnError::InvalidString => SpawnError::Os {
             program: program.to_owned(),
             source: nul_byte_error(),

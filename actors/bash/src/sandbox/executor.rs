@@ -101,7 +101,7 @@ fn launch_for(wrap: &Wrap, argv: &[String]) -> Launch {
 /// A refused in-spawn restriction is the runner failing: fail closed with its detail.
 fn confine_error(err: ExecError, mode: SandboxMode) -> ExecError {
     match err {
-        ExecError::Spawn(err @ SpawnError::Confine(_)) => {
+        ExecError::Spawn(err @ SpawnError::Confine { .. }) => {
             ExecError::SandboxUnavailable(sandbox_unavailable_text(mode, Some(&err.to_string())))
         }
         other => other,

@@ -183,7 +183,9 @@ pub(crate) fn everyday_work_in_the_workspace_still_passes(backend: Backend) {
     assert_nothing_left(&m);
 }
 
-pub(crate) fn no_process_environment_outside_the_sandbox_is_readable(backend: Backend) {
+pub(crate) fn no_process_outside_the_sandbox_shows_its_environment_or_descriptors(
+    backend: Backend,
+) {
     if !backend.usable() {
         return;
     }
@@ -191,7 +193,9 @@ pub(crate) fn no_process_environment_outside_the_sandbox_is_readable(backend: Ba
     let m = marker();
     // A credential dsh scrubs from its commands' environment: only its own environ holds it. dsh
     // (the command's parent under Landlock) and the agent (this test) are outside the sandbox;
-    // under bubblewrap the parent is bubblewrap's own first process, inside it.
+    // under bubblewrap the parent is bubblewrap's own first process, inside it. What a descriptor
+    // of theirs is (its link) and their memory stay hidden; under Landlock the descriptor numbers
+    // themselves can still be listed (the directory's owner bits, not ptrace, guard that).
     let secret = format!("{m}-secret");
     let mut server = Server::start_with_env(
         &[
@@ -211,12 +215,14 @@ pub(crate) fn no_process_environment_outside_the_sandbox_is_readable(backend: Ba
         "cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n' | grep -c -- {secret}; \
          cat /proc/{dsh_pid}/environ /proc/{agent_pid}/environ 2>/dev/null \
            | tr '\\0' '\\n' | grep -c =; \
+         for fd in /proc/{dsh_pid}/fd/* /proc/{agent_pid}/fd/*; do readlink $fd; done 2>/dev/null | grep -c .; \
+         head -c 16 /proc/{dsh_pid}/mem 2>/dev/null | wc -c; \
          echo done # {m}"
     );
     server.call("peek", "bash", bash(&command, json!({})));
     let printed = server.text("peek");
-    let counts: Vec<&str> = printed.lines().take(2).collect();
-    assert_eq!(counts, ["0", "0"], "{printed}");
+    let counts: Vec<&str> = printed.lines().take(4).collect();
+    assert_eq!(counts, ["0", "0", "0", "0"], "{printed}");
     assert!(printed.contains("done"), "{printed}");
     server.finish();
     assert_nothing_left(&m);
@@ -422,7 +428,7 @@ under_each_backend!(
     commands_hold_no_capabilities,
     raw_sockets_mounts_and_namespaces_are_refused,
     everyday_work_in_the_workspace_still_passes,
-    no_process_environment_outside_the_sandbox_is_readable,
+    no_process_outside_the_sandbox_shows_its_environment_or_descriptors,
     abstract_sockets_outside_the_sandbox_are_refused,
     other_processes_limits_and_scheduling_are_refused,
     a_command_may_change_its_own_limits_and_niceness,

@@ -21,7 +21,10 @@
 //! the data the kernel hands the filter), so "0, meaning myself" is the only way a command may name
 //! itself: `setrlimit`, `ulimit`, `nice`, `ionice -c3 cmd`, `taskset 1 cmd` work; `renice -p $$`
 //! and `prlimit --pid $$` are refused like any other explicit pid. Calls from another architecture
-//! (32-bit `int 0x80` on x86_64) kill the process: their numbers are not the ones checked.
+//! (32-bit `int 0x80` on x86_64) kill the process: their numbers are not the ones checked. The x32
+//! ABI shares x86_64's architecture value with numbers offset by `0x40000000`, which the rules do
+//! not list, so on x86_64 the program starts with three instructions of ours that refuse every call
+//! at or above that offset (a kernel without `CONFIG_X86_X32_ABI` refuses them anyway).
 //!
 //! The program is built once in the parent (with `seccompiler`, rust-vmm's filter compiler) and
 //! installed by the spawned child with one `seccomp(SECCOMP_SET_MODE_FILTER)` call after
@@ -189,14 +192,16 @@ impl Filter {
         let program: seccompiler::BpfProgram = filter
             .try_into()
             .map_err(|e: seccompiler::BackendError| SeccompError::Build(e.to_string()))?;
-        let program = program
+        // BPF jumps are relative and forward: instructions put before the compiled program leave
+        // its jumps intact.
+        let program = x32_guard()
             .into_iter()
-            .map(|insn| libc::sock_filter {
+            .chain(program.into_iter().map(|insn| libc::sock_filter {
                 code: insn.code,
                 jt: insn.jt,
                 jf: insn.jf,
                 k: insn.k,
-            })
+            }))
             .collect();
         Ok(Filter {
             inner: Arc::new(Inner {
@@ -233,6 +238,42 @@ impl Filter {
             .map(AsRawFd::as_raw_fd)
             .map_err(|kind| SeccompError::Memfd(io::Error::from(*kind)))
     }
+}
+
+/// x86_64: refuse (`EPERM`) every call numbered at or above the x32 bit, before the compiled
+/// program looks at the architecture and the number.
+#[cfg(target_arch = "x86_64")]
+fn x32_guard() -> Vec<libc::sock_filter> {
+    /// `offsetof(struct seccomp_data, nr)`.
+    const NR_OFFSET: u32 = 0;
+    const X32_SYSCALL_BIT: u32 = 0x4000_0000;
+    let insn = |code: u32, jt: u8, jf: u8, k: u32| libc::sock_filter {
+        code: code as u16,
+        jt,
+        jf,
+        k,
+    };
+    vec![
+        insn(libc::BPF_LD | libc::BPF_W | libc::BPF_ABS, 0, 0, NR_OFFSET),
+        insn(
+            libc::BPF_JMP | libc::BPF_JGE | libc::BPF_K,
+            0,
+            1,
+            X32_SYSCALL_BIT,
+        ),
+        insn(
+            libc::BPF_RET | libc::BPF_K,
+            0,
+            0,
+            libc::SECCOMP_RET_ERRNO | libc::EPERM as u32,
+        ),
+    ]
+}
+
+/// Other architectures have no second numbering under the same architecture value.
+#[cfg(not(target_arch = "x86_64"))]
+fn x32_guard() -> Vec<libc::sock_filter> {
+    Vec::new()
 }
 
 /// A memfd holding `program`'s bytes, sealed against every change.

@@ -149,7 +149,7 @@ impl BashProcess {
             Err(err) => {
                 // A refused confinement is a runner failure, as when the spawn answers at once; any
                 // other failure of a confined command is never a denial.
-                let confine = matches!(err, SpawnError::Confine(_));
+                let confine = matches!(err, SpawnError::Confine { .. });
                 let note = (!killed).then(|| match self.inner.sandbox.as_ref() {
                     Some(facts) if confine => {
                         crate::sandbox::sandbox_unavailable_text(facts.mode, Some(&err.to_string()))

@@ -50,11 +50,11 @@ impl LocalBashExecutor {
 }
 
 /// How a command is started: its argv (`bash -c <command>`, or a sandbox runner's wrap of it) and
-/// the Landlock ruleset the child restricts itself with, if any.
+/// how the child is confined, if it is.
 #[derive(Clone, Debug)]
 pub(crate) struct Launch {
     pub argv: Vec<String>,
-    pub landlock: Option<dsh_contain::landlock::Ruleset>,
+    pub confinement: Option<dsh_contain::confine::Confinement>,
 }
 
 impl Launch {
@@ -62,7 +62,7 @@ impl Launch {
     pub(crate) fn plain(command: &str) -> Self {
         Self {
             argv: bash_argv(command),
-            landlock: None,
+            confinement: None,
         }
     }
 }
@@ -100,7 +100,7 @@ fn process_spec(
         session: spec.session.clone(),
         background: false,
         queued: None,
-        landlock: launch.landlock,
+        confinement: launch.confinement,
     }
 }
 

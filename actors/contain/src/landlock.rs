@@ -19,7 +19,7 @@
 //! | 3 | `TRUNCATE` | handled; below 3 `truncate(2)` is not controlled, so enforcement is `partial` |
 //! | 4 | TCP `BIND`/`CONNECT` | `--network deny` |
 //! | 5 | `IOCTL_DEV` | handled; granted with reads (terminal ioctls are not file effects) |
-//! | 6 | scopes: signals, abstract UNIX sockets | signal scope: a command cannot signal dsh or its agent |
+//! | 6 | scopes: signals, abstract UNIX sockets | a command cannot signal, nor connect to an abstract socket of, a process outside its domain (dsh, its agent, the user's session bus) |
 
 use std::ffi::CString;
 use std::io;
@@ -56,6 +56,8 @@ const ACCESS_FILE: u64 = ACCESS_FS_EXECUTE
 const ACCESS_NET_BIND_TCP: u64 = 1 << 0;
 /// TCP connect (ABI 4).
 const ACCESS_NET_CONNECT_TCP: u64 = 1 << 1;
+/// Scope: connecting to abstract UNIX sockets bound outside the domain (ABI 6).
+const SCOPE_ABSTRACT_UNIX_SOCKET: u64 = 1 << 0;
 /// Scope: signals to processes outside the domain (ABI 6).
 const SCOPE_SIGNAL: u64 = 1 << 1;
 
@@ -118,6 +120,9 @@ pub struct RulesetSpec {
     pub deny_tcp: bool,
     /// Refuse signals to processes outside the command's own domain (needs ABI 6).
     pub scope_signals: bool,
+    /// Refuse connections to abstract UNIX sockets bound outside the command's own domain (needs
+    /// ABI 6).
+    pub scope_abstract_sockets: bool,
 }
 
 /// A created ruleset: a descriptor the child passes to `landlock_restrict_self`. Cheap to clone;
@@ -128,13 +133,15 @@ pub struct Ruleset {
     abi: u32,
     coverage: Coverage,
     signals_scoped: bool,
+    abstract_sockets_scoped: bool,
 }
 
 impl Ruleset {
     /// Creates the ruleset for `spec` on this kernel. Fails when Landlock is missing, when a path
     /// cannot be opened, or when the spec asks for something this ABI lacks (TCP rules below 4) —
-    /// never silently weaker than asked, except for [`Coverage::Partial`] and signal scoping, which
-    /// are reported ([`Ruleset::coverage`], [`Ruleset::signals_scoped`]).
+    /// never silently weaker than asked, except for [`Coverage::Partial`] and the scopes, which are
+    /// reported ([`Ruleset::coverage`], [`Ruleset::signals_scoped`],
+    /// [`Ruleset::abstract_sockets_scoped`]).
     pub fn create(spec: &RulesetSpec) -> io::Result<Self> {
         let abi = abi()?;
         let mut handled_fs = ACCESS_FS_V1;
@@ -154,6 +161,7 @@ impl Ruleset {
             ));
         }
         let signals_scoped = spec.scope_signals && abi >= 6;
+        let abstract_sockets_scoped = spec.scope_abstract_sockets && abi >= 6;
         let attr = RulesetAttr {
             handled_access_fs: handled_fs,
             handled_access_net: if spec.deny_tcp {
@@ -161,7 +169,12 @@ impl Ruleset {
             } else {
                 0
             },
-            scoped: if signals_scoped { SCOPE_SIGNAL } else { 0 },
+            scoped: if signals_scoped { SCOPE_SIGNAL } else { 0 }
+                | if abstract_sockets_scoped {
+                    SCOPE_ABSTRACT_UNIX_SOCKET
+                } else {
+                    0
+                },
         };
         // Older kernels refuse a larger struct only when its tail is non-zero, so the size can stay.
         // SAFETY: a valid attribute pointer and its exact size; flags 0 creates a ruleset.
@@ -197,6 +210,7 @@ impl Ruleset {
                 Coverage::Partial
             },
             signals_scoped,
+            abstract_sockets_scoped,
         })
     }
 
@@ -218,6 +232,11 @@ impl Ruleset {
     /// Whether signals to processes outside the domain are refused.
     pub fn signals_scoped(&self) -> bool {
         self.signals_scoped
+    }
+
+    /// Whether connections to abstract UNIX sockets outside the domain are refused.
+    pub fn abstract_sockets_scoped(&self) -> bool {
+        self.abstract_sockets_scoped
     }
 }
 
@@ -323,6 +342,18 @@ fn add_path_rule(
         ));
     }
     Ok(())
+}
+
+/// `prctl(PR_SET_NO_NEW_PRIVS, 1)` then `landlock_restrict_self(ruleset, 0)`, for the spawned child
+/// (async-signal-safe: two system calls).
+pub(crate) fn restrict_in_child(ruleset: RawFd) -> bool {
+    // SAFETY: prctl with PR_SET_NO_NEW_PRIVS takes plain integer arguments.
+    if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
+        return false;
+    }
+    // SAFETY: landlock_restrict_self takes a descriptor number and flags; it only changes the
+    // calling task's credentials.
+    unsafe { libc::syscall(libc::SYS_landlock_restrict_self, ruleset, 0u32) == 0 }
 }
 
 /// Restricts the calling thread (and its future children) with `ruleset`: `PR_SET_NO_NEW_PRIVS`,

@@ -10,7 +10,10 @@
 //!   an inherited environment marker; [`census`]: one `/proc` walk that answers for many tasks;
 //! - [`watchdog`]: a small process that kills everything when the runtime dies without goodbye;
 //! - [`landlock`]: Landlock rulesets built in the parent and applied by the spawned child to itself
-//!   right before exec (the sandbox executor's in-spawn confinement);
+//!   right before exec (the sandbox executor's in-spawn confinement); [`seccomp`]: the filter that
+//!   keeps a confined command's hands off other processes' limits and scheduling (and off UDP and
+//!   raw IP under `--network deny`); [`confine`]: how the spawn applies both, after dropping every
+//!   capability (`caps.rs`), or hands the filter to bubblewrap;
 //! - [`reap`]: waiting for a child's exit through its pidfd and reaping it only when told;
 //!   [`orphans`]: the process-wide registry of direct children and the reaper of adopted orphans;
 //!   [`rlimit`]: the open-files limit children start with;
@@ -53,8 +56,10 @@
 #[cfg(not(target_os = "linux"))]
 compile_error!("dsh runs on Linux only: it is built on cgroups, pidfds, clone3 and Landlock");
 
+pub(crate) mod caps;
 pub mod census;
 pub mod cgroup;
+pub mod confine;
 pub mod error;
 pub mod events;
 pub mod host;
@@ -68,6 +73,7 @@ pub mod pool;
 pub mod pty;
 pub mod reap;
 pub mod rlimit;
+pub mod seccomp;
 pub mod spawn;
 pub mod subreaper;
 pub mod watchdog;

@@ -47,6 +47,7 @@ use nix::libc::{self, c_char};
 pub use child::Step;
 
 use crate::cgroup::CgroupTarget;
+use crate::confine::{Confinement, Prepared};
 
 /// Why a spawn failed.
 #[derive(Debug, thiserror::Error)]
@@ -118,7 +119,7 @@ pub struct Program {
     envp: Vec<CString>,
     cwd: Option<CString>,
     nofile_soft: Option<u64>,
-    landlock: Option<crate::landlock::Ruleset>,
+    confinement: Option<Confinement>,
 }
 
 fn c_string(bytes: &[u8]) -> Result<CString, SpawnError> {
@@ -164,7 +165,7 @@ impl Program {
                 .map(|c| c_string(c.as_os_str().as_bytes()))
                 .transpose()?,
             nofile_soft: None,
-            landlock: None,
+            confinement: None,
         })
     }
 }
@@ -185,7 +186,7 @@ impl Program {
             envp,
             cwd,
             nofile_soft: None,
-            landlock: None,
+            confinement: None,
         }
     }
 
@@ -197,11 +198,12 @@ impl Program {
         self
     }
 
-    /// Confines the program with `ruleset` (see [`crate::landlock`]): the child restricts itself as
-    /// its last step before exec, and a refusal fails the spawn. Not supported by
-    /// `Method::SpawnThenJoin` (a `bench-internals` baseline), which then refuses to spawn.
-    pub fn with_landlock(mut self, ruleset: Option<crate::landlock::Ruleset>) -> Self {
-        self.landlock = ruleset;
+    /// Confines the program (see [`crate::confine`]): the child confines itself, or hands a
+    /// launcher its filter, as its last step before exec, and a refusal fails the spawn. Not
+    /// supported by `Method::SpawnThenJoin` (a `bench-internals` baseline), which then refuses to
+    /// spawn.
+    pub fn with_confinement(mut self, confinement: Option<Confinement>) -> Self {
+        self.confinement = confinement;
         self
     }
 }
@@ -265,6 +267,7 @@ pub fn spawn_with(
     let v1: Vec<RawFd> = cgroup
         .map(|c| c.v1_procs.iter().map(AsRawFd::as_raw_fd).collect())
         .unwrap_or_default();
+    let confinement = Prepared::new(program.confinement.as_ref()).map_err(SpawnError::Setup)?;
     let request = clone::Request {
         program: program.program.as_ptr(),
         argv: argv.as_ptr(),
@@ -277,10 +280,7 @@ pub fn spawn_with(
         v1_procs: &v1,
         cgroup: cgroup.map(|c| c.v2_dir.as_raw_fd()),
         nofile_soft: program.nofile_soft,
-        landlock: program
-            .landlock
-            .as_ref()
-            .map(crate::landlock::Ruleset::raw_fd),
+        confinement: confinement.child(),
     };
     let result = match method {
         #[cfg(feature = "bench-internals")]
@@ -289,6 +289,7 @@ pub fn spawn_with(
         Method::Clone3Vm => clone::clone3_vm(&request),
     };
     drop(moved);
+    drop(confinement);
     result
 }
 

@@ -3,6 +3,7 @@
 //! come from `dsh_contain`; the sandbox lines come from the same probe the runtime runs at start
 //! (`LocalSandboxProvider`), so what doctor says is what `dsh` would do.
 
+use dsh::actors::bash::sandbox::probe::Backend;
 use dsh::{BackendChoice, LocalSandboxConfig, LocalSandboxProvider, NetworkPolicy};
 use dsh_contain::HostFacts;
 use nix::libc;
@@ -75,14 +76,23 @@ fn sandbox_lines() -> Vec<String> {
     })
     .ok()
     .and_then(|p| p.verdict().ok().map(ToString::to_string));
-    vec![
+    let backend_kind = provider.verdict().ok();
+    let namespaced = matches!(backend_kind, Some(Backend::Bwrap(_) | Backend::Runner(_)));
+    // Landlock mediates file contents, not metadata: a command may still chmod, chown (its own
+    // files), touch -d or set xattrs elsewhere. bubblewrap's read-only bind of / refuses them.
+    let metadata = if namespaced {
+        ""
+    } else {
+        " of contents; metadata (chmod, timestamps, xattrs) of the user's own files elsewhere is not controlled"
+    };
+    let mut lines = vec![
         format!("sandbox: {backend}"),
         "sandbox default: workspace-write".to_owned(),
         format!(
-            "sandbox read-only: no writes anywhere except /dev/null (enforcement {enforcement})"
+            "sandbox read-only: no writes anywhere except /dev/null (enforcement {enforcement}{metadata})"
         ),
         format!(
-            "sandbox workspace-write: writes only below the workspace and /tmp (enforcement {enforcement})"
+            "sandbox workspace-write: writes only below the workspace and /tmp (enforcement {enforcement}{metadata})"
         ),
         "sandbox danger-full-access: unconfined".to_owned(),
         format!(
@@ -96,9 +106,49 @@ fn sandbox_lines() -> Vec<String> {
             "sandbox signal scope: {}",
             if provider.signals_scoped() {
                 "yes (Landlock ABI 6+: a confined command cannot signal dsh or its agent)"
+            } else if namespaced {
+                "yes (bubblewrap's own pid namespace: dsh and its agent have no pid there)"
             } else {
                 "no (needs Landlock ABI 6)"
             }
         ),
+    ];
+    lines.extend(confinement_lines(
+        backend_kind,
+        provider.abstract_sockets_scoped(),
+    ));
+    lines
+}
+
+/// What confines a command beyond files and the network, per backend (docs/ARCHITECTURE.md,
+/// "Sandbox"): capabilities, other processes, abstract sockets, the seccomp filter.
+fn confinement_lines(backend: Option<&Backend>, abstract_scoped: bool) -> Vec<String> {
+    let (caps, processes) = match backend {
+        Some(Backend::Landlock { .. }) => (
+            "none (every set cleared, the bounding set too; no_new_privs)",
+            "Landlock's ptrace scope: no other process's environ, mem or fd is readable",
+        ),
+        _ => (
+            "none (bubblewrap --cap-drop ALL, no_new_privs; the bounding set stays full but no exec can use it)",
+            "bubblewrap's own pid namespace and /proc: no other process is visible",
+        ),
+    };
+    vec![
+        format!("sandbox capabilities: {caps}"),
+        format!("sandbox other processes: {processes}"),
+        format!(
+            "sandbox abstract unix sockets: {}",
+            if abstract_scoped {
+                "scoped (Landlock ABI 6+: no connection to a socket bound outside the sandbox)"
+            } else if matches!(backend, Some(Backend::Landlock { .. })) {
+                "open (needs Landlock ABI 6)"
+            } else {
+                "closed only with --network deny (bubblewrap's own network namespace); open otherwise"
+            }
+        ),
+        "sandbox seccomp: refuses changing another process's limits, priority, affinity, scheduling \
+         or I/O class (a command's own, named as 0, stay allowed); under --network deny also UDP, \
+         raw IP, SCTP and io_uring"
+            .to_owned(),
     ]
 }

@@ -46,9 +46,16 @@ pub enum SpawnError {
     /// The process's containment (its cgroup leaf) could not be prepared.
     #[error("cannot contain the process: {0}")]
     Containment(String),
-    /// The child could not apply its Landlock ruleset before exec; nothing ran.
-    #[error("applying the Landlock sandbox failed: {}", os_error_text(.0))]
-    Confine(io::Error),
+    /// The child could not confine itself before exec (drop its capabilities, apply its Landlock
+    /// ruleset, install its seccomp filter, or hand a launcher the filter); nothing ran. `step`
+    /// names which, e.g. "applying the Landlock sandbox".
+    #[error("{step} failed: {}", os_error_text(.source))]
+    Confine {
+        /// The confinement step that failed.
+        step: dsh_contain::spawn::Step,
+        /// The kernel's answer.
+        source: io::Error,
+    },
     /// The private spill directory could not be created.
     #[error("cannot create the spill directory: {}", os_error_text(.0))]
     SpillDir(io::Error),

@@ -101,7 +101,7 @@ impl ProcessManager {
                 &launch.env,
                 launch.spec.stdin.clone(),
                 &contained,
-                launch.spec.landlock.as_ref(),
+                launch.spec.confinement.as_ref(),
             ) {
                 Ok(started) => Ok((started, contained)),
                 Err(err) => {

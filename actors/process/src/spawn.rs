@@ -112,7 +112,7 @@ pub(crate) fn start_child(
     env: &ChildEnv,
     stdin: Option<Vec<u8>>,
     contained: &Contained,
-    landlock: Option<&dsh_contain::landlock::Ruleset>,
+    confinement: Option<&dsh_contain::confine::Confinement>,
 ) -> Result<Started, SpawnError> {
     spawn_raw(
         program,
@@ -121,7 +121,7 @@ pub(crate) fn start_child(
         env,
         stdin.is_some(),
         contained,
-        landlock,
+        confinement,
     )
     .and_then(|raw| raw.attach(&argv[0], stdin))
 }
@@ -145,7 +145,7 @@ fn spawn_raw(
     env: &ChildEnv,
     with_stdin: bool,
     contained: &Contained,
-    landlock: Option<&dsh_contain::landlock::Ruleset>,
+    confinement: Option<&dsh_contain::confine::Confinement>,
 ) -> Result<RawChild, SpawnError> {
     let os = |source: io::Error| SpawnError::Os {
         program: argv[0].clone(),
@@ -165,7 +165,7 @@ fn spawn_raw(
     let program_c = c_string(program.as_os_str().as_bytes()).map_err(os)?;
     let child = Program::from_c_strings(program_c, argv_c, envp, Some(cwd_c))
         .with_nofile_soft_limit(dsh_contain::rlimit::child_soft_limit())
-        .with_landlock(landlock.cloned());
+        .with_confinement(confinement.cloned());
     let (out_r, out_w) = pipe_above_stdio().map_err(os)?;
     let (err_r, err_w) = pipe_above_stdio().map_err(os)?;
     let (stdin_read, stdin_write) = if with_stdin {
@@ -202,7 +202,7 @@ fn spawn_raw(
 }
 
 /// The manager's error for a failed spawn: a working directory the child could not enter names the
-/// directory; a Landlock restriction the kernel refused is [`SpawnError::Confine`]; everything else
+/// directory; a confinement the kernel refused (capabilities, Landlock, seccomp) is [`SpawnError::Confine`]; everything else
 /// names the program, with the errno first.
 ///
 /// A restriction that failed with `ENOMEM` or `EAGAIN` was not refused: the command's own memory or
@@ -225,9 +225,12 @@ fn spawn_error(program: &str, cwd: &Path, err: dsh_contain::SpawnError) -> Spawn
             source: source(),
         },
         dsh_contain::SpawnError::Child {
-            step: Step::Confine,
+            step: step @ (Step::Confine | Step::DropCaps | Step::Seccomp | Step::LauncherFilter),
             ..
-        } if !out_of_resources(err.raw_os_error()) => SpawnError::Confine(source()),
+        } if !out_of_resources(err.raw_os_error()) => SpawnError::Confine {
+            step: *step,
+            source: source(),
+        },
         dsh_contain::SpawnError::InvalidString => SpawnError::Os {
             program: program.to_owned(),
             source: nul_byte_error(),

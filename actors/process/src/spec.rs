@@ -69,9 +69,9 @@ pub struct ProcessSpawnSpec {
     pub background: bool,
     /// Fired if the spawn has to wait for admission.
     pub queued: Option<QueuedNotice>,
-    /// A Landlock ruleset the child restricts itself with right before exec (the sandbox
-    /// executor's confinement); `None` runs it unconfined. A refused restriction fails the spawn.
-    pub landlock: Option<dsh_contain::landlock::Ruleset>,
+    /// How the child is confined right before exec (the sandbox executor's confinement); `None`
+    /// runs it unconfined. A refused confinement fails the spawn.
+    pub confinement: Option<dsh_contain::confine::Confinement>,
 }
 
 impl ProcessSpawnSpec {
@@ -98,7 +98,7 @@ impl ProcessSpawnSpec {
             session: None,
             background: false,
             queued: None,
-            landlock: None,
+            confinement: None,
         }
     }
 }

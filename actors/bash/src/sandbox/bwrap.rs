@@ -1,30 +1,53 @@
 //! The bubblewrap backend: `bwrap <profile> -- bash -c <command>`. The profile is
-//! `--ro-bind / / --dev /dev --proc /proc --die-with-parent`; `workspace-write` adds
-//! `--tmpfs /tmp --bind <root> <root>`, `--network deny` adds `--unshare-net`. Enforcement `full`;
-//! a denial reads `read-only file system`, and bubblewrap's own failures start with `bwrap: `.
+//! `--ro-bind / / --dev /dev --unshare-pid --proc /proc --cap-drop ALL --die-with-parent`;
+//! `workspace-write` adds `--tmpfs /tmp --bind <root> <root>`, `--network deny` adds
+//! `--unshare-net`. Enforcement `full`; a denial reads `read-only file system`, and bubblewrap's own
+//! failures start with `bwrap: `.
+//!
+//! `--unshare-pid` with a `/proc` of its own: the command sees only its sandbox's processes, so it
+//! cannot read another process's `environ`, `mem` or `fd`, nor signal or renice one (their pids do
+//! not exist in its namespace); what it leaves running dies with it (the namespace's first process
+//! is bubblewrap's, which ends the namespace when the command exits). `--cap-drop ALL`: run as root,
+//! bubblewrap otherwise hands the command every capability; with it the effective, permitted,
+//! inheritable and ambient sets are empty and `no_new_privs` (always set by bubblewrap) keeps an exec
+//! from gaining any back, although the bounding set itself stays full.
 
+use std::os::fd::RawFd;
 use std::path::Path;
 
+use dsh_contain::confine::Confinement;
+use dsh_contain::seccomp::Filter;
 use dsh_tasks::SandboxMode;
 
 use crate::sandbox::config::{LocalSandboxConfig, NetworkPolicy};
 use crate::sandbox::policy::SandboxPolicy;
 use crate::sandbox::provider::Wrap;
 
-/// The bubblewrap profile (without the program), `--` included. An operator's runner gets it too.
-pub(crate) fn profile(config: &LocalSandboxConfig, policy: &SandboxPolicy) -> Vec<String> {
+/// The bubblewrap profile (without the program), `--` included; with `--seccomp <fd>` when a filter
+/// descriptor is given (the probe runs without one). An operator's runner gets it too.
+pub(crate) fn profile(
+    config: &LocalSandboxConfig,
+    policy: &SandboxPolicy,
+    filter_fd: Option<RawFd>,
+) -> Vec<String> {
     let mut args: Vec<String> = [
         "--ro-bind",
         "/",
         "/",
         "--dev",
         "/dev",
+        "--unshare-pid",
         "--proc",
         "/proc",
+        "--cap-drop",
+        "ALL",
         "--die-with-parent",
     ]
     .map(String::from)
     .to_vec();
+    if let Some(fd) = filter_fd {
+        args.extend(["--seccomp".to_owned(), fd.to_string()]);
+    }
     if config.network == NetworkPolicy::Deny {
         args.push("--unshare-net".into());
     }
@@ -48,13 +71,14 @@ pub(crate) fn wrap(
     config: &LocalSandboxConfig,
     policy: &SandboxPolicy,
     argv: &[String],
-) -> Wrap {
+    filter: Filter,
+) -> Result<Wrap, String> {
     let program = [path.display().to_string()];
     let signatures = Signatures {
         denial: vec!["read-only file system".to_owned()],
         runner_failure: vec!["bwrap: ".to_owned()],
     };
-    wrap_in(&program, config, policy, argv, signatures)
+    wrap_in(&program, config, policy, argv, signatures, filter)
 }
 
 /// What a bwrap-shaped program's failures read like.
@@ -66,23 +90,28 @@ pub(crate) struct Signatures {
 }
 
 /// `argv` run by `program` (bubblewrap, or a runner shaped like it) under the profile for
-/// `policy`; enforcement `full`.
+/// `policy`, handed `filter` for its `--seccomp`; enforcement `full`. Fails when the filter's
+/// descriptor cannot be made.
 pub(crate) fn wrap_in(
     program: &[String],
     config: &LocalSandboxConfig,
     policy: &SandboxPolicy,
     argv: &[String],
     signatures: Signatures,
-) -> Wrap {
+    filter: Filter,
+) -> Result<Wrap, String> {
+    let fd = filter.launcher_fd().map_err(|err| err.to_string())?;
     let mut runner = program.to_vec();
-    runner.extend(profile(config, policy));
-    Wrap::through_runner(
+    runner.extend(profile(config, policy, Some(fd)));
+    let mut wrap = Wrap::through_runner(
         runner,
         argv,
         policy,
         signatures.denial,
         signatures.runner_failure,
-    )
+    );
+    wrap.confinement = Some(Confinement::Launcher { filter });
+    Ok(wrap)
 }
 
 #[cfg(test)]
@@ -99,8 +128,9 @@ mod tests {
             workspace_root: PathBuf::from("/ws"),
         };
         assert_eq!(
-            profile(&config, &policy).join(" "),
-            "--ro-bind / / --dev /dev --proc /proc --die-with-parent --tmpfs /tmp --bind /ws /ws --"
+            profile(&config, &policy, Some(7)).join(" "),
+            "--ro-bind / / --dev /dev --unshare-pid --proc /proc --cap-drop ALL --die-with-parent \
+             --seccomp 7 --tmpfs /tmp --bind /ws /ws --"
         );
     }
 }

@@ -89,19 +89,19 @@ fn launch_for(wrap: &Wrap, argv: &[String]) -> Launch {
     if wrap.argv == argv {
         return Launch {
             argv: wrap.argv.clone(),
-            landlock: wrap.landlock.clone(),
+            confinement: wrap.confinement.clone(),
         };
     }
     Launch {
         argv: bash_argv(&exec_command(&wrap.argv)),
-        landlock: wrap.landlock.clone(),
+        confinement: wrap.confinement.clone(),
     }
 }
 
 /// A refused in-spawn restriction is the runner failing: fail closed with its detail.
 fn confine_error(err: ExecError, mode: SandboxMode) -> ExecError {
     match err {
-        ExecError::Spawn(err @ SpawnError::Confine(_)) => {
+        ExecError::Spawn(err @ SpawnError::Confine { .. }) => {
             ExecError::SandboxUnavailable(sandbox_unavailable_text(mode, Some(&err.to_string())))
         }
         other => other,

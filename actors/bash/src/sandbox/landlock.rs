@@ -2,8 +2,10 @@
 //! unconfined parent, once per policy (cached), and the `clone3` child restricts itself with it
 //! right before exec (`dsh_contain::landlock`). Grants: read and execute below `/`, write to
 //! `/dev/null`; `workspace-write` adds `/tmp` and the workspace root. `--network deny` adds TCP
-//! bind/connect rules (ABI ≥ 4); signal scoping (ABI ≥ 6) stops a command from signalling dsh or
-//! its agent. Enforcement `full` from ABI 3 (truncate is controlled), else `partial`.
+//! bind/connect rules (ABI ≥ 4); the scopes (ABI ≥ 6) stop a command from signalling dsh or its
+//! agent and from connecting to an abstract UNIX socket bound outside its sandbox. The child also
+//! drops every capability first and installs the seccomp filter last (`dsh_contain::confine`).
+//! Enforcement `full` from ABI 3 (truncate is controlled), else `partial`.
 //!
 //! Its denial signature is `permission denied`, and it has no runner-failure signature: a refused
 //! restriction fails the spawn itself (docs/CONTRACT.md, where dsh differs, item 16).
@@ -12,7 +14,9 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Mutex;
 
+use dsh_contain::confine::Confinement;
 use dsh_contain::landlock::{Coverage, Ruleset, RulesetSpec};
+use dsh_contain::seccomp::Filter;
 use dsh_process::lock_unpoisoned;
 use dsh_tasks::{Enforcement, SandboxMode};
 
@@ -39,6 +43,7 @@ pub fn landlock_spec(config: &LocalSandboxConfig, policy: &SandboxPolicy) -> Rul
         writable,
         deny_tcp: config.network == NetworkPolicy::Deny,
         scope_signals: config.scope_signals,
+        scope_abstract_sockets: true,
     }
 }
 
@@ -97,15 +102,23 @@ impl RulesetCache {
     }
 }
 
-/// `argv` as it is, started with `ruleset`.
-pub(crate) fn wrap(argv: &[String], policy: &SandboxPolicy, ruleset: Ruleset) -> Wrap {
+/// `argv` as it is, started with `ruleset` and `filter`, every capability dropped.
+pub(crate) fn wrap(
+    argv: &[String],
+    policy: &SandboxPolicy,
+    ruleset: Ruleset,
+    filter: Filter,
+) -> Wrap {
     let enforcement = match ruleset.coverage() {
         Coverage::Full => Enforcement::Full,
         Coverage::Partial => Enforcement::Partial,
     };
     Wrap {
         argv: argv.to_vec(),
-        landlock: Some(ruleset),
+        confinement: Some(Confinement::InSpawn {
+            landlock: ruleset,
+            filter,
+        }),
         facts: WrapFacts {
             mode: policy.mode,
             enforcement,

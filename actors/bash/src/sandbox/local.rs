@@ -3,6 +3,7 @@
 //! backend — Landlock in the spawn (`landlock.rs`), bubblewrap (`bwrap.rs`) or an operator's runner
 //! (`runner.rs`). docs/ARCHITECTURE.md#sandbox describes the chain.
 
+use dsh_contain::seccomp::{Filter, Sockets};
 use dsh_tasks::{Enforcement, SandboxMode};
 
 use crate::errors::ExecError;
@@ -18,10 +19,13 @@ use crate::sandbox::{bwrap, landlock, runner};
 pub use crate::sandbox::landlock::landlock_spec;
 pub use crate::sandbox::probe::find_on_path;
 
-/// The host's provider: a backend chosen once, and Landlock rulesets cached per policy.
+/// The host's provider: a backend chosen once, the seccomp filter built once, and Landlock
+/// rulesets cached per policy.
 pub struct LocalSandboxProvider {
     config: LocalSandboxConfig,
     verdict: Result<Backend, String>,
+    /// Every confined command's seccomp filter (`dsh_contain::seccomp`), for either backend.
+    filter: Option<Filter>,
     rulesets: RulesetCache,
 }
 
@@ -38,7 +42,15 @@ impl LocalSandboxProvider {
     /// still gives a provider: its verdict says why, and every confined call fails closed.
     pub fn new(config: LocalSandboxConfig) -> Result<Self, String> {
         config.validate()?;
-        let verdict = select(&config);
+        let sockets = match config.network {
+            NetworkPolicy::Allow => Sockets::Any,
+            NetworkPolicy::Deny => Sockets::TcpOnly,
+        };
+        // A filter that cannot be built leaves no backend: confined calls fail closed.
+        let (verdict, filter) = match Filter::build(sockets) {
+            Ok(filter) => (select(&config), Some(filter)),
+            Err(err) => (Err(err.to_string()), None),
+        };
         match &verdict {
             Ok(backend) => tracing::debug!(%backend, "sandbox backend selected"),
             Err(reason) => tracing::debug!(%reason, "no sandbox backend is usable"),
@@ -46,6 +58,7 @@ impl LocalSandboxProvider {
         Ok(Self {
             config,
             verdict,
+            filter,
             rulesets: RulesetCache::default(),
         })
     }
@@ -69,6 +82,13 @@ impl LocalSandboxProvider {
             && matches!(self.verdict, Ok(Backend::Landlock { abi }) if abi >= 6)
     }
 
+    /// Whether confined commands cannot connect to abstract UNIX sockets bound outside their
+    /// sandbox by Landlock's scope (bubblewrap isolates them only in its own network namespace,
+    /// with `--network deny`).
+    pub fn abstract_sockets_scoped(&self) -> bool {
+        matches!(self.verdict, Ok(Backend::Landlock { abi }) if abi >= 6)
+    }
+
     /// The network policy for confined commands.
     pub fn network(&self) -> NetworkPolicy {
         self.config.network
@@ -81,6 +101,7 @@ impl SandboxProvider for LocalSandboxProvider {
             ExecError::SandboxUnavailable(sandbox_unavailable_text(policy.mode, detail))
         };
         let backend = self.verdict.as_ref().map_err(|_| unavailable(None))?;
+        let filter = self.filter.clone().ok_or_else(|| unavailable(None))?;
         let root = if policy.mode == SandboxMode::WorkspaceWrite {
             let id = check_workspace_root(&policy.workspace_root)
                 .map_err(|detail| unavailable(Some(&detail)))?;
@@ -94,10 +115,12 @@ impl SandboxProvider for LocalSandboxProvider {
                     .rulesets
                     .get(&self.config, policy, root)
                     .map_err(|detail| unavailable(Some(&detail)))?;
-                landlock::wrap(argv, policy, ruleset)
+                landlock::wrap(argv, policy, ruleset, filter)
             }
-            Backend::Bwrap(path) => bwrap::wrap(path, &self.config, policy, argv),
-            Backend::Runner(command) => runner::wrap(command, &self.config, policy, argv),
+            Backend::Bwrap(path) => bwrap::wrap(path, &self.config, policy, argv, filter)
+                .map_err(|detail| unavailable(Some(&detail)))?,
+            Backend::Runner(command) => runner::wrap(command, &self.config, policy, argv, filter)
+                .map_err(|detail| unavailable(Some(&detail)))?,
         })
     }
 }

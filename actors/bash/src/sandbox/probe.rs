@@ -67,7 +67,7 @@ fn probe_bwrap(config: &LocalSandboxConfig) -> Result<PathBuf, String> {
         workspace_root: PathBuf::from("/"),
     };
     let mut child = Command::new(&path)
-        .args(bwrap::profile(config, &policy))
+        .args(bwrap::profile(config, &policy, None))
         .arg("true")
         .stdin(Stdio::null())
         .stdout(Stdio::null())

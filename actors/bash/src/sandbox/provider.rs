@@ -1,6 +1,6 @@
 //! The provider seam (docs/ARCHITECTURE.md#sandbox): given the exact argv `["bash", "-c", command]`
-//! and a policy, a provider returns how to start it confined — a wrapped argv and/or a Landlock
-//! ruleset for the child — with its enforcement and the signatures that classify its failures. A
+//! and a policy, a provider returns how to start it confined — a wrapped argv and/or the child's
+//! confinement — with its enforcement and the signatures that classify its failures. A
 //! provider that cannot confine fails closed with [`sandbox_unavailable_text`]; nothing then runs.
 
 use dsh_tasks::{Enforcement, SandboxFacts, SandboxMode};
@@ -66,8 +66,9 @@ pub struct Wrap {
     /// The argv to run: the original `["bash", "-c", command]` when confinement is applied in the
     /// spawn itself, else a runner's argv ending with it.
     pub argv: Vec<String>,
-    /// A ruleset the child applies to itself right before exec.
-    pub landlock: Option<dsh_contain::landlock::Ruleset>,
+    /// How the child is confined right before exec: it confines itself (Landlock, seccomp, no
+    /// capabilities), or hands the runner its seccomp filter.
+    pub confinement: Option<dsh_contain::confine::Confinement>,
     /// The facts to classify the result with.
     pub facts: WrapFacts,
 }
@@ -87,7 +88,7 @@ impl Wrap {
         wrapped.extend(argv.iter().cloned());
         Wrap {
             argv: wrapped,
-            landlock: None,
+            confinement: None,
             facts: WrapFacts {
                 mode: policy.mode,
                 enforcement: Enforcement::Full,

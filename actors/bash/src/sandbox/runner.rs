@@ -4,6 +4,8 @@
 //! not executable (`exec: <argv0>: not found`, `<argv0>: No such file or directory`,
 //! `<argv0>: Permission denied`); a denial reads `read-only file system` or `permission denied`.
 
+use dsh_contain::seccomp::Filter;
+
 use crate::sandbox::bwrap::{self, Signatures};
 use crate::sandbox::config::LocalSandboxConfig;
 use crate::sandbox::policy::SandboxPolicy;
@@ -15,7 +17,8 @@ pub(crate) fn wrap(
     config: &LocalSandboxConfig,
     policy: &SandboxPolicy,
     argv: &[String],
-) -> Wrap {
+    filter: Filter,
+) -> Result<Wrap, String> {
     let argv0 = runner.first().cloned().unwrap_or_default();
     let mut runner_failure = config.runner_failure_signatures.clone();
     runner_failure.extend([
@@ -30,5 +33,5 @@ pub(crate) fn wrap(
         ],
         runner_failure,
     };
-    bwrap::wrap_in(runner, config, policy, argv, signatures)
+    bwrap::wrap_in(runner, config, policy, argv, signatures, filter)
 }

@@ -63,7 +63,7 @@ impl SandboxProvider for FakeProvider {
         wrapped.extend(argv.iter().cloned());
         Ok(Wrap {
             argv: wrapped,
-            landlock: None,
+            confinement: None,
             facts: WrapFacts {
                 mode: policy.mode,
                 enforcement: wrap.enforcement,

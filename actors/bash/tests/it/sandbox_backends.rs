@@ -14,6 +14,7 @@ use dsh_bash::sandbox::{
 use dsh_bash::*;
 use dsh_process::{ProcessManager, Shutdown};
 use dsh_test_support::SOON;
+use dsh_test_support::procfs::live_with_cmdline;
 use dsh_test_support::wait::poll_until;
 
 struct Setup {
@@ -207,20 +208,25 @@ async fn approved_escalated_retry(backend: BackendChoice) {
 }
 
 /// A confined command's grandchild that left the group and the session still dies with the task.
+/// Found by a unique `sleep` argument in `/proc/*/cmdline`: under bubblewrap `$!` is a pid of the
+/// sandbox's own pid namespace, not the host's.
 async fn escaped_grandchild_dies_with_the_task(backend: BackendChoice) {
     let Some(s) = Setup::new(backend, SandboxMode::ReadOnly, NetworkPolicy::Allow) else {
         return;
     };
+    let marker = format!("300.{}{}", std::process::id(), backend as u8);
     let request = BashExecRequest {
         timeout_ms: Some(1_000.0),
-        ..BashExecRequest::new("setsid sleep 300 </dev/null >/dev/null 2>&1 & echo $!; sleep 300")
+        ..BashExecRequest::new(format!(
+            "setsid sleep {marker} </dev/null >/dev/null 2>&1 & echo started; sleep 300"
+        ))
     };
     let result = s.run(request).await;
     assert_eq!(result.ending, RunEnding::TimedOut);
-    let pid: i32 = result.stdout.text.trim().parse().unwrap();
+    assert_eq!(result.stdout.text, "started\n");
     assert!(
-        poll_until(SOON, || !dsh_process::signal::pid_is_live(pid)).await,
-        "the escaped grandchild {pid} outlived its confined task"
+        poll_until(SOON, || live_with_cmdline(&marker).is_empty()).await,
+        "the escaped grandchild {marker} outlived its confined task"
     );
     s.shutdown().await;
 }

@@ -8,6 +8,8 @@
 
 use nix::libc::{self, c_char, c_int};
 
+use crate::confine::{ChildConfinement, ConfineFailure};
+
 /// The step of the child's setup that failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
@@ -28,6 +30,12 @@ pub enum Step {
     Rlimit = 7,
     /// `PR_SET_NO_NEW_PRIVS` and `landlock_restrict_self` (the sandbox executor's confinement).
     Confine = 8,
+    /// Clearing every capability set before confinement (`crate::caps`).
+    DropCaps = 16,
+    /// Installing the seccomp filter (`crate::seccomp`).
+    Seccomp = 17,
+    /// Handing the seccomp filter to a launcher (bubblewrap's `--seccomp FD`).
+    LauncherFilter = 18,
 }
 
 impl Step {
@@ -41,6 +49,9 @@ impl Step {
             6 => Step::Exec,
             7 => Step::Rlimit,
             8 => Step::Confine,
+            16 => Step::DropCaps,
+            17 => Step::Seccomp,
+            18 => Step::LauncherFilter,
             _ => return None,
         })
     }
@@ -57,6 +68,9 @@ impl std::fmt::Display for Step {
             Step::Exec => "exec",
             Step::Rlimit => "setting the open-files limit",
             Step::Confine => "applying the Landlock sandbox",
+            Step::DropCaps => "dropping capabilities",
+            Step::Seccomp => "installing the seccomp filter",
+            Step::LauncherFilter => "handing the seccomp filter to the sandbox launcher",
         })
     }
 }
@@ -94,8 +108,8 @@ pub(crate) struct ChildContext {
     /// The soft `RLIMIT_NOFILE` to start the program with, when `set_nofile`.
     pub nofile_soft: u64,
     pub set_nofile: bool,
-    /// A Landlock ruleset descriptor to restrict with before exec; -1 for none.
-    pub landlock: c_int,
+    /// What to do to confine the program before exec.
+    pub confinement: ChildConfinement,
     pub report: Report,
 }
 
@@ -206,12 +220,19 @@ pub(crate) unsafe extern "C" fn child_main(ctx: *const ChildContext) -> ! {
         // SAFETY: in the child, with a valid context.
         unsafe { fail(ctx, Step::Chdir) }
     }
-    // 6b. Confinement, after every step that writes (the v1 cgroup joins) and before exec: the
-    //     domain is this task's alone (CLONE_VM shares memory, not credentials), so the parent stays
-    //     unconfined. A refusal fails the spawn; nothing runs unconfined.
-    if ctx.landlock >= 0 && !restrict_self(ctx.landlock) {
+    // 6b. Confinement (`crate::confine`), after every step that writes (the v1 cgroup joins) and
+    //     before exec: credentials, Landlock domain and seccomp filter are this task's alone
+    //     (CLONE_VM shares memory, not credentials), so the parent stays unconfined. A refusal
+    //     fails the spawn; nothing runs unconfined.
+    if let Err(failure) = ctx.confinement.apply() {
+        let step = match failure {
+            ConfineFailure::DropCaps => Step::DropCaps,
+            ConfineFailure::Landlock => Step::Confine,
+            ConfineFailure::Seccomp => Step::Seccomp,
+            ConfineFailure::Launcher => Step::LauncherFilter,
+        };
         // SAFETY: in the child, with a valid context.
-        unsafe { fail(ctx, Step::Confine) }
+        unsafe { fail(ctx, step) }
     }
     // 7. An empty signal mask, last: the parent blocked everything before cloning.
     // SAFETY: a zeroed sigset_t is a valid argument for sigemptyset, and both calls take valid
@@ -226,17 +247,6 @@ pub(crate) unsafe extern "C" fn child_main(ctx: *const ChildContext) -> ! {
     unsafe { libc::execve(ctx.program, ctx.argv, ctx.envp) };
     // SAFETY: in the child, with a valid context.
     unsafe { fail(ctx, Step::Exec) }
-}
-
-/// `prctl(PR_SET_NO_NEW_PRIVS, 1)` then `landlock_restrict_self(ruleset, 0)`.
-fn restrict_self(ruleset: c_int) -> bool {
-    // SAFETY: prctl with PR_SET_NO_NEW_PRIVS takes plain integer arguments.
-    if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
-        return false;
-    }
-    // SAFETY: landlock_restrict_self takes a descriptor number and flags; it only changes the
-    // calling task's credentials.
-    unsafe { libc::syscall(libc::SYS_landlock_restrict_self, ruleset, 0u32) == 0 }
 }
 
 /// `setrlimit(RLIMIT_NOFILE)` with `soft` (capped at the hard limit) and the hard limit unchanged.

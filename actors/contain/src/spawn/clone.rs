@@ -8,6 +8,7 @@ use nix::libc::{self, c_char, c_int};
 
 use super::child::{self, ChildContext, Failure, Report, Step};
 use super::{Child, SpawnError};
+use crate::confine::ChildConfinement;
 
 /// Raw pointers into the caller's [`super::Program`] and descriptors, valid for the call.
 pub(crate) struct Request<'a> {
@@ -19,8 +20,8 @@ pub(crate) struct Request<'a> {
     pub v1_procs: &'a [RawFd],
     pub cgroup: Option<RawFd>,
     pub nofile_soft: Option<u64>,
-    /// A Landlock ruleset the child restricts itself with, right before exec.
-    pub landlock: Option<RawFd>,
+    /// What the child does to confine itself, right before exec.
+    pub confinement: ChildConfinement,
 }
 
 impl Request<'_> {
@@ -35,7 +36,7 @@ impl Request<'_> {
             v1_count: self.v1_procs.len(),
             nofile_soft: self.nofile_soft.unwrap_or(0),
             set_nofile: self.nofile_soft.is_some(),
-            landlock: self.landlock.unwrap_or(-1),
+            confinement: self.confinement,
             report,
         }
     }

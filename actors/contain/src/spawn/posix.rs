@@ -22,8 +22,8 @@ unsafe extern "C" {
 
 /// Method (a): glibc `posix_spawn`, then the parent moves the child (racy; measurement only).
 pub(crate) fn posix_spawn_then_join(req: &Request<'_>) -> Result<Child, SpawnError> {
-    if req.landlock.is_some() {
-        // posix_spawn has no hook to restrict the child before exec: never start it unconfined.
+    if !matches!(req.confinement, crate::confine::ChildConfinement::None) {
+        // posix_spawn has no hook to confine the child before exec: never start it unconfined.
         return Err(SpawnError::Setup(io::Error::from_raw_os_error(
             libc::EOPNOTSUPP,
         )));

@@ -27,6 +27,21 @@ fn doctor_reports_every_fact_and_exits_0() {
             "no line for {fact:?} in:\n{text}"
         );
     }
+    // With a backend, doctor says what confines a command besides files (docs/ARCHITECTURE.md,
+    // "Sandbox").
+    if !text.contains("sandbox: none usable") {
+        for fact in [
+            "sandbox capabilities: none",
+            "sandbox other processes: ",
+            "sandbox abstract unix sockets: ",
+            "sandbox seccomp: refuses changing another process's limits",
+        ] {
+            assert!(
+                text.lines().any(|line| line.starts_with(fact)),
+                "no line for {fact:?} in:\n{text}"
+            );
+        }
+    }
     let auto = text
         .lines()
         .find_map(|line| line.strip_prefix("containment auto: "))

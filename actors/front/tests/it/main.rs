@@ -33,6 +33,7 @@ mod on_timeout;
 mod policies;
 mod retention;
 mod sandbox_cli;
+mod sandbox_escape;
 mod soak;
 mod soak_mixed;
 mod watchdog_process;

@@ -1,0 +1,146 @@
+//! How the spawn confines a program: the sandbox backend's choice, as the spawn carries it out.
+//!
+//! Two shapes ([`Confinement`]): the child confines itself right before exec (Landlock in the
+//! spawn: capabilities dropped, `no_new_privs`, the Landlock ruleset, the seccomp filter, in that
+//! order — shrinking the bounding set needs a capability, and the filter comes last so nothing of
+//! the setup runs under it); or a launcher the child execs (bubblewrap) confines the program and
+//! needs only the seccomp filter handed over on a descriptor. The parent prepares raw values
+//! ([`Prepared`]); the child applies them with plain syscalls ([`ChildConfinement::apply`]).
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+use nix::libc::{self, c_int};
+
+use crate::landlock::Ruleset;
+use crate::seccomp::Filter;
+
+/// What the spawn does to confine the program.
+#[derive(Debug, Clone)]
+pub enum Confinement {
+    /// The child drops every capability, sets `no_new_privs`, restricts itself with `landlock` and
+    /// installs `filter`, as its last steps before exec.
+    InSpawn {
+        /// The Landlock ruleset.
+        landlock: Ruleset,
+        /// The seccomp filter.
+        filter: Filter,
+    },
+    /// The program is a launcher (bubblewrap) that confines what it runs; the child gives it
+    /// `filter` on descriptor [`Filter::launcher_fd`] (its own open file, read from the start), for
+    /// its `--seccomp FD`.
+    Launcher {
+        /// The seccomp filter.
+        filter: Filter,
+    },
+}
+
+/// Which part of the confinement the child failed at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ConfineFailure {
+    DropCaps,
+    Landlock,
+    Seccomp,
+    Launcher,
+}
+
+/// The confinement as raw values for the child (no allocation, no reference counts).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum ChildConfinement {
+    None,
+    InSpawn {
+        landlock: c_int,
+        filter: *const libc::sock_fprog,
+    },
+    Launcher {
+        fresh: c_int,
+        target: c_int,
+    },
+}
+
+impl ChildConfinement {
+    /// Applies the confinement to the calling (child) thread. Async-signal-safe: plain syscalls on
+    /// values the parent prepared.
+    pub(crate) fn apply(self) -> Result<(), ConfineFailure> {
+        match self {
+            ChildConfinement::None => Ok(()),
+            ChildConfinement::InSpawn { landlock, filter } => {
+                if !crate::caps::drop_all() {
+                    return Err(ConfineFailure::DropCaps);
+                }
+                if !crate::landlock::restrict_in_child(landlock) {
+                    return Err(ConfineFailure::Landlock);
+                }
+                if !crate::seccomp::install(filter) {
+                    return Err(ConfineFailure::Seccomp);
+                }
+                Ok(())
+            }
+            ChildConfinement::Launcher { fresh, target } => {
+                // SAFETY: dup2 between two descriptor numbers; the copy at `target` is not
+                // close-on-exec, so the launcher inherits it.
+                if unsafe { libc::dup2(fresh, target) } != target {
+                    return Err(ConfineFailure::Launcher);
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// What the parent keeps alive across one spawn for the child's confinement.
+pub(crate) enum Prepared {
+    None,
+    InSpawn {
+        landlock: RawFd,
+        fprog: libc::sock_fprog,
+    },
+    /// `fresh`: the filter's memfd opened again, so this launcher reads it from offset 0 whatever
+    /// other launchers read (a shared descriptor would share one offset).
+    Launcher {
+        fresh: OwnedFd,
+        target: RawFd,
+    },
+}
+
+impl Prepared {
+    /// Prepares `confinement` for one spawn.
+    pub(crate) fn new(confinement: Option<&Confinement>) -> io::Result<Self> {
+        Ok(match confinement {
+            None => Prepared::None,
+            Some(Confinement::InSpawn { landlock, filter }) => Prepared::InSpawn {
+                landlock: landlock.raw_fd(),
+                fprog: filter.fprog(),
+            },
+            Some(Confinement::Launcher { filter }) => {
+                let target = filter.launcher_fd().map_err(io::Error::other)?;
+                let path =
+                    CString::new(format!("/proc/self/fd/{target}")).map_err(io::Error::other)?;
+                // SAFETY: a NUL-terminated path; opens a new read-only file of the memfd.
+                let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+                if fd < 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                // SAFETY: open just returned it and nothing else owns it.
+                let fresh = unsafe { OwnedFd::from_raw_fd(fd) };
+                Prepared::Launcher { fresh, target }
+            }
+        })
+    }
+
+    /// The raw values for the child; they point into `self`, which must outlive the spawn.
+    pub(crate) fn child(&self) -> ChildConfinement {
+        match self {
+            Prepared::None => ChildConfinement::None,
+            Prepared::InSpawn { landlock, fprog } => ChildConfinement::InSpawn {
+                landlock: *landlock,
+                filter: fprog,
+            },
+            Prepared::Launcher { fresh, target } => ChildConfinement::Launcher {
+                fresh: fresh.as_raw_fd(),
+                target: *target,
+            },
+        }
+    }
+}

@@ -1,0 +1,436 @@
+//! Ways out of `workspace-write`, tried as an attacker would through the `dsh` binary, under each
+//! backend (`sandbox_escape::landlock::…` and `sandbox_escape::bwrap::…`; a backend this host lacks
+//! is skipped, saying why): capabilities (raw sockets, mounts, namespaces), other processes'
+//! `/proc` entries, abstract UNIX sockets, other processes' limits and scheduling (the seccomp
+//! filter), UDP and raw IP under `--network deny`; and the everyday work the same confinement must
+//! still let through. Every command carries a unique marker, and each test checks that nothing it
+//! started is left running.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "test code: a failed unwrap is a failed test"
+)]
+
+use std::os::linux::net::SocketAddrExt;
+use std::os::unix::net::{SocketAddr, UnixListener};
+use std::path::Path;
+use std::process::Command;
+
+use dsh_test_support::procfs::live_with_cmdline;
+use dsh_test_support::wait::wait_until;
+use serde_json::json;
+
+use crate::jsonl_server::{SOON, Server, bash, unique_marker};
+
+/// The backend a test runs under.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Backend {
+    Landlock,
+    Bwrap,
+}
+
+impl Backend {
+    fn name(self) -> &'static str {
+        match self {
+            Backend::Landlock => "landlock",
+            Backend::Bwrap => "bwrap",
+        }
+    }
+
+    fn choice(self) -> dsh::BackendChoice {
+        match self {
+            Backend::Landlock => dsh::BackendChoice::Landlock,
+            Backend::Bwrap => dsh::BackendChoice::Bwrap,
+        }
+    }
+
+    /// Whether this backend confines here; prints why not.
+    fn usable(self) -> bool {
+        let provider = dsh::LocalSandboxProvider::new(dsh::LocalSandboxConfig {
+            backend: self.choice(),
+            ..Default::default()
+        })
+        .unwrap();
+        match provider.verdict() {
+            Ok(_) => true,
+            Err(reason) => {
+                eprintln!("skipped: {} is not usable here: {reason}", self.name());
+                false
+            }
+        }
+    }
+}
+
+/// A workspace outside `/tmp`.
+fn workspace() -> tempfile::TempDir {
+    dsh_test_support::scratch::outside_tmp("dsh-escape-", Path::new(env!("CARGO_TARGET_TMPDIR")))
+}
+
+/// A marker nobody else uses, for command lines and names.
+fn marker() -> String {
+    format!("dsh-escape-{}", unique_marker(7).replace('.', "-"))
+}
+
+/// `dsh run --sandbox workspace-write` under `backend` in `ws`, with `extra` flags; what it printed.
+fn run(backend: Backend, ws: &Path, extra: &[&str], command: &str) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_dsh"))
+        .args([
+            "run",
+            "--sandbox",
+            "workspace-write",
+            "--sandbox-backend",
+            backend.name(),
+            "--cwd",
+            ws.to_str().unwrap(),
+        ])
+        .args(extra)
+        .arg("--")
+        .arg(command)
+        .output()
+        .expect("run dsh");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Nothing whose command line holds `marker` is left running.
+fn assert_nothing_left(marker: &str) {
+    assert!(
+        wait_until(SOON, || live_with_cmdline(marker).is_empty()),
+        "left running: {:?}",
+        live_with_cmdline(marker)
+    );
+}
+
+/// The hex value of `/proc/self/status`'s `field` as the command printed it.
+fn status_value(printed: &str, field: &str) -> u64 {
+    let line = printed
+        .lines()
+        .find(|l| l.starts_with(&format!("{field}:")))
+        .unwrap_or_else(|| panic!("no {field} in {printed}"));
+    let value = line.split_whitespace().nth(1).unwrap();
+    u64::from_str_radix(value, 16)
+        .or_else(|_| value.parse())
+        .unwrap()
+}
+
+pub(crate) fn commands_hold_no_capabilities(backend: Backend) {
+    if !backend.usable() {
+        return;
+    }
+    let ws = workspace();
+    let m = marker();
+    let printed = run(
+        backend,
+        ws.path(),
+        &[],
+        &format!("cat /proc/self/status # {m}"),
+    );
+    for field in ["CapEff", "CapPrm", "CapInh", "CapAmb"] {
+        assert_eq!(status_value(&printed, field), 0, "{field}: {printed}");
+    }
+    assert_eq!(status_value(&printed, "NoNewPrivs"), 1, "{printed}");
+    if let Backend::Landlock = backend {
+        // bubblewrap leaves the bounding set full (docs/ARCHITECTURE.md, "Sandbox"); the spawn
+        // clears it.
+        assert_eq!(status_value(&printed, "CapBnd"), 0, "{printed}");
+    }
+    assert_nothing_left(&m);
+}
+
+pub(crate) fn raw_sockets_mounts_and_namespaces_are_refused(backend: Backend) {
+    if !backend.usable() {
+        return;
+    }
+    let ws = workspace();
+    let m = marker();
+    std::fs::create_dir(ws.path().join("mnt")).unwrap();
+    let command = format!(
+        "python3 -c 'import socket; socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)' \
+           && echo RAW-OPENED; \
+         mount -t tmpfs x mnt && echo MOUNTED; \
+         unshare -m true && echo UNSHARED; \
+         unshare -n true && echo NET-UNSHARED; \
+         echo done # {m}"
+    );
+    let printed = run(backend, ws.path(), &[], &command);
+    for escaped in ["RAW-OPENED", "MOUNTED", "UNSHARED", "NET-UNSHARED"] {
+        assert!(!printed.contains(escaped), "{escaped}: {printed}");
+    }
+    assert!(printed.contains("done"), "{printed}");
+    assert!(printed.contains("Operation not permitted"), "{printed}");
+    assert_nothing_left(&m);
+}
+
+pub(crate) fn everyday_work_in_the_workspace_still_passes(backend: Backend) {
+    if !backend.usable() {
+        return;
+    }
+    let ws = workspace();
+    let m = marker();
+    // A file the (root) test made with owner-only bits: its owner may still write it.
+    let own = ws.path().join("owned.txt");
+    std::fs::write(&own, "first\n").unwrap();
+    std::fs::set_permissions(&own, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let command = format!(
+        "set -e; echo second >> owned.txt; \
+         git init -q repo && cd repo && echo hi > f && git add f \
+         && git -c user.email=t@example.invalid -c user.name=t commit -qm first && git log --oneline | wc -l; \
+         python3 -c 'print(6 * 7)'; echo ok # {m}"
+    );
+    let printed = run(backend, ws.path(), &[], &command);
+    assert!(printed.contains("1\n42\nok\n"), "{printed}");
+    assert_eq!(std::fs::read_to_string(&own).unwrap(), "first\nsecond\n");
+    assert_nothing_left(&m);
+}
+
+pub(crate) fn no_process_outside_the_sandbox_shows_its_environment_or_descriptors(
+    backend: Backend,
+) {
+    if !backend.usable() {
+        return;
+    }
+    let ws = workspace();
+    let m = marker();
+    // A credential dsh scrubs from its commands' environment: only its own environ holds it. dsh
+    // (the command's parent under Landlock) and the agent (this test) are outside the sandbox;
+    // under bubblewrap the parent is bubblewrap's own first process, inside it. What a descriptor
+    // of theirs is (its link) and their memory stay hidden; under Landlock the descriptor numbers
+    // themselves can still be listed (the directory's owner bits, not ptrace, guard that).
+    let secret = format!("{m}-secret");
+    let mut server = Server::start_with_env(
+        &[
+            "--sandbox",
+            "workspace-write",
+            "--sandbox-backend",
+            backend.name(),
+            "--cwd",
+            ws.path().to_str().unwrap(),
+        ],
+        &[("OPENAI_API_KEY", &secret)],
+    )
+    .unwrap();
+    let dsh_pid = server.child.id();
+    let agent_pid = std::process::id();
+    let command = format!(
+        "cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n' | grep -c -- {secret}; \
+         cat /proc/{dsh_pid}/environ /proc/{agent_pid}/environ 2>/dev/null \
+           | tr '\\0' '\\n' | grep -c =; \
+         for fd in /proc/{dsh_pid}/fd/* /proc/{agent_pid}/fd/*; do readlink $fd; done 2>/dev/null | grep -c .; \
+         head -c 16 /proc/{dsh_pid}/mem 2>/dev/null | wc -c; \
+         echo done # {m}"
+    );
+    server.call("peek", "bash", bash(&command, json!({})));
+    let printed = server.text("peek");
+    let counts: Vec<&str> = printed.lines().take(4).collect();
+    assert_eq!(counts, ["0", "0", "0", "0"], "{printed}");
+    assert!(printed.contains("done"), "{printed}");
+    server.finish();
+    assert_nothing_left(&m);
+}
+
+pub(crate) fn abstract_sockets_outside_the_sandbox_are_refused(backend: Backend) {
+    if !backend.usable() {
+        return;
+    }
+    let ws = workspace();
+    let m = marker();
+    let name = format!("{m}-socket");
+    let listener =
+        UnixListener::bind_addr(&SocketAddr::from_abstract_name(name.as_bytes()).unwrap()).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let command = format!(
+        "python3 -c 'import socket; s = socket.socket(socket.AF_UNIX); s.connect(\"\\0{name}\"); print(\"CONNECTED\")'"
+    );
+    // bubblewrap isolates abstract sockets only in a network namespace of its own, which it makes
+    // for `--network deny`; Landlock scopes them whatever the network policy.
+    let extra: &[&str] = match backend {
+        Backend::Landlock => &[],
+        Backend::Bwrap => &["--network", "deny"],
+    };
+    let printed = run(backend, ws.path(), extra, &command);
+    assert!(!printed.contains("CONNECTED"), "{printed}");
+    assert!(
+        listener.accept().is_err(),
+        "the connection reached the listener"
+    );
+    // Unconfined, the same connection works: the test's listener is reachable.
+    let out = Command::new(env!("CARGO_BIN_EXE_dsh"))
+        .args(["run", "--sandbox", "danger-full-access", "--", &command])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "CONNECTED\n");
+    assert!(listener.accept().is_ok());
+    assert_nothing_left(&m);
+}
+
+/// `/proc/<pid>/limits`' open-files line and `/proc/<pid>/stat`'s nice value, for `pid` outside.
+fn limits_and_nice(pid: u32) -> (String, String) {
+    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
+    let nofile = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .unwrap()
+        .to_owned();
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let after_name = &stat[stat.rfind(')').unwrap() + 2..];
+    // Fields from the state on: nice is field 19 of the whole line, the 17th after the name.
+    let nice = after_name.split_whitespace().nth(16).unwrap().to_owned();
+    (nofile, nice)
+}
+
+pub(crate) fn other_processes_limits_and_scheduling_are_refused(backend: Backend) {
+    if !backend.usable() {
+        return;
+    }
+    let ws = workspace();
+    let m = marker();
+    let mut server = Server::start(&[
+        "--sandbox",
+        "workspace-write",
+        "--sandbox-backend",
+        backend.name(),
+        "--cwd",
+        ws.path().to_str().unwrap(),
+    ])
+    .unwrap();
+    let dsh_pid = server.child.id();
+    let before = limits_and_nice(dsh_pid);
+    // `$PPID` is dsh under Landlock, bubblewrap's first process (inside the sandbox) under
+    // bubblewrap, where dsh's pid does not exist: both are refused by the filter alike.
+    let command = format!(
+        "prlimit --pid $PPID --nofile=6:6; echo prlimit=$?; \
+         renice -n 5 -p $PPID; echo renice=$?; \
+         taskset -p 1 $PPID; echo taskset=$?; \
+         ionice -c3 -p $PPID; echo ionice=$?; \
+         python3 -c 'import os; os.sched_setaffinity(os.getppid(), {{0}})'; echo affinity=$?; \
+         echo done # {m}"
+    );
+    server.call("meddle", "bash", bash(&command, json!({})));
+    let printed = server.text("meddle");
+    for tool in ["prlimit", "renice", "taskset", "ionice", "affinity"] {
+        assert!(
+            printed.contains(&format!("{tool}=1\n")),
+            "{tool} was not refused: {printed}"
+        );
+    }
+    assert!(
+        printed.matches("Operation not permitted").count() >= 5,
+        "{printed}"
+    );
+    assert_eq!(limits_and_nice(dsh_pid), before);
+    // dsh keeps serving.
+    server.call(
+        "after",
+        "bash",
+        bash(&format!("echo still here # {m}"), json!({})),
+    );
+    assert_eq!(server.text("after"), "still here\n");
+    server.finish();
+    assert_nothing_left(&m);
+}
+
+pub(crate) fn a_command_may_change_its_own_limits_and_niceness(backend: Backend) {
+    if !backend.usable() {
+        return;
+    }
+    let ws = workspace();
+    let m = marker();
+    // "Myself" is pid 0 to the filter: `ulimit`, `nice` and `taskset`/`ionice` of a new command
+    // work; naming its own pid (`renice -p $$`) is refused like any other pid (the filter cannot
+    // compare with the caller's pid: docs/ARCHITECTURE.md, "Sandbox").
+    let command = format!(
+        "ulimit -n 100 && ulimit -n; \
+         nice -n 5 cut -d' ' -f19 /proc/self/stat; \
+         taskset 1 true && echo taskset-ok; \
+         ionice -c3 true && echo ionice-ok; \
+         renice -n 5 -p $$ >/dev/null 2>&1; echo own-renice=$?; \
+         echo done # {m}"
+    );
+    let printed = run(backend, ws.path(), &[], &command);
+    assert!(
+        printed.starts_with("100\n5\ntaskset-ok\nionice-ok\nown-renice=1\ndone\n"),
+        "{printed}"
+    );
+    assert_nothing_left(&m);
+}
+
+pub(crate) fn network_deny_also_stops_udp_and_raw_ip(backend: Backend) {
+    if !backend.usable() {
+        return;
+    }
+    let ws = workspace();
+    let m = marker();
+    let command = format!(
+        "python3 -c '
+import socket
+for family in (socket.AF_INET, socket.AF_INET6):
+    for kind in (socket.SOCK_DGRAM, socket.SOCK_DGRAM | socket.SOCK_NONBLOCK | socket.SOCK_CLOEXEC, socket.SOCK_RAW):
+        try:
+            socket.socket(family, kind)
+            print(\"opened\", family, kind)
+        except PermissionError:
+            print(\"refused\")
+socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+print(\"tcp socket made\")
+'; echo done # {m}"
+    );
+    let printed = run(backend, ws.path(), &["--network", "deny"], &command);
+    assert_eq!(
+        printed,
+        format!("{}tcp socket made\ndone\n", "refused\n".repeat(6)),
+        "{printed}"
+    );
+    // With the network allowed, UDP works.
+    let udp = "python3 -c 'import socket; socket.socket(socket.AF_INET, socket.SOCK_DGRAM); print(\"udp ok\")'";
+    assert_eq!(run(backend, ws.path(), &[], udp), "udp ok\n");
+    assert_nothing_left(&m);
+}
+
+/// Under bubblewrap with the network allowed, the command shares the host's network namespace and
+/// with it the abstract socket names: the documented gap (docs/ARCHITECTURE.md, "Sandbox").
+#[test]
+fn bwrap_with_the_network_allowed_still_reaches_abstract_sockets() {
+    if !Backend::Bwrap.usable() {
+        return;
+    }
+    let ws = workspace();
+    let name = format!("{}-socket", marker());
+    let listener =
+        UnixListener::bind_addr(&SocketAddr::from_abstract_name(name.as_bytes()).unwrap()).unwrap();
+    let command = format!(
+        "python3 -c 'import socket; s = socket.socket(socket.AF_UNIX); s.connect(\"\\0{name}\"); print(\"CONNECTED\")'"
+    );
+    let printed = run(Backend::Bwrap, ws.path(), &[], &command);
+    assert!(printed.contains("CONNECTED"), "{printed}");
+    listener.set_nonblocking(true).unwrap();
+    assert!(listener.accept().is_ok());
+}
+
+/// One `#[test]` per backend for each check above.
+macro_rules! under_each_backend {
+    ($($check:ident),* $(,)?) => {
+        mod landlock {
+            $(#[test]
+            fn $check() {
+                super::$check(super::Backend::Landlock);
+            })*
+        }
+        mod bwrap {
+            $(#[test]
+            fn $check() {
+                super::$check(super::Backend::Bwrap);
+            })*
+        }
+    };
+}
+
+under_each_backend!(
+    commands_hold_no_capabilities,
+    raw_sockets_mounts_and_namespaces_are_refused,
+    everyday_work_in_the_workspace_still_passes,
+    no_process_outside_the_sandbox_shows_its_environment_or_descriptors,
+    abstract_sockets_outside_the_sandbox_are_refused,
+    other_processes_limits_and_scheduling_are_refused,
+    a_command_may_change_its_own_limits_and_niceness,
+    network_deny_also_stops_udp_and_raw_ip,
+);

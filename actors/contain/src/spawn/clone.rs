@@ -21,6 +21,8 @@ pub(crate) struct Request<'a> {
     pub nofile_soft: Option<u64>,
     /// A Landlock ruleset the child restricts itself with, right before exec.
     pub landlock: Option<RawFd>,
+    /// Whether stdin is a pty slave the child makes its controlling terminal.
+    pub terminal: bool,
 }
 
 impl Request<'_> {
@@ -36,6 +38,7 @@ impl Request<'_> {
             nofile_soft: self.nofile_soft.unwrap_or(0),
             set_nofile: self.nofile_soft.is_some(),
             landlock: self.landlock.unwrap_or(-1),
+            terminal: self.terminal,
             report,
         }
     }

@@ -101,6 +101,7 @@ fn process_spec(
         background: false,
         queued: None,
         landlock: launch.landlock,
+        input: dsh_process::InputMode::Closed,
     }
 }
 

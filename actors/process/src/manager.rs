@@ -23,7 +23,7 @@ use crate::messages::{
     ProcessSettled, Read, Release, Shutdown, Spawn, SpawnedProcess, Stats, Wait, WithdrawAbandoned,
 };
 use crate::outcome::{ProcessOutcome, ReadResult};
-use crate::spawn::start_child;
+use crate::spawn::{Stdin, start_child};
 use crate::stragglers::kill_stragglers;
 use crate::table::{Pacing, ProcessTable, WaitFor};
 
@@ -99,7 +99,7 @@ impl ProcessManager {
                 &launch.spec.argv,
                 &launch.spec.cwd,
                 &launch.env,
-                launch.spec.stdin.clone(),
+                Stdin::of(&launch.spec),
                 &contained,
                 launch.spec.landlock.as_ref(),
             ) {

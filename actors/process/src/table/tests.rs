@@ -10,7 +10,7 @@ use crate::abort::AbortSignal;
 use crate::errors::SpawnError;
 use crate::messages::SpawnedProcess;
 use crate::policy::{AdmitAll, MaxConcurrent, ProcessPolicy};
-use crate::spawn::start_child;
+use crate::spawn::{Stdin, start_child};
 use crate::spec::ProcessSpawnSpec;
 
 type Answer = oneshot::Receiver<Result<SpawnedProcess, SpawnError>>;
@@ -59,7 +59,7 @@ async fn launch_and_settle(table: &mut ProcessTable) -> (ProcessId, Pacing) {
         &launch.spec.argv,
         &launch.spec.cwd,
         &launch.env,
-        None,
+        Stdin::Null,
         &Contained::Group,
         None,
     )
@@ -209,7 +209,7 @@ async fn a_launched_child_nobody_waits_for_is_killed_and_released() {
         &launch.spec.argv,
         &launch.spec.cwd,
         &launch.env,
-        None,
+        Stdin::Null,
         &Contained::Group,
         None,
     )

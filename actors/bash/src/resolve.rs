@@ -58,6 +58,7 @@ impl BashConfig {
             timeout_ms,
             stdout_max_bytes,
             stdin: request.stdin,
+            input: request.input,
             env: request.env,
             dsh_env: request.dsh_env,
             abort: request.abort,

@@ -24,10 +24,29 @@ pub const INPUT_QUEUE_BYTES: usize = 64 * 1024;
 pub enum InputItem {
     /// Bytes for the terminal or the pipe.
     Bytes(Vec<u8>),
-    /// `SIGINT` to the process's group and containment (`C-c` on a pipe; a terminal gets the byte
-    /// and its line discipline signals the foreground group).
+    /// A named key: the driver picks its bytes by what the input is.
+    Key(KeyInput),
+}
+
+/// A key's meaning under a terminal and on a pipe.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KeyInput {
+    /// Its bytes under a terminal in normal cursor mode.
+    pub normal: &'static [u8],
+    /// Its bytes under a terminal in application cursor mode (DECCKM).
+    pub application: &'static [u8],
+    /// What it does on a pipe.
+    pub on_pipe: PipeKey,
+}
+
+/// What a key does on a stdin pipe.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PipeKey {
+    /// Write these bytes.
+    Bytes(&'static [u8]),
+    /// `SIGINT` to the process's group and containment (`C-c`).
     Interrupt,
-    /// Close the pipe (`C-d` on a pipe: end of input).
+    /// Close the pipe: end of input (`C-d`).
     EndOfInput,
 }
 
@@ -108,7 +127,7 @@ impl InputChannel {
             .iter()
             .map(|item| match item {
                 InputItem::Bytes(bytes) => bytes.len(),
-                InputItem::Interrupt | InputItem::EndOfInput => 0,
+                InputItem::Key(key) => key.normal.len(),
             })
             .sum();
         if queue.bytes + adding > INPUT_QUEUE_BYTES {
@@ -162,9 +181,10 @@ impl InputChannel {
     pub(crate) fn pop(&self) -> Option<InputItem> {
         let mut queue = lock_unpoisoned(&self.0.queue);
         let item = queue.items.pop_front()?;
-        if let InputItem::Bytes(bytes) = &item {
-            queue.bytes -= bytes.len();
-        }
+        queue.bytes -= match &item {
+            InputItem::Bytes(bytes) => bytes.len(),
+            InputItem::Key(key) => key.normal.len(),
+        };
         Some(item)
     }
 

@@ -87,7 +87,9 @@ pub use dsh_contain::{Limits as TaskLimits, Mode as ContainmentMode};
 pub use env::DSH_ENV_PREFIX;
 pub use errors::{ProcessError, SpawnError, os_error_text};
 pub use ids::ProcessId;
-pub use input::{INPUT_QUEUE_BYTES, InputChannel, InputError, InputItem, InputState};
+pub use input::{
+    INPUT_QUEUE_BYTES, InputChannel, InputError, InputItem, InputState, KeyInput, PipeKey,
+};
 pub use input_driver::{AFTER_WRITE, CHECK_BACKED_OFF, CHECK_EVERY, SETTLE};
 pub use lock::lock_unpoisoned;
 pub use manager::ProcessManager;

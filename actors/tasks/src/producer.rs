@@ -91,6 +91,21 @@ pub trait TaskProducer: Send + 'static {
         Box::pin(std::future::pending())
     }
 
+    /// Whether the work takes input and waits for it now (issue 22). The default takes none.
+    fn input(&self) -> crate::TaskInput {
+        crate::TaskInput::None
+    }
+    /// Writes to the work's input, in order; never blocks. The default takes none.
+    fn write(&self, items: Vec<crate::TaskInputItem>) -> Result<(), crate::WriteRefusal> {
+        let _ = items;
+        Err(crate::WriteRefusal::NoInput)
+    }
+    /// Resolves once the work waits for input (now or later). Like
+    /// [`output_matches`](TaskProducer::output_matches), it must start watching when called. The
+    /// default never resolves.
+    fn input_waiting(&self) -> BoxFuture<'static, ()> {
+        Box::pin(std::future::pending())
+    }
     /// Bytes of memory this work holds once it has ended: its output in memory (the buffers, not
     /// just the bytes in them) and its own records, in [`heap_block_bytes`](crate::heap_block_bytes)
     /// terms; the registry adds what its own record costs. Retention bounds the sum over finished

@@ -269,6 +269,30 @@ impl TaskTable {
         })
     }
 
+    /// A write to the task's input: refused when it takes none or has ended.
+    pub(crate) fn write(
+        &mut self,
+        id: &str,
+        caller: Option<&str>,
+        items: Vec<crate::TaskInputItem>,
+    ) -> Result<(), TaskError> {
+        let record = self.access(id, caller)?;
+        if record.settled() {
+            return Err(match record.producer.input() {
+                crate::TaskInput::None => TaskError::NoInput(id.to_owned()),
+                _ => TaskError::InputClosed(id.to_owned()),
+            });
+        }
+        record
+            .producer
+            .write(items)
+            .map_err(|refusal| match refusal {
+                crate::WriteRefusal::NoInput => TaskError::NoInput(id.to_owned()),
+                crate::WriteRefusal::Closed => TaskError::InputClosed(id.to_owned()),
+                crate::WriteRefusal::Full => TaskError::InputFull,
+            })
+    }
+
     pub(crate) fn kill(&mut self, id: &str, caller: Option<&str>) -> Result<KillReply, TaskError> {
         let record = self.access(id, caller)?;
         let newly_reported = record.settled() && !record.reported;

@@ -1,7 +1,7 @@
 //! The Landlock backend, applied in the spawn: no launcher process. A ruleset is built here, in the
 //! unconfined parent, once per policy (cached), and the `clone3` child restricts itself with it
 //! right before exec (`dsh_contain::landlock`). Grants: read and execute below `/`, write to
-//! `/dev/null`; `workspace-write` adds `/tmp` and the workspace root. `--network deny` adds TCP
+//! `/dev/null` and `/dev/tty` (the command's own terminal, if it has one); `workspace-write` adds `/tmp` and the workspace root. `--network deny` adds TCP
 //! bind/connect rules (ABI ≥ 4); signal scoping (ABI ≥ 6) stops a command from signalling dsh or
 //! its agent. Enforcement `full` from ABI 3 (truncate is controlled), else `partial`.
 //!
@@ -28,7 +28,9 @@ const MAX_CACHED_RULESETS: usize = 64;
 
 /// The Landlock grants for a policy (also what a launcher applies to itself).
 pub fn landlock_spec(config: &LocalSandboxConfig, policy: &SandboxPolicy) -> RulesetSpec {
-    let mut writable = vec![PathBuf::from("/dev/null")];
+    // `/dev/tty` is the process's own controlling terminal: a `tty: true` command's pty (programs
+    // such as `ssh-keygen` and `less` open it by name); without a terminal it opens nothing (ENXIO).
+    let mut writable = vec![PathBuf::from("/dev/null"), PathBuf::from("/dev/tty")];
     if policy.mode == SandboxMode::WorkspaceWrite {
         // Canonical, as every writable path must be (a host whose /tmp is a link to /var/tmp).
         writable.push(std::fs::canonicalize("/tmp").unwrap_or_else(|_| PathBuf::from("/tmp")));

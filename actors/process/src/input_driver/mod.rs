@@ -36,7 +36,7 @@ use tokio::net::unix::pipe;
 use tokio::time::{Instant, sleep_until};
 
 use crate::containment::Contained;
-use crate::input::{InputChannel, InputItem, InputState};
+use crate::input::{InputChannel, InputItem, InputState, PipeKey};
 use crate::lock::lock_unpoisoned;
 use crate::outcome::StreamKind;
 use crate::shared_output::{Live, SharedOutput};
@@ -258,14 +258,27 @@ impl InputDriver {
                 self.pending = Some((bytes, 0));
                 None
             }
-            (InputItem::Interrupt, End::Pipe(_)) => Some(Step::Interrupt),
-            (InputItem::EndOfInput, End::Pipe(sender)) => {
-                *sender = None;
-                self.channel.close();
-                Some(Step::Quiet)
+            (InputItem::Key(key), End::Terminal(end)) => {
+                let bytes = if end.terminal.application_cursor() {
+                    key.application
+                } else {
+                    key.normal
+                };
+                self.pending = Some((bytes.to_vec(), 0));
+                None
             }
-            // Under a terminal, keys are bytes (`C-c` is 0x03 for the line discipline).
-            (InputItem::Interrupt | InputItem::EndOfInput, End::Terminal(_)) => Some(Step::Quiet),
+            (InputItem::Key(key), End::Pipe(sender)) => match key.on_pipe {
+                PipeKey::Bytes(bytes) => {
+                    self.pending = Some((bytes.to_vec(), 0));
+                    None
+                }
+                PipeKey::Interrupt => Some(Step::Interrupt),
+                PipeKey::EndOfInput => {
+                    *sender = None;
+                    self.channel.close();
+                    Some(Step::Quiet)
+                }
+            },
         }
     }
 

@@ -194,6 +194,12 @@ impl Terminal {
         parser.screen().alternate_screen() || parser.callbacks().redrawn
     }
 
+    /// Whether the program asked for application cursor keys (DECCKM: `ESC O A` instead of
+    /// `ESC [ A` for Up), which decides the bytes of the cursor keys written to it.
+    pub fn application_cursor(&mut self) -> bool {
+        self.parser().screen().application_cursor()
+    }
+
     /// The main screen from the cursor's row down to the last non-blank row, trailing blanks
     /// trimmed: the partial last line (a prompt, a progress bar's current state).
     pub fn partial(&mut self) -> String {

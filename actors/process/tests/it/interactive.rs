@@ -79,7 +79,14 @@ async fn an_open_stdin_is_seen_waiting_and_closed_with_end_of_input() {
     .await;
     // `cat` now waits on the same pipe; end of input ends it.
     assert_eq!(waiting(&spawned.output).await, InputState::Waiting);
-    spawned.output.write(vec![InputItem::EndOfInput]).unwrap();
+    spawned
+        .output
+        .write(vec![InputItem::Key(KeyInput {
+            normal: b"\x04",
+            application: b"\x04",
+            on_pipe: PipeKey::EndOfInput,
+        })])
+        .unwrap();
     let out = within(SOON, spawned.output.settled()).await.unwrap();
     assert_eq!(out.stdout.text, "in: hello\ndone\n");
     h.shutdown().await;

@@ -145,6 +145,9 @@ fn drained_bytes(spill_paths: &[PathBuf]) -> usize {
 pub(crate) struct Drained {
     pub spill_paths: Vec<PathBuf>,
     pub sandbox: Option<crate::SandboxFacts>,
+    /// Whether the work took input (its input is closed now): a write says "finished", not
+    /// "takes no input".
+    pub took_input: bool,
 }
 
 impl TaskProducer for Drained {
@@ -159,6 +162,14 @@ impl TaskProducer for Drained {
 
     fn finished(&self) -> BoxFuture<'static, TaskStatus> {
         Box::pin(std::future::pending())
+    }
+
+    fn input(&self) -> crate::TaskInput {
+        if self.took_input {
+            crate::TaskInput::Closed
+        } else {
+            crate::TaskInput::None
+        }
     }
 
     fn retained_bytes(&self) -> usize {

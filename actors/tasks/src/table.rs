@@ -237,6 +237,7 @@ impl TaskTable {
             let drained = Drained {
                 spill_paths: output.spill_paths.clone(),
                 sandbox: output.sandbox.clone(),
+                took_input: record.producer.input() != crate::TaskInput::None,
             };
             let kept = drained.retained_bytes() + record_bytes(id, record);
             record.producer = Arc::new(drained);

@@ -1,0 +1,234 @@
+//! Interactive programs (issue 22) through the runtime handle: `bash` with `tty` or `stdin: "open"`
+//! returns the moment the command waits for input, `bash_write` answers it, and bad writes get
+//! the contract's errors. Every test kills what it starts and checks that nothing is left.
+
+use std::time::{Duration, Instant};
+
+use crate::common::*;
+use dsh_test_support::procfs::live_with_cmdline;
+use serde_json::{Value, json};
+
+/// `bash` with `tty: true`.
+fn tty(command: &str) -> Value {
+    json!({"command": command, "description": "interactive", "tty": true})
+}
+
+/// The task id of a `[waiting for …; moved to background task <id>; …]` reply.
+fn moved_task(text: &str) -> String {
+    let rest = text
+        .split("moved to background task ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("not moved: {text:?}"));
+    rest.split(';').next().unwrap().to_owned()
+}
+
+async fn write(rt: &dsh::Runtime, args: Value) -> dsh::ToolResult {
+    call(rt, "bash_write", args).await
+}
+
+/// Waits until no process with `marker` in its command line is left.
+async fn none_left(marker: &str) {
+    let deadline = Instant::now() + SOON;
+    while !live_with_cmdline(marker).is_empty() {
+        assert!(Instant::now() < deadline, "{marker} still running");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[actix_rt::test]
+async fn a_prompt_returns_the_call_and_bash_write_answers_it() {
+    let (rt, _s) = runtime();
+    let began = Instant::now();
+    let r = call(&rt, "bash", tty("read -p 'name? ' x; echo got $x")).await;
+    assert!(!r.is_error, "{}", r.text);
+    assert!(began.elapsed() < SOON, "{:?}", began.elapsed());
+    let id = moved_task(&r.text);
+    assert_eq!(
+        r.text,
+        format!(
+            "name?\n[waiting for input; moved to background task {id}; answer with bash_write]"
+        )
+    );
+    let structured = r
+        .outcome
+        .as_ref()
+        .map(dsh::ToolOutcome::structured)
+        .unwrap();
+    assert_eq!(structured["waiting_for_input"], true);
+    assert_eq!(structured["input_hidden"], false);
+    let status = call(&rt, "bash_output", json!({"task_id": id})).await;
+    assert!(
+        status.text.ends_with("[status: waiting for input]"),
+        "{}",
+        status.text
+    );
+    let r = write(
+        &rt,
+        json!({"task_id": id, "input": "bob", "keys": ["Enter"]}),
+    )
+    .await;
+    assert!(!r.is_error, "{}", r.text);
+    assert!(r.text.contains("got bob"), "{}", r.text);
+    assert!(
+        r.text.ends_with("[status: completed, exit code: 0]"),
+        "{}",
+        r.text
+    );
+    assert!(
+        !r.text.contains('\x1b') && !r.text.contains('\r'),
+        "{:?}",
+        r.text
+    );
+    finish(rt).await;
+}
+
+#[actix_rt::test]
+async fn a_password_prompt_is_hidden_input() {
+    let (rt, _s) = runtime();
+    let r = call(
+        &rt,
+        "bash",
+        tty("read -s -p 'password: ' pw; echo; echo length ${#pw}"),
+    )
+    .await;
+    let id = moved_task(&r.text);
+    assert!(
+        r.text.ends_with(&format!(
+            "[waiting for hidden input; moved to background task {id}; answer with bash_write]"
+        )),
+        "{}",
+        r.text
+    );
+    let r = write(&rt, json!({"task_id": id, "input": "hunter2\n"})).await;
+    assert!(r.text.contains("length 7"), "{}", r.text);
+    assert!(!r.text.contains("hunter2"), "{}", r.text);
+    finish(rt).await;
+}
+
+#[actix_rt::test]
+async fn python_input_with_an_open_stdin() {
+    let (rt, _s) = runtime();
+    let r = call(
+        &rt,
+        "bash",
+        json!({"command": "python3 -c 'print(\"hi \" + input())'", "description": "python", "stdin": "open"}),
+    )
+    .await;
+    let id = moved_task(&r.text);
+    assert!(
+        r.text.starts_with("(no output)\n[waiting for input;"),
+        "{}",
+        r.text
+    );
+    let r = write(
+        &rt,
+        json!({"task_id": id, "input": "there", "keys": ["Enter"]}),
+    )
+    .await;
+    assert_eq!(r.text, "hi there\n[status: completed, exit code: 0]");
+    finish(rt).await;
+}
+
+#[actix_rt::test]
+async fn ctrl_c_on_a_terminal_kills_a_sleep() {
+    let (rt, _s) = runtime();
+    let marker = "dsh-i22-lib-ctrlc-7781";
+    let r = call(
+        &rt,
+        "bash",
+        json!({"command": format!("exec -a {marker} sleep 300"), "description": "sleep",
+               "tty": true, "run_in_background": true}),
+    )
+    .await;
+    let id = r
+        .text
+        .strip_prefix("started background task ")
+        .unwrap()
+        .to_owned();
+    let deadline = Instant::now() + SOON;
+    while live_with_cmdline(marker).is_empty() {
+        assert!(Instant::now() < deadline, "never started");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let r = write(&rt, json!({"task_id": id, "keys": ["C-c"]})).await;
+    // The terminal echoes the interrupt as `^C`, as a terminal does.
+    assert_eq!(r.text, "^C\n[status: killed by SIGINT]");
+    none_left(marker).await;
+    finish(rt).await;
+}
+
+#[actix_rt::test]
+async fn bad_writes_get_clear_errors() {
+    let (rt, _s) = runtime();
+    let r = write(&rt, json!({"task_id": "bash-99", "input": "x"})).await;
+    assert!(r.is_error);
+    assert_eq!(r.text, "Error: unknown bash task \"bash-99\"");
+    let plain = start_bg(&rt, None, "sleep 300").await;
+    let r = write(&rt, json!({"task_id": plain, "input": "x"})).await;
+    assert_eq!(
+        r.text,
+        format!("Error: task {plain} takes no input (start it with tty: true or stdin: \"open\")")
+    );
+    call(&rt, "bash_kill", json!({"task_id": plain})).await;
+    let r = call(&rt, "bash", tty("read x")).await;
+    let id = moved_task(&r.text);
+    let r = write(&rt, json!({"task_id": id, "keys": ["Enter", "Hyper"]})).await;
+    assert!(r.is_error);
+    assert!(
+        r.text
+            .starts_with("Error: invalid keys: unknown key \"Hyper\"; known keys: Enter, Tab"),
+        "{}",
+        r.text
+    );
+    let r = write(&rt, json!({"task_id": id, "keys": ["Enter"]})).await;
+    assert!(
+        r.text.ends_with("[status: completed, exit code: 0]"),
+        "{}",
+        r.text
+    );
+    let r = write(&rt, json!({"task_id": id, "input": "late"})).await;
+    assert_eq!(
+        r.text,
+        format!("Error: task {id} has finished; its input is closed")
+    );
+    finish(rt).await;
+}
+
+/// One runtime through a long day: several interactive tasks at once, one of them timed out and
+/// one killed, then plain commands as before.
+#[actix_rt::test]
+async fn a_long_day_of_interactive_tasks_then_plain_commands() {
+    let (rt, _s) = runtime();
+    let marker = "dsh-i22-longday-5113";
+    let mut waiting = Vec::new();
+    for i in 0..4 {
+        let r = call(
+            &rt,
+            "bash",
+            tty(&format!("read -p 'q{i}? ' a; echo a{i}=$a")),
+        )
+        .await;
+        waiting.push(moved_task(&r.text));
+    }
+    // A foreground tty call that does not wait for input times out as any call does.
+    let r = call(
+        &rt,
+        "bash",
+        json!({"command": format!("exec -a {marker}-t sleep 300"), "description": "t",
+               "tty": true, "timeoutMs": 300}),
+    )
+    .await;
+    assert!(r.text.contains("[timed out after 300ms]"), "{}", r.text);
+    // One waiting task is killed instead of answered.
+    let killed = waiting.pop().unwrap();
+    let r = call(&rt, "bash_kill", json!({"task_id": killed})).await;
+    assert!(!r.is_error, "{}", r.text);
+    for (i, id) in waiting.iter().enumerate() {
+        let r = write(&rt, json!({"task_id": id, "input": format!("v{i}\n")})).await;
+        assert!(r.text.contains(&format!("a{i}=v{i}")), "{}", r.text);
+    }
+    let r = bash(&rt, "echo still fine").await;
+    assert_eq!(r.text, "still fine\n");
+    none_left(marker).await;
+    finish(rt).await;
+}

@@ -232,3 +232,91 @@ async fn a_long_day_of_interactive_tasks_then_plain_commands() {
     none_left(marker).await;
     finish(rt).await;
 }
+
+#[actix_rt::test]
+async fn a_python_repl_takes_several_exchanges() {
+    let (rt, _s) = runtime();
+    let r = call(&rt, "bash", tty("python3 -q -i")).await;
+    let id = moved_task(&r.text);
+    assert!(r.text.starts_with(">>>"), "{}", r.text);
+    for (input, expected) in [("6*7", "42"), ("'ab'*2", "'abab'"), ("len('dsh')", "3")] {
+        let r = write(
+            &rt,
+            json!({"task_id": id, "input": input, "keys": ["Enter"]}),
+        )
+        .await;
+        assert!(r.text.contains(expected), "{input}: {}", r.text);
+        assert!(
+            r.text.ends_with("[status: waiting for input]"),
+            "{}",
+            r.text
+        );
+        assert!(!r.text.contains('\x1b'), "{:?}", r.text);
+    }
+    let r = write(&rt, json!({"task_id": id, "keys": ["C-d"]})).await;
+    assert!(
+        r.text.ends_with("[status: completed, exit code: 0]"),
+        "{}",
+        r.text
+    );
+    finish(rt).await;
+}
+
+#[actix_rt::test]
+async fn a_progress_bar_reads_as_its_final_state() {
+    let (rt, _s) = runtime();
+    let r = call(
+        &rt,
+        "bash",
+        json!({"command": "for i in $(seq 1 100); do printf '\\rprogress %3d%%' $i; done; echo; echo done",
+               "description": "bar", "tty": true}),
+    )
+    .await;
+    assert_eq!(r.text, "progress 100%\ndone\n");
+    finish(rt).await;
+}
+
+#[actix_rt::test]
+async fn less_reads_as_its_screen() {
+    let (rt, _s) = runtime();
+    let r = call(
+        &rt,
+        "bash",
+        tty("seq 1 200 | sed 's/^/line /' > /tmp/dsh-i22-less.txt; less /tmp/dsh-i22-less.txt"),
+    )
+    .await;
+    let id = moved_task(&r.text);
+    assert!(
+        r.text.contains("line 1\n") && r.text.contains("line 39"),
+        "{}",
+        r.text
+    );
+    assert!(!r.text.contains("line 41\n"), "{}", r.text);
+    let r = write(&rt, json!({"task_id": id, "keys": ["PageDown"]})).await;
+    assert!(r.text.contains("line 50"), "{}", r.text);
+    let r = write(&rt, json!({"task_id": id, "input": "q"})).await;
+    assert!(
+        r.text.ends_with("[status: completed, exit code: 0]"),
+        "{}",
+        r.text
+    );
+    let _ = std::fs::remove_file("/tmp/dsh-i22-less.txt");
+    finish(rt).await;
+}
+
+#[actix_rt::test]
+async fn a_program_blocked_on_a_socket_is_not_waiting_for_input() {
+    let (rt, _s) = runtime();
+    let marker = "dsh-i22-socket-6121";
+    let r = call(
+        &rt,
+        "bash",
+        json!({"command": format!(
+            "python3 -c 'import socket,sys; s=socket.socket(); s.bind((\"127.0.0.1\",0)); s.listen(); s.accept()' {marker}"),
+            "description": "socket", "tty": true, "timeoutMs": 1500}),
+    )
+    .await;
+    assert!(r.text.contains("[timed out after 1500ms]"), "{}", r.text);
+    none_left(marker).await;
+    finish(rt).await;
+}

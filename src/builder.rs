@@ -100,7 +100,13 @@ impl RuntimeBuilder {
         self.bash.on_timeout = on_timeout;
         self
     }
-    /// Offer background tasks (`run_in_background`, `bash_output`, `bash_kill`). Default on.
+    /// The terminal size of `tty: true` commands (default 40 rows x 120 columns).
+    pub fn tty_size(mut self, size: dsh_bash::TerminalSize) -> Self {
+        self.bash.tty_size = size;
+        self
+    }
+    /// Offer background tasks (`run_in_background`, `bash_output`, `bash_write`, `bash_kill`).
+    /// Default on.
     pub fn background(mut self, enabled: bool) -> Self {
         self.background = enabled;
         self

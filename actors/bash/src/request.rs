@@ -25,7 +25,8 @@ pub struct BashExecRequest {
     pub stdin: Option<Vec<u8>>,
     /// How the command takes input after its start (issue 22): closed (the default), an open
     /// stdin pipe, or a terminal. A foreground run with input open also returns when the command
-    /// waits for it ([`RunEnding::MovedToBackground`](crate::RunEnding::MovedToBackground)).
+    /// waits for it ([`RunEnding::MovedToBackground`](crate::RunEnding::MovedToBackground)). A
+    /// terminal's size is the executor's ([`BashConfig::tty_size`](crate::BashConfig::tty_size)).
     pub input: dsh_process::InputMode,
     /// Ordinary variables set over the scrubbed ambient environment; `DSH_*` names are refused.
     pub env: Option<BTreeMap<String, String>>,

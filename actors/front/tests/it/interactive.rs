@@ -90,3 +90,16 @@ fn the_binary_returns_at_a_prompt_and_bash_write_answers_it() {
         "the waiting task was left running"
     );
 }
+
+#[test]
+fn the_binary_gives_a_terminal_the_tty_size() {
+    let mut server = jsonl_server::Server::start(&["--tty-size", "10x30"]).unwrap();
+    server.call_as(
+        "s",
+        "size",
+        "bash",
+        jsonl_server::bash("stty size; echo $TERM", json!({"tty": true})),
+    );
+    assert_eq!(server.text("size"), "10 30\nxterm-256color\n");
+    server.finish();
+}

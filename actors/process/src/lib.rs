@@ -90,7 +90,7 @@ pub use ids::ProcessId;
 pub use input::{
     INPUT_QUEUE_BYTES, InputChannel, InputError, InputItem, InputState, KeyInput, PipeKey,
 };
-pub use input_driver::{AFTER_WRITE, CHECK_BACKED_OFF, CHECK_EVERY, SETTLE};
+pub use input_driver::{AFTER_WRITE, CHECK_BACKED_OFF, CHECK_EVERY, HIBERNATE_AFTER, SETTLE};
 pub use lock::lock_unpoisoned;
 pub use manager::ProcessManager;
 pub use messages::{

@@ -59,6 +59,8 @@ pub const CHECK_BACKED_OFF: Duration = Duration::from_millis(400);
 pub(crate) const CHECK_WHILE_WAITING: Duration = Duration::from_millis(500);
 /// After a write of ours, a wait counts only once output arrived or this much time passed.
 pub const AFTER_WRITE: Duration = Duration::from_millis(50);
+/// A terminal waiting for input this long without output hibernates (`Terminal::hibernate`).
+pub const HIBERNATE_AFTER: Duration = Duration::from_secs(2);
 /// Bytes asked for per read of the master.
 const READ_SIZE: usize = 16 * 1024;
 
@@ -399,5 +401,14 @@ impl InputDriver {
         };
         let idle = self.pending.is_none() && !self.channel.has_queued();
         self.watch.judge(now, verdict, idle, &self.channel);
+        // A terminal that has waited quietly for a while sleeps as its redraw sequences (a few
+        // KiB instead of its grid); its live text is kept, and the next output or key wakes it.
+        if self.watch.published.is_waiting()
+            && now.duration_since(self.watch.last_output) >= HIBERNATE_AFTER
+            && let End::Terminal(end) = &mut self.end
+            && end.terminal.hibernate()
+        {
+            tracing::trace!("an idle terminal sleeps");
+        }
     }
 }

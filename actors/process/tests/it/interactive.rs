@@ -158,3 +158,24 @@ async fn more_than_the_queue_holds_is_refused() {
     h.kill(spawned.id).await;
     h.shutdown().await;
 }
+
+#[actix_rt::test]
+async fn a_terminal_that_slept_while_waiting_wakes_up_as_it_was() {
+    let h = Harness::new();
+    let spawned = h
+        .spawn(terminal(
+            &h,
+            "echo first line; read -p 'again? ' x; echo got $x",
+        ))
+        .await
+        .unwrap();
+    assert_eq!(waiting(&spawned.output).await, InputState::Waiting);
+    // Time itself is the condition here: the driver puts a terminal that waited quietly for
+    // HIBERNATE_AFTER to sleep on one of its next checks (every 500 ms while waiting).
+    tokio::time::sleep(HIBERNATE_AFTER + Duration::from_millis(1200)).await;
+    assert_eq!(spawned.output.live(), Live::Line("again?".into()));
+    spawned.output.write(bytes("yes\r")).unwrap();
+    let out = within(SOON, spawned.output.settled()).await.unwrap();
+    assert_eq!(out.stdout.text, "first line\nagain? yes\ngot yes\n");
+    h.shutdown().await;
+}

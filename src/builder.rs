@@ -36,6 +36,7 @@ pub struct RuntimeBuilder {
     pub(crate) retention_policies: Vec<Box<dyn RetentionPolicy>>,
     pub(crate) registry: RegistryConfig,
     pub(crate) containment: ContainmentConfig,
+    pub(crate) max_terminals: usize,
     pub(crate) sandbox: Option<(SandboxMode, SandboxSource)>,
 }
 
@@ -53,6 +54,7 @@ impl Default for RuntimeBuilder {
             retention_policies: Vec::new(),
             registry: RegistryConfig::default(),
             containment: ContainmentConfig::default(),
+            max_terminals: dsh_process::DEFAULT_MAX_TERMINALS,
             sandbox: None,
         }
     }
@@ -98,6 +100,12 @@ impl RuntimeBuilder {
     /// a background task of its caller (needs background work enabled; otherwise it is killed).
     pub fn on_timeout(mut self, on_timeout: OnTimeout) -> Self {
         self.bash.on_timeout = on_timeout;
+        self
+    }
+    /// The most `tty: true` commands running at once (default 64); a terminal start beyond it is
+    /// the error `too many terminals: …`.
+    pub fn max_ttys(mut self, n: usize) -> Self {
+        self.max_terminals = n;
         self
     }
     /// The terminal size of `tty: true` commands (default 40 rows x 120 columns).

@@ -192,6 +192,9 @@ pub struct RuntimeFlags {
     /// What a foreground call that reaches its timeout becomes.
     #[arg(long, value_parser = words(ON_TIMEOUT), default_value_t = OnTimeout::default())]
     pub on_timeout: OnTimeout,
+    /// The most `tty: true` commands running at once; beyond it a start is an error.
+    #[arg(long, value_name = "N", default_value_t = dsh::actors::process::DEFAULT_MAX_TERMINALS)]
+    pub max_ttys: usize,
     /// The terminal size of `tty: true` commands, ROWSxCOLS (each 1 to 1000).
     #[arg(long, value_name = "ROWSxCOLS", value_parser = tty_size, default_value = "40x120")]
     pub tty_size: dsh::TerminalSize,
@@ -243,6 +246,7 @@ impl RuntimeFlags {
             .keep_spill(self.keep_spill)
             .on_timeout(self.on_timeout)
             .tty_size(self.tty_size)
+            .max_ttys(self.max_ttys)
             .max_finished_tasks(self.max_finished_tasks)
             .retained_output_bytes(
                 usize::try_from(self.retained_output_bytes.0).unwrap_or(usize::MAX),

@@ -75,6 +75,7 @@ mod stragglers;
 mod table;
 mod tail;
 pub mod terminal;
+mod terminal_slots;
 mod watchdog_link;
 
 pub use abort::{AbortSignal, ensure_not_aborted, wait_abort};
@@ -105,6 +106,7 @@ pub use policy::{
 pub use scan::{ScanWatch, StreamScan};
 pub use shared_output::{Live, SharedOutput};
 pub use spec::{InputMode, ProcessSpawnSpec, QueuedNotice};
+pub use terminal_slots::DEFAULT_MAX_TERMINALS;
 pub use watchdog_link::{
     MAX_RESTARTS_IN_A_ROW as WATCHDOG_RESTARTS_IN_A_ROW, WatchdogCommand, WatchdogStatus,
 };

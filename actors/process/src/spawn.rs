@@ -54,6 +54,8 @@ pub(crate) struct Started {
     pub stdin_writer: Option<JoinHandle<()>>,
     /// The runtime's end of an open input.
     pub input: StartedInput,
+    /// Under a terminal, its slot of the manager's cap, held until the driver settles.
+    pub terminal_slot: Option<crate::terminal_slots::TerminalSlot>,
 }
 
 /// The runtime's end of a child's input after the start.
@@ -390,6 +392,7 @@ impl RawChild {
             stderr,
             stdin_writer,
             input,
+            terminal_slot: None,
         })
     }
 }

@@ -99,6 +99,8 @@ pub(crate) struct Driver {
     stdin_writer: Option<JoinHandle<()>>,
     /// The input and terminal of an interactive process.
     input: Option<InputDriver>,
+    /// Its slot of the manager's terminal cap, given back when the driver is done.
+    _terminal_slot: Option<crate::terminal_slots::TerminalSlot>,
     output: SharedOutput,
     settle_signal: SettleSignal,
     grace: Duration,
@@ -155,6 +157,7 @@ impl Driver {
             stderr: started.stderr,
             stdin_writer: started.stdin_writer,
             input,
+            _terminal_slot: started.terminal_slot,
             output: output.clone(),
             settle_signal,
             grace: spec.grace,

@@ -21,6 +21,7 @@ fn table(policy: Box<dyn ProcessPolicy>, spill: &tempfile::TempDir) -> ProcessTa
         keep_spill: false,
         policy,
         containment: Default::default(),
+        max_terminals: 64,
     };
     let mut table = ProcessTable::new(config, AmbientEnv::capture(std::env::vars_os()));
     // No real group is ever left behind by these tests.

@@ -179,3 +179,34 @@ async fn a_terminal_that_slept_while_waiting_wakes_up_as_it_was() {
     assert_eq!(out.stdout.text, "first line\nagain? yes\ngot yes\n");
     h.shutdown().await;
 }
+
+#[actix_rt::test]
+async fn terminals_beyond_the_cap_are_refused_until_one_ends() {
+    let h = Harness::with_max_terminals(2);
+    let first = h.spawn(terminal(&h, "read x")).await.unwrap();
+    let second = h.spawn(terminal(&h, "read x")).await.unwrap();
+    let err = h.spawn(terminal(&h, "read x")).await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "too many terminals: at most 2 tty tasks run at once (--max-ttys); wait for one to finish or stop one with bash_kill"
+    );
+    // Pipes are not terminals.
+    let mut open = h.spec("true");
+    open.input = InputMode::Open;
+    h.spawn(open).await.unwrap();
+    first.output.write(bytes("\r")).unwrap();
+    within(SOON, first.output.settled()).await.unwrap();
+    let third = within(SOON, async {
+        // The slot is given back as the driver finishes, just after it settled.
+        loop {
+            if let Ok(third) = h.spawn(terminal(&h, "true")).await {
+                return third;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    within(SOON, third.output.settled()).await.unwrap();
+    h.kill(second.id).await;
+    h.shutdown().await;
+}

@@ -320,3 +320,132 @@ async fn a_program_blocked_on_a_socket_is_not_waiting_for_input() {
     none_left(marker).await;
     finish(rt).await;
 }
+
+#[actix_rt::test]
+async fn node_and_an_interactive_bash_wait_at_their_prompts() {
+    let (rt, _s) = runtime();
+    let r = call(&rt, "bash", tty("node")).await;
+    let node = moved_task(&r.text);
+    let r = write(
+        &rt,
+        json!({"task_id": node, "input": "[1,2,3].map(x => x * 2).join('-')", "keys": ["Enter"]}),
+    )
+    .await;
+    assert!(r.text.contains("'2-4-6'"), "{}", r.text);
+    assert!(
+        r.text.ends_with("[status: waiting for input]"),
+        "{}",
+        r.text
+    );
+    let r = call(&rt, "bash", tty("PS1='sh$ ' bash --norc -i")).await;
+    let shell = moved_task(&r.text);
+    assert!(r.text.starts_with("sh$"), "{}", r.text);
+    let r = write(
+        &rt,
+        json!({"task_id": shell, "input": "echo $((6*7))", "keys": ["Enter"]}),
+    )
+    .await;
+    assert!(r.text.contains("\n42\n"), "{}", r.text);
+    assert!(
+        r.text.ends_with("[status: waiting for input]"),
+        "{}",
+        r.text
+    );
+    let r = write(
+        &rt,
+        json!({"task_id": shell, "input": "exit", "keys": ["Enter"]}),
+    )
+    .await;
+    assert!(
+        r.text.ends_with("[status: completed, exit code: 0]"),
+        "{}",
+        r.text
+    );
+    let r = write(
+        &rt,
+        json!({"task_id": node, "input": ".exit", "keys": ["Enter"]}),
+    )
+    .await;
+    assert!(
+        r.text.ends_with("[status: completed, exit code: 0]"),
+        "{}",
+        r.text
+    );
+    finish(rt).await;
+}
+
+#[actix_rt::test]
+async fn ssh_keygen_asks_for_a_hidden_passphrase_twice() {
+    let (rt, _s) = runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("k");
+    let r = call(
+        &rt,
+        "bash",
+        tty(&format!("ssh-keygen -q -t ed25519 -f {}", key.display())),
+    )
+    .await;
+    let id = moved_task(&r.text);
+    assert!(r.text.contains("[waiting for hidden input;"), "{}", r.text);
+    let r = write(
+        &rt,
+        json!({"task_id": id, "input": "correct horse", "keys": ["Enter"]}),
+    )
+    .await;
+    assert!(
+        r.text.ends_with("[status: waiting for hidden input]"),
+        "{}",
+        r.text
+    );
+    let r = write(
+        &rt,
+        json!({"task_id": id, "input": "correct horse", "keys": ["Enter"]}),
+    )
+    .await;
+    assert!(
+        r.text.ends_with("[status: completed, exit code: 0]"),
+        "{}",
+        r.text
+    );
+    assert!(!r.text.contains("correct horse"), "{}", r.text);
+    assert!(key.exists());
+    finish(rt).await;
+}
+
+#[actix_rt::test]
+async fn cat_with_an_open_stdin_ends_with_c_d() {
+    let (rt, _s) = runtime();
+    let r = call(
+        &rt,
+        "bash",
+        json!({"command": "cat; echo end", "description": "cat", "stdin": "open"}),
+    )
+    .await;
+    let id = moved_task(&r.text);
+    let r = write(
+        &rt,
+        json!({"task_id": id, "input": "one", "keys": ["Enter"]}),
+    )
+    .await;
+    assert_eq!(r.text, "one\n[status: waiting for input]");
+    let r = write(&rt, json!({"task_id": id, "keys": ["C-d"]})).await;
+    assert_eq!(r.text, "end\n[status: completed, exit code: 0]");
+    finish(rt).await;
+}
+
+#[actix_rt::test]
+async fn a_background_job_reading_the_terminal_while_the_foreground_computes_is_not_waiting() {
+    let (rt, _s) = runtime();
+    let marker = "dsh-i22-bgjob-3307";
+    // The background job is stopped by SIGTTIN at its read; the foreground program sleeps.
+    let r = call(
+        &rt,
+        "bash",
+        json!({"command": format!("set -m; (read x) & exec -a {marker} sleep 300"),
+               "description": "job", "tty": true, "timeoutMs": 1500}),
+    )
+    .await;
+    assert!(r.text.contains("[timed out after 1500ms]"), "{}", r.text);
+    none_left(marker).await;
+    finish(rt).await;
+}

@@ -449,3 +449,35 @@ async fn a_background_job_reading_the_terminal_while_the_foreground_computes_is_
     none_left(marker).await;
     finish(rt).await;
 }
+
+#[actix_rt::test]
+async fn a_hundred_terminal_tasks_wait_at_once_and_are_answered() {
+    // The default --max-ttys is 64.
+    let (rt, _s) = runtime_with(|b| b.max_ttys(100));
+    let starts = (0..100).map(|i| {
+        let rt = &rt;
+        async move {
+            let r = call(
+                rt,
+                "bash",
+                tty(&format!("read -p 'n{i}? ' x; echo r{i}=$x")),
+            )
+            .await;
+            (i, moved_task(&r.text))
+        }
+    });
+    let tasks = futures::future::join_all(starts).await;
+    let answers = tasks.iter().map(|(i, id)| {
+        let rt = &rt;
+        async move {
+            let r = write(
+                rt,
+                json!({"task_id": id, "input": format!("{i}"), "keys": ["Enter"]}),
+            )
+            .await;
+            assert!(r.text.contains(&format!("r{i}={i}")), "{}", r.text);
+        }
+    });
+    futures::future::join_all(answers).await;
+    finish(rt).await;
+}

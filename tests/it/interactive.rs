@@ -481,3 +481,26 @@ async fn a_hundred_terminal_tasks_wait_at_once_and_are_answered() {
     futures::future::join_all(answers).await;
     finish(rt).await;
 }
+
+#[actix_rt::test]
+async fn without_background_tasks_input_is_refused() {
+    let (rt, _s) = runtime_with(|b| b.background(false));
+    let r = call(&rt, "bash", tty("read x")).await;
+    assert!(r.is_error);
+    assert_eq!(
+        r.text,
+        "Error: tty and stdin \"open\" need background tasks, which are disabled for this deployment (enableRunInBackground: false)"
+    );
+    let r = call(
+        &rt,
+        "bash_write",
+        json!({"task_id": "bash-1", "input": "x"}),
+    )
+    .await;
+    assert!(
+        r.text.starts_with("Error: unknown tool \"bash_write\""),
+        "{}",
+        r.text
+    );
+    finish(rt).await;
+}

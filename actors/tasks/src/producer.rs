@@ -145,9 +145,9 @@ fn drained_bytes(spill_paths: &[PathBuf]) -> usize {
 pub(crate) struct Drained {
     pub spill_paths: Vec<PathBuf>,
     pub sandbox: Option<crate::SandboxFacts>,
-    /// Whether the work took input (its input is closed now): a write says "finished", not
-    /// "takes no input".
-    pub took_input: bool,
+    /// `Closed` for work that took input (a write says "finished", not "takes no input"), else
+    /// `None`.
+    pub input: crate::TaskInput,
 }
 
 impl TaskProducer for Drained {
@@ -165,11 +165,7 @@ impl TaskProducer for Drained {
     }
 
     fn input(&self) -> crate::TaskInput {
-        if self.took_input {
-            crate::TaskInput::Closed
-        } else {
-            crate::TaskInput::None
-        }
+        self.input
     }
 
     fn retained_bytes(&self) -> usize {

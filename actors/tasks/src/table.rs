@@ -237,7 +237,10 @@ impl TaskTable {
             let drained = Drained {
                 spill_paths: output.spill_paths.clone(),
                 sandbox: output.sandbox.clone(),
-                took_input: record.producer.input() != crate::TaskInput::None,
+                input: match record.producer.input() {
+                    crate::TaskInput::None => crate::TaskInput::None,
+                    _ => crate::TaskInput::Closed,
+                },
             };
             let kept = drained.retained_bytes() + record_bytes(id, record);
             record.producer = Arc::new(drained);

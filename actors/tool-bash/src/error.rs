@@ -35,6 +35,12 @@ pub enum ToolError {
     /// `run_in_background` asked of a composition without background tasks.
     #[error("run_in_background is disabled for this deployment (enableRunInBackground: false)")]
     BackgroundDisabled,
+    /// `tty` or `stdin: "open"` without background tasks: a command that waits for input becomes a
+    /// background task, answered with `bash_write`, which this deployment does not offer.
+    #[error(
+        "tty and stdin \"open\" need background tasks, which are disabled for this deployment (enableRunInBackground: false)"
+    )]
+    InputDisabled,
     /// A one-shot escalation was refused; nothing ran.
     #[error(transparent)]
     Escalation(#[from] EscalationError),
@@ -81,7 +87,7 @@ impl ToolError {
             | ToolError::Aborted
             | ToolError::CommandAborted
             | ToolError::WaitAborted => "ABORTED",
-            ToolError::BackgroundDisabled => "BACKGROUND_DISABLED",
+            ToolError::BackgroundDisabled | ToolError::InputDisabled => "BACKGROUND_DISABLED",
             ToolError::Escalation(_) => "ESCALATION_REFUSED",
             ToolError::Exec { code, .. } => code,
             ToolError::Task(TaskError::Unknown(_)) => "UNKNOWN_TASK",

@@ -172,6 +172,9 @@ async fn bash(
     if args.run_in_background && !config.background {
         return Err(ToolError::BackgroundDisabled);
     }
+    if args.input != CommandInput::Closed && !config.background {
+        return Err(ToolError::InputDisabled);
+    }
     let session = call.caller.as_ref().map(|c| c.session_id.as_str());
     // A foreground run always gets a peek: it also yields the whole-stream byte counts at the end.
     let peek = (!args.run_in_background).then(|| call.peek.clone().unwrap_or_default());

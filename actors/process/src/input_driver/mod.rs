@@ -87,8 +87,17 @@ struct TerminalEnd {
     device: libc::dev_t,
     terminal: Terminal,
     live: Arc<Mutex<Live>>,
+    /// Whether `EIO` was read (every slave descriptor closed).
+    output: MasterOutput,
+}
+
+/// Whether the master still carries output.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum MasterOutput {
+    /// Reads may return output.
+    Open,
     /// `EIO` was read: every slave descriptor closed.
-    ended: bool,
+    Ended,
 }
 
 /// The interactive side of one process's driver.
@@ -131,7 +140,7 @@ impl InputDriver {
                     device,
                     terminal: Terminal::new(size.rows, size.cols),
                     live: live.clone(),
-                    ended: false,
+                    output: MasterOutput::Open,
                 };
                 (End::Terminal(Box::new(end)), Some(live))
             }
@@ -156,7 +165,7 @@ impl InputDriver {
     pub(crate) fn active(&self) -> bool {
         match &self.end {
             End::Pipe(sender) => sender.is_some(),
-            End::Terminal(end) => !end.ended,
+            End::Terminal(end) => end.output == MasterOutput::Open,
         }
     }
 
@@ -164,7 +173,7 @@ impl InputDriver {
     pub(crate) fn output_done(&self) -> bool {
         match &self.end {
             End::Pipe(_) => true,
-            End::Terminal(end) => end.ended,
+            End::Terminal(end) => end.output == MasterOutput::Ended,
         }
     }
 
@@ -204,11 +213,11 @@ impl InputDriver {
         let chunk = chunk.unwrap_or_default();
         let wake = match &self.end {
             End::Terminal(end) => tokio::select! {
-                ready = end.master.readable(), if !end.ended => {
+                ready = end.master.readable(), if end.output == MasterOutput::Open => {
                     if let Ok(mut guard) = ready { guard.clear_ready(); }
                     Wake::Readable
                 }
-                ready = end.master.writable(), if writing && !end.ended => match ready {
+                ready = end.master.writable(), if writing && end.output == MasterOutput::Open => match ready {
                     Ok(mut guard) => match guard.try_io(|fd| {
                         nix::unistd::write(fd.get_ref(), chunk).map_err(io::Error::from)
                     }) {
@@ -326,7 +335,7 @@ impl InputDriver {
             match nix::unistd::read(end.master.get_ref(), &mut buf) {
                 Ok(0) | Err(nix::errno::Errno::EIO) => {
                     end.terminal.finish();
-                    end.ended = true;
+                    end.output = MasterOutput::Ended;
                     step = Step::EndOfOutput;
                     break;
                 }
@@ -336,21 +345,21 @@ impl InputDriver {
                 Err(err) => {
                     tracing::warn!(%err, "terminal read failed; treating as the end of output");
                     end.terminal.finish();
-                    end.ended = true;
+                    end.output = MasterOutput::Ended;
                     step = Step::EndOfOutput;
                     break;
                 }
             }
         }
         let replies = end.terminal.take_replies();
-        if !end.ended {
+        if end.output == MasterOutput::Open {
             end.terminal.commit();
         }
         let lines = end.terminal.take_lines();
         if !lines.is_empty() {
             output.push(StreamKind::Stdout, lines.as_bytes());
         }
-        let live = if end.ended {
+        let live = if end.output == MasterOutput::Ended {
             Live::Empty
         } else if end.terminal.full_screen() {
             Live::Screen(end.terminal.visible())

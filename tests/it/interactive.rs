@@ -504,3 +504,39 @@ async fn without_background_tasks_input_is_refused() {
     );
     finish(rt).await;
 }
+
+/// Prompt-to-reply latency as a model sees it: from `bash_write`'s call to its reply, whose wait
+/// ends when the program prints its next prompt and blocks again (settle + two checks). Printed
+/// for docs/interactive.md; the bound is only a guard against a broken wait on a loaded machine.
+#[actix_rt::test]
+async fn prompt_to_reply_latency() {
+    let (rt, _s) = runtime();
+    let r = call(
+        &rt,
+        "bash",
+        tty("while read -p '> ' line; do echo \"=$line\"; done"),
+    )
+    .await;
+    let id = moved_task(&r.text);
+    let mut took = Vec::new();
+    for i in 0..40 {
+        let began = Instant::now();
+        let r = write(
+            &rt,
+            json!({"task_id": id, "input": format!("{i}"), "keys": ["Enter"]}),
+        )
+        .await;
+        took.push(began.elapsed());
+        assert!(
+            r.text.ends_with("[status: waiting for input]"),
+            "{}",
+            r.text
+        );
+    }
+    took.sort();
+    let (p50, p99) = (took[took.len() / 2], took[took.len() * 99 / 100]);
+    println!("bash_write prompt-to-reply: p50 {p50:?}, p99 {p99:?}");
+    assert!(p99 < SOON, "{p99:?}");
+    call(&rt, "bash_kill", json!({"task_id": id})).await;
+    finish(rt).await;
+}

@@ -540,3 +540,42 @@ async fn prompt_to_reply_latency() {
     call(&rt, "bash_kill", json!({"task_id": id})).await;
     finish(rt).await;
 }
+
+#[actix_rt::test]
+async fn vim_edits_a_file_through_keys_and_saves_it() {
+    let (rt, _s) = runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("notes.txt");
+    std::fs::write(&file, "first\n").unwrap();
+    let r = call(
+        &rt,
+        "bash",
+        tty(&format!("vim -u NONE -n {}", file.display())),
+    )
+    .await;
+    let id = moved_task(&r.text);
+    assert!(r.text.contains("first"), "{}", r.text);
+    let r = write(
+        &rt,
+        json!({"task_id": id, "input": "Gosecond", "keys": ["Escape"]}),
+    )
+    .await;
+    assert!(r.text.contains("second"), "{}", r.text);
+    assert!(
+        r.text.ends_with("[status: waiting for input]"),
+        "{}",
+        r.text
+    );
+    let r = write(
+        &rt,
+        json!({"task_id": id, "input": ":wq", "keys": ["Enter"]}),
+    )
+    .await;
+    assert!(
+        r.text.ends_with("[status: completed, exit code: 0]"),
+        "{}",
+        r.text
+    );
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "first\nsecond\n");
+    finish(rt).await;
+}

@@ -579,3 +579,20 @@ async fn vim_edits_a_file_through_keys_and_saves_it() {
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "first\nsecond\n");
     finish(rt).await;
 }
+
+#[actix_rt::test]
+async fn a_program_reading_a_pipe_that_is_not_its_input_is_not_waiting() {
+    let (rt, _s) = runtime();
+    let marker = "dsh-i22-otherpipe-9043";
+    for extra in [json!({"tty": true}), json!({"stdin": "open"})] {
+        let mut args = json!({"command": format!("exec -a {marker} sleep 300 | cat"),
+                              "description": "pipe", "timeoutMs": 1200});
+        args.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        let r = call(&rt, "bash", args).await;
+        assert!(r.text.contains("[timed out after 1200ms]"), "{}", r.text);
+        none_left(marker).await;
+    }
+    finish(rt).await;
+}

@@ -596,3 +596,47 @@ async fn a_program_reading_a_pipe_that_is_not_its_input_is_not_waiting() {
     }
     finish(rt).await;
 }
+
+#[actix_rt::test]
+async fn a_terminal_flood_is_read_to_its_end_and_a_flooding_task_can_be_killed() {
+    let (rt, _s) = runtime();
+    let r = call(
+        &rt,
+        "bash",
+        json!({"command": "yes 0123456789 | head -n 200000; echo end", "description": "flood", "tty": true}),
+    )
+    .await;
+    assert!(
+        r.text.contains("0123456789\nend\n"),
+        "{}",
+        &r.text[r.text.len().saturating_sub(300)..]
+    );
+    assert!(
+        r.text.contains("[output truncated; full output: "),
+        "{}",
+        &r.text[..300]
+    );
+    assert!(!r.text.contains('\r'));
+    let marker = "dsh-i22-flood-4409";
+    let r = call(
+        &rt,
+        "bash",
+        json!({"command": format!("exec -a {marker} yes"), "description": "flood",
+               "tty": true, "run_in_background": true}),
+    )
+    .await;
+    let id = r
+        .text
+        .strip_prefix("started background task ")
+        .unwrap()
+        .to_owned();
+    let deadline = Instant::now() + SOON;
+    while live_with_cmdline(marker).is_empty() {
+        assert!(Instant::now() < deadline, "never started");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let r = call(&rt, "bash_kill", json!({"task_id": id})).await;
+    assert_eq!(r.text, format!("killed background task {id}"));
+    none_left(marker).await;
+    finish(rt).await;
+}

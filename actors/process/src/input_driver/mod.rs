@@ -2,19 +2,21 @@
 //! terminal, it writes the queued input, reads and renders the terminal, and judges from the
 //! kernel whether the program waits for input.
 //!
-//! Kept out of `driver.rs`, which owns the life of every child; this file owns what only an
+//! Kept out of `driver/`, which owns the life of every child; this module owns what only an
 //! interactive one has. The driver polls [`InputDriver::step`] as one more branch of its loop;
 //! every await inside is cancel-safe (readiness, a notification, a timer), and what a step reads
 //! it stores before its next await.
 //!
-//! - **Terminal output.** Each read of the master is fed to the [`Terminal`]; its replies to
+//! - **Terminal output.** Each read of the master (one chunk per step, so a flood never holds the
+//!   driver's loop) is fed to the [`Terminal`]; its replies to
 //!   queries are queued ahead of the input; its completed lines go to the stdout collector (one
 //!   stream: there is no stderr under a terminal); the cursor's line, or the screen of a
 //!   full-screen program, becomes the output's [`Live`] text. `EIO` on the master is the end of
 //!   output (every slave descriptor closed).
 //! - **Input.** Items queued on the [`InputChannel`] are written in order as the master or the
-//!   pipe accepts them. `Interrupt` (a pipe's `C-c`) is handed to the driver, which signals the
-//!   process; `EndOfInput` (a pipe's `C-d`) closes the pipe.
+//!   pipe accepts them. A key's bytes follow the emulator's cursor mode under a terminal; on a pipe
+//!   [`PipeKey::Interrupt`] (`C-c`) is handed to the driver, which signals the process, and
+//!   [`PipeKey::EndOfInput`] (`C-d`) closes the pipe.
 //! - **The wait.** When no output arrived for [`SETTLE`], [`input_wait::check`] is asked about
 //!   the process's members (its cgroup leaf's `cgroup.procs`, else its session, one `/proc`
 //!   walk); again every [`CHECK_EVERY`] while quiet, backing off to [`CHECK_BACKED_OFF`] while
@@ -111,8 +113,9 @@ pub(crate) struct InputDriver {
 
 /// What woke a step.
 enum Wake {
-    /// The master has output (or its end).
-    Readable,
+    /// A read of the master: a chunk of output, an empty one at its end, or the error (`EIO`
+    /// once every slave descriptor is closed).
+    Read(io::Result<Vec<u8>>),
     /// A write of the pending bytes was tried.
     Wrote(io::Result<usize>),
     /// Something was queued, or a write would have blocked: look again.
@@ -213,10 +216,24 @@ impl InputDriver {
         let chunk = chunk.unwrap_or_default();
         let wake = match &self.end {
             End::Terminal(end) => tokio::select! {
-                ready = end.master.readable(), if end.output == MasterOutput::Open => {
-                    if let Ok(mut guard) = ready { guard.clear_ready(); }
-                    Wake::Readable
-                }
+                ready = end.master.readable(), if end.output == MasterOutput::Open => match ready {
+                    // One chunk per step: a program that floods its terminal never holds the
+                    // driver's loop (kill, exit and timers interleave); readiness is cleared only
+                    // when the master is empty, so nothing left in it is forgotten.
+                    Ok(mut guard) => {
+                        let mut chunk = vec![0u8; READ_SIZE];
+                        match guard.try_io(|fd| {
+                            nix::unistd::read(fd.get_ref(), &mut chunk).map_err(io::Error::from)
+                        }) {
+                            Ok(result) => Wake::Read(result.map(|n| {
+                                chunk.truncate(n);
+                                chunk
+                            })),
+                            Err(_would_block) => Wake::Queued,
+                        }
+                    }
+                    Err(err) => Wake::Read(Err(err)),
+                },
                 ready = end.master.writable(), if writing && end.output == MasterOutput::Open => match ready {
                     Ok(mut guard) => match guard.try_io(|fd| {
                         nix::unistd::write(fd.get_ref(), chunk).map_err(io::Error::from)
@@ -247,7 +264,7 @@ impl InputDriver {
             }
         };
         match wake {
-            Wake::Readable => self.read_terminal(output),
+            Wake::Read(chunk) => self.read_terminal(chunk, output),
             Wake::Wrote(result) => {
                 self.wrote(result);
                 Step::Quiet
@@ -325,31 +342,27 @@ impl InputDriver {
     }
 
     /// Reads what the master has, renders it, stores lines and the live text.
-    fn read_terminal(&mut self, output: &SharedOutput) -> Step {
+    fn read_terminal(&mut self, chunk: io::Result<Vec<u8>>, output: &SharedOutput) -> Step {
         let End::Terminal(end) = &mut self.end else {
             return Step::Quiet;
         };
-        let mut buf = vec![0u8; READ_SIZE];
-        let mut step = Step::Quiet;
-        loop {
-            match nix::unistd::read(end.master.get_ref(), &mut buf) {
-                Ok(0) | Err(nix::errno::Errno::EIO) => {
-                    end.terminal.finish();
-                    end.output = MasterOutput::Ended;
-                    step = Step::EndOfOutput;
-                    break;
-                }
-                Ok(n) => end.terminal.feed(&buf[..n]),
-                Err(nix::errno::Errno::EAGAIN) => break,
-                Err(nix::errno::Errno::EINTR) => continue,
-                Err(err) => {
-                    tracing::warn!(%err, "terminal read failed; treating as the end of output");
-                    end.terminal.finish();
-                    end.output = MasterOutput::Ended;
-                    step = Step::EndOfOutput;
-                    break;
-                }
+        let step = match chunk {
+            Ok(bytes) if !bytes.is_empty() => {
+                end.terminal.feed(&bytes);
+                Step::Quiet
             }
+            Ok(_) => Step::EndOfOutput,
+            Err(err) if err.kind() == io::ErrorKind::Interrupted => return Step::Quiet,
+            Err(err) => {
+                if err.raw_os_error() != Some(libc::EIO) {
+                    tracing::warn!(%err, "terminal read failed; treating as the end of output");
+                }
+                Step::EndOfOutput
+            }
+        };
+        if let Step::EndOfOutput = step {
+            end.terminal.finish();
+            end.output = MasterOutput::Ended;
         }
         let replies = end.terminal.take_replies();
         if end.output == MasterOutput::Open {

@@ -234,12 +234,18 @@ async fn a_long_day_of_interactive_tasks_then_plain_commands() {
 }
 
 #[actix_rt::test]
-async fn a_python_repl_takes_several_exchanges() {
+async fn a_python_repl_takes_five_exchanges() {
     let (rt, _s) = runtime();
     let r = call(&rt, "bash", tty("python3 -q -i")).await;
     let id = moved_task(&r.text);
     assert!(r.text.starts_with(">>>"), "{}", r.text);
-    for (input, expected) in [("6*7", "42"), ("'ab'*2", "'abab'"), ("len('dsh')", "3")] {
+    for (input, expected) in [
+        ("6*7", "42"),
+        ("'ab'*2", "'abab'"),
+        ("len('dsh')", "3"),
+        ("x = 5", ">>>"),
+        ("x + 1", "6"),
+    ] {
         let r = write(
             &rt,
             json!({"task_id": id, "input": input, "keys": ["Enter"]}),

@@ -96,7 +96,7 @@ pub use lock::lock_unpoisoned;
 pub use manager::ProcessManager;
 pub use messages::{
     AdmissionCost, Discard, GetAdmissionCost, Kill, KillAllNow, KillOutcome, ManagerStats, Read,
-    Release, Shutdown, Spawn, SpawnedProcess, Stats, Wait,
+    Release, Shutdown, Spawn, SpawnedProcess, Stats, Wait, Write,
 };
 pub use outcome::{CollectedOutput, ProcessOutcome, ReadResult, Settlement, StreamKind};
 pub use policy::{

@@ -226,6 +226,14 @@ impl Handler<Read> for ProcessManager {
     }
 }
 
+impl Handler<crate::messages::Write> for ProcessManager {
+    type Result = Result<Result<(), crate::InputError>, ProcessError>;
+
+    fn handle(&mut self, msg: crate::messages::Write, _: &mut Self::Context) -> Self::Result {
+        Ok(self.table.output(msg.id)?.write(msg.items))
+    }
+}
+
 impl Handler<Kill> for ProcessManager {
     type Result = Result<KillOutcome, ProcessError>;
 

@@ -210,3 +210,29 @@ async fn terminals_beyond_the_cap_are_refused_until_one_ends() {
     h.kill(second.id).await;
     h.shutdown().await;
 }
+
+#[actix_rt::test]
+async fn the_manager_takes_writes_by_process_id() {
+    let h = Harness::new();
+    let spawned = h.spawn(terminal(&h, "read x; echo got $x")).await.unwrap();
+    assert_eq!(waiting(&spawned.output).await, InputState::Waiting);
+    let write = |items| {
+        h.manager.send(Write {
+            id: spawned.id,
+            items,
+        })
+    };
+    assert_eq!(write(bytes("ok\r")).await.unwrap(), Ok(Ok(())));
+    let out = within(SOON, spawned.output.settled()).await.unwrap();
+    assert_eq!(out.stdout.text, "ok\ngot ok\n");
+    assert_eq!(
+        write(bytes("late")).await.unwrap(),
+        Ok(Err(InputError::Closed))
+    );
+    h.manager.send(Release { id: spawned.id }).await.unwrap();
+    assert!(matches!(
+        write(bytes("x")).await.unwrap(),
+        Err(ProcessError::Unknown(_))
+    ));
+    h.shutdown().await;
+}

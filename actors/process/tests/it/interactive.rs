@@ -229,7 +229,11 @@ async fn the_manager_takes_writes_by_process_id() {
         write(bytes("late")).await.unwrap(),
         Ok(Err(InputError::Closed))
     );
-    h.manager.send(Release { id: spawned.id }).await.unwrap();
+    h.manager
+        .send(Release { id: spawned.id })
+        .await
+        .unwrap()
+        .unwrap();
     assert!(matches!(
         write(bytes("x")).await.unwrap(),
         Err(ProcessError::Unknown(_))

@@ -103,3 +103,40 @@ fn the_binary_gives_a_terminal_the_tty_size() {
     assert_eq!(server.text("size"), "10 30\nxterm-256color\n");
     server.finish();
 }
+
+#[test]
+fn a_terminal_works_under_bubblewrap() {
+    let server =
+        jsonl_server::Server::start(&["--sandbox-backend", "bwrap", "--sandbox", "read-only"]);
+    let mut server = match server {
+        Ok(server) => server,
+        Err(said) if said.contains("no sandbox backend is usable") => {
+            eprintln!("skipping: bubblewrap is not usable here");
+            return;
+        }
+        Err(said) => panic!("the server refused to start: {said}"),
+    };
+    server.call_as(
+        "s",
+        "fg",
+        "bash",
+        jsonl_server::bash("read -p 'name? ' x; echo got $x", json!({"tty": true})),
+    );
+    assert_eq!(
+        server.text("fg"),
+        "name?\n[waiting for input; moved to background task bash-1; answer with bash_write]"
+    );
+    server.call_as(
+        "s",
+        "w",
+        "bash_write",
+        json!({"task_id": "bash-1", "input": "bob", "keys": ["Enter"]}),
+    );
+    let reply = server.reply("w");
+    assert_eq!(
+        reply["text"],
+        "name? bob\ngot bob\n[status: completed, exit code: 0]"
+    );
+    assert_eq!(reply["structured"]["sandbox"]["mode"], "read-only");
+    server.finish();
+}

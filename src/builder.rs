@@ -36,6 +36,7 @@ pub struct RuntimeBuilder {
     pub(crate) retention_policies: Vec<Box<dyn RetentionPolicy>>,
     pub(crate) registry: RegistryConfig,
     pub(crate) containment: ContainmentConfig,
+    pub(crate) max_terminals: usize,
     pub(crate) sandbox: Option<(SandboxMode, SandboxSource)>,
 }
 
@@ -53,6 +54,7 @@ impl Default for RuntimeBuilder {
             retention_policies: Vec::new(),
             registry: RegistryConfig::default(),
             containment: ContainmentConfig::default(),
+            max_terminals: dsh_process::DEFAULT_MAX_TERMINALS,
             sandbox: None,
         }
     }
@@ -100,7 +102,19 @@ impl RuntimeBuilder {
         self.bash.on_timeout = on_timeout;
         self
     }
-    /// Offer background tasks (`run_in_background`, `bash_output`, `bash_kill`). Default on.
+    /// The most `tty: true` commands running at once (default 64); a terminal start beyond it is
+    /// the error `too many terminals: …`.
+    pub fn max_ttys(mut self, n: usize) -> Self {
+        self.max_terminals = n;
+        self
+    }
+    /// The terminal size of `tty: true` commands (default 40 rows x 120 columns).
+    pub fn tty_size(mut self, size: dsh_bash::TerminalSize) -> Self {
+        self.bash.tty_size = size;
+        self
+    }
+    /// Offer background tasks (`run_in_background`, `bash_output`, `bash_write`, `bash_kill`).
+    /// Default on.
     pub fn background(mut self, enabled: bool) -> Self {
         self.background = enabled;
         self

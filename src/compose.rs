@@ -80,6 +80,7 @@ pub(crate) fn build(
         keep_spill: builder.keep_spill,
         policy: Box::new(policy),
         containment: builder.containment,
+        max_terminals: builder.max_terminals,
     })?;
     let containment = manager.containment_mode();
     let manager = manager.start();

@@ -47,7 +47,7 @@ pub use dsh_bash::sandbox::{
 };
 pub use dsh_bash::{
     AbortSignal, BashConfig, BashExecRequest, OnTimeout, ProcessPolicy, Restart, RestartPolicy,
-    SandboxFacts, SandboxMode,
+    SandboxFacts, SandboxMode, TerminalSize,
 };
 pub use dsh_process::{
     Admission, AdmissionRequest, ContainmentMode, Load, ManagerStats, MaxConcurrent, MaxPerSession,

@@ -12,6 +12,7 @@
 use dsh_test_support::runtime as common;
 
 mod background;
+mod interactive;
 mod kill_scale;
 mod policies_actors;
 mod restart;

@@ -60,7 +60,7 @@ async fn foreground_background_read_and_kill_carry_structured_facts() {
 
     let bad = call(&rt, "bash", json!({"description": "no command"})).await;
     assert!(bad.is_error && bad.structured.is_none());
-    for tool in ["bash", "bash_output", "bash_kill"] {
+    for tool in ["bash", "bash_output", "bash_write", "bash_kill"] {
         assert!(output_schema(tool).is_some());
     }
     finish(rt).await;

@@ -240,11 +240,11 @@ async fn value_invalid_arguments() {
 
 /// Catalogue: TB-22.
 #[actix_rt::test]
-async fn the_three_tools_are_registered_with_their_schemas() {
+async fn the_tools_are_registered_with_their_schemas() {
     let (rt, _s) = runtime();
     let defs = rt.tool_definitions();
     let names: Vec<&str> = defs.iter().map(|d| d.name).collect();
-    assert_eq!(names, ["bash", "bash_output", "bash_kill"]);
+    assert_eq!(names, ["bash", "bash_output", "bash_write", "bash_kill"]);
     let bash = &defs[0];
     assert_eq!(bash.input_schema["type"], "object");
     assert_eq!(
@@ -252,6 +252,12 @@ async fn the_three_tools_are_registered_with_their_schemas() {
         json!(["command", "description"])
     );
     assert!(bash.input_schema["properties"]["run_in_background"].is_object());
+    assert_eq!(bash.input_schema["properties"]["tty"]["type"], "boolean");
+    assert_eq!(
+        bash.input_schema["properties"]["stdin"]["enum"],
+        json!(["closed", "open"])
+    );
+    assert_eq!(defs[2].input_schema["required"], json!(["task_id"]));
     assert!(bash.description.contains("bash_output") && bash.description.contains("bash_kill"));
     assert_eq!(defs[1].input_schema["required"], json!(["task_id"]));
     // Usable as-is in each provider's tool list.
@@ -542,7 +548,8 @@ async fn extra_model_keys_are_not_forwarded() {
         "command": "cat; echo \"${FOO:-unset}\"",
         "description": "d",
         "env": {"FOO": "bar"},
-        "stdin": "injected",
+        // `stdin` takes "closed" | "open" since issue 22; bytes for stdin are not an argument.
+        "stdin_bytes": "injected",
         "stdoutMaxBytes": 1,
     });
     assert_eq!(call(&rt, "bash", args).await.text, "unset\n");
@@ -558,7 +565,7 @@ async fn extra_model_keys_are_not_forwarded_in_the_background() {
         "description": "d",
         "run_in_background": true,
         "env": {"FOO": "bar"},
-        "stdin": "injected",
+        "stdin_bytes": "injected",
     });
     assert_eq!(
         call(&rt, "bash", args).await.text,
@@ -582,7 +589,7 @@ async fn unknown_tools_get_a_clear_error() {
     let r = call(&rt, "rm_rf", json!({})).await;
     assert_eq!(
         r.text,
-        "Error: unknown tool \"rm_rf\"; available tools: bash, bash_output, bash_kill"
+        "Error: unknown tool \"rm_rf\"; available tools: bash, bash_output, bash_write, bash_kill"
     );
     finish(rt).await;
 }

@@ -345,13 +345,31 @@ impl BashProcess {
             .into_iter()
             .flatten()
             .collect();
+        let mut delta = merge_streams(stdout.text, &stderr_text);
+        if let Some(process) = self.inner.process.get() {
+            append_live(&mut delta, process.output.live());
+        }
         TaskOutput {
-            delta: merge_streams(stdout.text, &stderr_text),
+            delta,
             lossy: stdout.lossy || stderr.lossy,
             spill_paths,
             sandbox: state.phase.settled().and_then(|s| s.sandbox.clone()),
         }
     }
+}
+
+/// A terminal's live part after the stream's new lines (not consumed: the next read shows it
+/// again, or the completed line in the stream): the cursor's line (a prompt), or the whole screen
+/// of a full-screen program.
+pub fn append_live(delta: &mut String, live: dsh_process::Live) {
+    let text = match live {
+        dsh_process::Live::Empty => return,
+        dsh_process::Live::Line(text) | dsh_process::Live::Screen(text) => text,
+    };
+    if !delta.is_empty() && !delta.ends_with('\n') {
+        delta.push('\n');
+    }
+    delta.push_str(&text);
 }
 
 /// `out` then, if there is stderr, `[stderr]\n` and the stderr text, with a newline between only when

@@ -44,6 +44,8 @@ pub struct BashConfig {
     pub grace_ms: u64,
     /// What a foreground call that reaches its timeout becomes.
     pub on_timeout: OnTimeout,
+    /// The size of a `tty: true` command's terminal (issue 22; `--tty-size`, default 40x120).
+    pub tty_size: dsh_process::TerminalSize,
 }
 
 impl Default for BashConfig {
@@ -56,6 +58,7 @@ impl Default for BashConfig {
             max_spill_bytes: DEFAULT_MAX_SPILL_BYTES,
             grace_ms: DEFAULT_GRACE_MS,
             on_timeout: OnTimeout::default(),
+            tty_size: dsh_process::TerminalSize::DEFAULT,
         }
     }
 }
@@ -69,6 +72,8 @@ impl BashConfig {
             ("max_output_bytes", self.max_output_bytes),
             ("max_spill_bytes", self.max_spill_bytes),
             ("grace_ms", self.grace_ms),
+            ("tty_size rows", u64::from(self.tty_size.rows)),
+            ("tty_size cols", u64::from(self.tty_size.cols)),
         ] {
             if value == 0 {
                 return Err(ExecError::Invalid(format!(

@@ -9,15 +9,15 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use dsh_process::{
-    AbortSignal, ProcessManager, ProcessSpawnSpec, QueuedNotice, Release, Spawn, SpawnError,
-    ensure_not_aborted, wait_abort,
+    AbortSignal, InputMode, InputState, ProcessManager, ProcessSpawnSpec, QueuedNotice, Release,
+    Spawn, SpawnError, ensure_not_aborted, wait_abort,
 };
 use tokio::time::{Instant, sleep_until};
 
 use crate::background::BashProcess;
 use crate::config::{BashConfig, OnTimeout};
 use crate::errors::ExecError;
-use crate::messages::{BashRunResult, MovedToBackground, Run, RunEnding, Start};
+use crate::messages::{BashRunResult, MoveReason, MovedToBackground, Run, RunEnding, Start};
 use crate::request::BashExecSpec;
 use crate::sandbox::WrapFacts;
 
@@ -29,6 +29,9 @@ pub const TERMINAL_ENV: [(&str, &str); 4] = [
     ("PAGER", "cat"),
     ("GIT_PAGER", "cat"),
 ];
+
+/// `TERM` under a terminal (`tty: true`): the emulator understands xterm's sequences.
+pub const TERMINAL_TERM: &str = "xterm-256color";
 
 /// The local executor actor.
 pub struct LocalBashExecutor {
@@ -84,6 +87,10 @@ fn process_spec(
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
+    if let InputMode::Terminal(_) = spec.input {
+        // A terminal that draws: its output goes through the emulator (docs/interactive.md).
+        env.insert("TERM".into(), TERMINAL_TERM.into());
+    }
     env.extend(spec.env.clone().unwrap_or_default());
     ProcessSpawnSpec {
         argv: launch.argv,
@@ -101,6 +108,7 @@ fn process_spec(
         background: false,
         queued: None,
         confinement: launch.confinement,
+        input: spec.input,
     }
 }
 
@@ -152,9 +160,32 @@ pub(crate) async fn run(
     tokio::pin!(wait);
     // Who fired the fused deadline first, if anyone: the timer or the caller's abort.
     let mut ending = RunEnding::Exited;
+    // With input open, the command waiting for it ends the call too (issue 22).
+    let input = spawned.output.input().cloned();
+    let waiting = async {
+        match &input {
+            Some(input) => input.waiting_or_closed().await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(waiting);
+    let mut watching_input = input.is_some();
     let outcome = loop {
         tokio::select! {
             outcome = &mut wait => break outcome,
+            state = &mut waiting, if watching_input && ending == RunEnding::Exited => {
+                watching_input = false;
+                let reason = match state {
+                    InputState::WaitingHidden => MoveReason::WaitingForHiddenInput,
+                    InputState::Waiting => MoveReason::WaitingForInput,
+                    // Input closed: the command is ending; wait for it as usual.
+                    InputState::Busy | InputState::Closed => continue,
+                };
+                tracing::debug!(?reason, "move to background: waiting for input");
+                let handle = BashProcess::running(manager, spawned.clone(), None, sandbox);
+                let output = handle.read_output();
+                return Ok(moved_result(MovedToBackground { reason, handle, output }, spec.timeout_ms));
+            }
             () = sleep_until(deadline), if ending == RunEnding::Exited => {
                 if config.on_timeout == OnTimeout::Background {
                     tracing::debug!(
@@ -166,16 +197,8 @@ pub(crate) async fn run(
                     // A confined task keeps its facts: its later reads carry its markers.
                     let handle = BashProcess::running(manager, spawned.clone(), None, sandbox);
                     let output = handle.read_output();
-                    return Ok(BashRunResult {
-                        ending: RunEnding::MovedToBackground(MovedToBackground { handle, output }),
-                        exit_code: None,
-                        signal: None,
-                        timeout_ms: spec.timeout_ms,
-                        stdout: Default::default(),
-                        stderr: Default::default(),
-                        oom_killed: false,
-                        sandbox: None,
-                    });
+                    let moved = MovedToBackground { reason: MoveReason::Timeout, handle, output };
+                    return Ok(moved_result(moved, spec.timeout_ms));
                 }
                 ending = RunEnding::TimedOut;
                 fused.abort(format!("BASH_TIMEOUT after {}ms", spec.timeout_ms));
@@ -198,6 +221,20 @@ pub(crate) async fn run(
         oom_killed: outcome.oom_killed,
         sandbox: None,
     })
+}
+
+/// The result of a foreground run left running as a background task.
+fn moved_result(moved: MovedToBackground, timeout_ms: u64) -> BashRunResult {
+    BashRunResult {
+        ending: RunEnding::MovedToBackground(moved),
+        exit_code: None,
+        signal: None,
+        timeout_ms,
+        stdout: Default::default(),
+        stderr: Default::default(),
+        oom_killed: false,
+        sandbox: None,
+    }
 }
 
 /// A background start. A failure to start is an error and nothing is registered (a NUL byte, E2BIG,

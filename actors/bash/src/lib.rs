@@ -24,7 +24,7 @@ pub use config::{
 };
 pub use errors::ExecError;
 pub use executor::{LocalBashExecutor, TERMINAL_ENV};
-pub use messages::{BashRunResult, MovedToBackground, Run, RunEnding, Start};
+pub use messages::{BashRunResult, MoveReason, MovedToBackground, Run, RunEnding, Start};
 pub use peek::{OutputPeek, PeekSnapshot};
 pub use request::{BashExecRequest, BashExecSpec};
 pub use resolve::Resolver;
@@ -35,7 +35,7 @@ pub use sandbox::{
 pub use supervised::{Restart, RestartPolicy, Supervised};
 
 pub use dsh_process::{
-    AbortSignal, CollectedOutput, DSH_ENV_PREFIX, ManagerConfig, ProcessManager, ProcessPolicy,
-    SpawnError, wait_abort,
+    AbortSignal, CollectedOutput, DSH_ENV_PREFIX, InputMode, ManagerConfig, ProcessManager,
+    ProcessPolicy, SpawnError, TerminalSize, wait_abort,
 };
 pub use dsh_tasks::{TaskOutput, TaskProducer, TaskStatus};

@@ -73,16 +73,31 @@ impl RunEnding {
 /// A foreground command that reached its timeout and was left running.
 #[derive(Clone, Debug)]
 pub struct MovedToBackground {
+    /// Why it was moved.
+    pub reason: MoveReason,
     /// The running command, to register as a background task.
     pub handle: BashProcess,
     /// What it printed before the timeout (already consumed from the handle's cursor).
     pub output: TaskOutput,
 }
 
+/// Why a foreground command was left running as a background task.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MoveReason {
+    /// It reached its timeout under `on_timeout: background`.
+    Timeout,
+    /// It waits for input (issue 22).
+    WaitingForInput,
+    /// It waits for input at a password-style prompt.
+    WaitingForHiddenInput,
+}
+
 /// Two moves are equal when they hold the same process and the same output.
 impl PartialEq for MovedToBackground {
     fn eq(&self, other: &Self) -> bool {
-        self.handle.pid() == other.handle.pid() && self.output == other.output
+        self.reason == other.reason
+            && self.handle.pid() == other.handle.pid()
+            && self.output == other.output
     }
 }
 

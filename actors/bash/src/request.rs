@@ -23,6 +23,11 @@ pub struct BashExecRequest {
     pub stdout_max_bytes: Option<f64>,
     /// Bytes written to the command's stdin, which is then closed; `None`: stdin is `/dev/null`.
     pub stdin: Option<Vec<u8>>,
+    /// How the command takes input after its start (issue 22): closed (the default), an open
+    /// stdin pipe, or a terminal. A foreground run with input open also returns when the command
+    /// waits for it ([`RunEnding::MovedToBackground`](crate::RunEnding::MovedToBackground)). A
+    /// terminal's size is the executor's ([`BashConfig::tty_size`](crate::BashConfig::tty_size)).
+    pub input: dsh_process::InputMode,
     /// Ordinary variables set over the scrubbed ambient environment; `DSH_*` names are refused.
     pub env: Option<BTreeMap<String, String>>,
     /// Managed `DSH_*` variables; other names are refused.
@@ -62,6 +67,8 @@ pub struct BashExecSpec {
     pub stdout_max_bytes: usize,
     /// As [`BashExecRequest::stdin`].
     pub stdin: Option<Vec<u8>>,
+    /// As [`BashExecRequest::input`].
+    pub input: dsh_process::InputMode,
     /// As [`BashExecRequest::env`].
     pub env: Option<BTreeMap<String, String>>,
     /// As [`BashExecRequest::dsh_env`].

@@ -5,6 +5,8 @@
 
 use std::sync::Arc;
 
+use dsh_process::InputMode;
+
 use crate::config::BashConfig;
 use crate::errors::ExecError;
 use crate::request::{BashExecRequest, BashExecSpec};
@@ -58,6 +60,11 @@ impl BashConfig {
             timeout_ms,
             stdout_max_bytes,
             stdin: request.stdin,
+            // A terminal has the executor's size, whatever the request's says.
+            input: match request.input {
+                InputMode::Terminal(_) => InputMode::Terminal(self.tty_size),
+                input => input,
+            },
             env: request.env,
             dsh_env: request.dsh_env,
             abort: request.abort,

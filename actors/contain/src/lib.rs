@@ -82,7 +82,9 @@ pub use cgroup::{CgroupTarget, CgroupTree, Leaf, Limits, Spent};
 pub use error::{Error, Result};
 pub use host::{HostFacts, LimitSource, Mode, UnknownMode};
 pub use pool::{LeafPool, Released};
-pub use spawn::{Child, Method, Program, SpawnError, Stdio, spawn, spawn_with};
+pub use spawn::{
+    Child, ControllingTerminal, Method, Program, SpawnError, Stdio, spawn, spawn_with,
+};
 
 /// A value unique to this process and call (time, pid and a counter), for names in shared
 /// namespaces such as cgroup directories and markers.

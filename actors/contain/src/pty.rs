@@ -215,6 +215,20 @@ fn set_nonblocking(fd: BorrowedFd<'_>) -> Result<(), PtyError> {
     Ok(())
 }
 
+/// The master, registered with tokio's reactor for reads and writes (it is non-blocking since
+/// [`Pty::open`]). Must be called inside a tokio runtime with IO enabled.
+pub fn watch_master(master: OwnedFd) -> std::io::Result<tokio::io::unix::AsyncFd<OwnedFd>> {
+    // SAFETY: the descriptor moves into the `AsyncFd`, which keeps it open and unchanged until it
+    // is dropped; an `OwnedFd` always returns the same descriptor.
+    unsafe {
+        tokio::io::unix::AsyncFd::register_with_interest(
+            master,
+            tokio::io::Interest::READABLE | tokio::io::Interest::WRITABLE,
+        )
+    }
+    .map_err(|err| err.into_parts().1)
+}
+
 /// Sets the terminal's size (`TIOCSWINSZ` on the master); the kernel sends `SIGWINCH` to the
 /// foreground process group when it changed.
 pub fn resize(master: BorrowedFd<'_>, size: Size) -> Result<(), PtyError> {

@@ -120,6 +120,7 @@ pub struct Program {
     cwd: Option<CString>,
     nofile_soft: Option<u64>,
     confinement: Option<Confinement>,
+    terminal: ControllingTerminal,
 }
 
 fn c_string(bytes: &[u8]) -> Result<CString, SpawnError> {
@@ -166,6 +167,7 @@ impl Program {
                 .transpose()?,
             nofile_soft: None,
             confinement: None,
+            terminal: ControllingTerminal::None,
         })
     }
 }
@@ -187,6 +189,7 @@ impl Program {
             cwd,
             nofile_soft: None,
             confinement: None,
+            terminal: ControllingTerminal::None,
         }
     }
 
@@ -206,6 +209,25 @@ impl Program {
         self.confinement = confinement;
         self
     }
+
+    /// Whether the child takes its stdin as its controlling terminal (stdin must then be a pty
+    /// slave, see [`crate::pty`]): after `setsid` and the stdio step the child runs
+    /// `ioctl(0, TIOCSCTTY)`, so the program's process group is the terminal's foreground group.
+    /// Not supported by `Method::SpawnThenJoin` (a `bench-internals` baseline), which refuses.
+    pub fn with_controlling_terminal(mut self, terminal: ControllingTerminal) -> Self {
+        self.terminal = terminal;
+        self
+    }
+}
+
+/// Whether a spawned program gets a controlling terminal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ControllingTerminal {
+    /// None: a new session without a terminal (pipes or `/dev/null` on 0–2).
+    #[default]
+    None,
+    /// The pty slave passed as stdin becomes the new session's controlling terminal.
+    Stdin,
 }
 
 /// The descriptors that become the child's 0, 1 and 2.
@@ -281,6 +303,7 @@ pub fn spawn_with(
         cgroup: cgroup.map(|c| c.v2_dir.as_raw_fd()),
         nofile_soft: program.nofile_soft,
         confinement: confinement.child(),
+        terminal: program.terminal == ControllingTerminal::Stdin,
     };
     let result = match method {
         #[cfg(feature = "bench-internals")]

@@ -18,6 +18,31 @@ pub fn print() {
     for line in sandbox_lines() {
         println!("{line}");
     }
+    println!("input detection: {}", input_detection());
+}
+
+/// Whether dsh can tell that a `tty: true` or `stdin: "open"` command waits for input: it reads
+/// the command's `/proc/<pid>/syscall`, which needs ptrace access to its own children (asked of a
+/// short-lived `sleep`).
+fn input_detection() -> String {
+    let child = std::process::Command::new("sleep")
+        .arg("5")
+        .stdin(std::process::Stdio::null())
+        .spawn();
+    let Ok(mut child) = child else {
+        return "unknown (cannot start `sleep` to ask)".to_owned();
+    };
+    let pid = i32::try_from(child.id()).unwrap_or(0);
+    let inspectable = dsh_contain::input_wait::can_inspect(pid);
+    let _ = child.kill();
+    let _ = child.wait();
+    if inspectable {
+        "yes (a command waiting for input ends the call)".to_owned()
+    } else {
+        "no (no ptrace access to children: /proc/<pid>/syscall is unreadable, so a command \
+         waiting for input is only seen at its timeout; check kernel.yama.ptrace_scope)"
+            .to_owned()
+    }
 }
 
 /// The Landlock ABI version, or why there is none.
@@ -89,7 +114,8 @@ fn sandbox_lines() -> Vec<String> {
         format!("sandbox: {backend}"),
         "sandbox default: workspace-write".to_owned(),
         format!(
-            "sandbox read-only: no writes anywhere except /dev/null (enforcement {enforcement}{metadata})"
+            "sandbox read-only: no writes anywhere except /dev/null and the command's own terminal \
+             (/dev/tty) (enforcement {enforcement}{metadata})"
         ),
         format!(
             "sandbox workspace-write: writes only below the workspace and /tmp (enforcement {enforcement}{metadata})"

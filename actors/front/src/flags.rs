@@ -83,6 +83,25 @@ const CONTAINMENT: &[(Option<ContainmentMode>, &str)] = &[
 /// A flag whose values are a library setting's words: clap checks the word against `values` (so
 /// usage errors and `--help` list them, each with its line), and the setting's own `FromStr` makes
 /// the value.
+/// `ROWSxCOLS` (`40x120`), each between 1 and 1000.
+fn tty_size(text: &str) -> Result<dsh::TerminalSize, String> {
+    let number = |part: &str| {
+        part.trim()
+            .parse::<u16>()
+            .ok()
+            .filter(|n| (1..=1000).contains(n))
+    };
+    match text.split_once(['x', 'X']) {
+        Some((rows, cols)) => match (number(rows), number(cols)) {
+            (Some(rows), Some(cols)) => Ok(dsh::TerminalSize { rows, cols }),
+            _ => Err(format!(
+                "expected ROWSxCOLS with each 1 to 1000, got {text:?}"
+            )),
+        },
+        None => Err(format!("expected ROWSxCOLS (e.g. 40x120), got {text:?}")),
+    }
+}
+
 fn words<T>(values: &'static [(T, &'static str)]) -> impl TypedValueParser<Value = T>
 where
     T: Named + std::str::FromStr<Err = dsh::actors::tasks::UnknownValue> + Send + Sync,
@@ -173,6 +192,12 @@ pub struct RuntimeFlags {
     /// What a foreground call that reaches its timeout becomes.
     #[arg(long, value_parser = words(ON_TIMEOUT), default_value_t = OnTimeout::default())]
     pub on_timeout: OnTimeout,
+    /// The most `tty: true` commands running at once; beyond it a start is an error.
+    #[arg(long, value_name = "N", default_value_t = dsh::actors::process::DEFAULT_MAX_TERMINALS)]
+    pub max_ttys: usize,
+    /// The terminal size of `tty: true` commands, ROWSxCOLS (each 1 to 1000).
+    #[arg(long, value_name = "ROWSxCOLS", value_parser = tty_size, default_value = "40x120")]
+    pub tty_size: dsh::TerminalSize,
     /// Finished background tasks kept; beyond it they are discarded (read ones first, then the
     /// oldest) and reading one is an error.
     #[arg(long, default_value_t = DEFAULT_MAX_FINISHED, value_name = "N")]
@@ -220,6 +245,8 @@ impl RuntimeFlags {
             .grace_ms(self.grace_ms)
             .keep_spill(self.keep_spill)
             .on_timeout(self.on_timeout)
+            .tty_size(self.tty_size)
+            .max_ttys(self.max_ttys)
             .max_finished_tasks(self.max_finished_tasks)
             .retained_output_bytes(
                 usize::try_from(self.retained_output_bytes.0).unwrap_or(usize::MAX),
@@ -334,6 +361,24 @@ impl RuntimeFlags {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tty_sizes_are_rows_by_columns() {
+        assert_eq!(
+            tty_size("40x120"),
+            Ok(dsh::TerminalSize {
+                rows: 40,
+                cols: 120
+            })
+        );
+        assert_eq!(
+            tty_size("10X30"),
+            Ok(dsh::TerminalSize { rows: 10, cols: 30 })
+        );
+        for bad in ["40", "0x80", "40x1001", "ax b", ""] {
+            assert!(tty_size(bad).is_err(), "{bad}");
+        }
+    }
 
     /// Each flag lists exactly its setting's words, in the setting's order.
     #[test]

@@ -18,6 +18,9 @@ pub struct ManagerConfig {
     pub policy: Box<dyn ProcessPolicy>,
     /// Containment mode (default `auto`), per-process kernel limits, and the watchdog.
     pub containment: ContainmentConfig,
+    /// The most children under a terminal at once (`--max-ttys`, default 64); a terminal spawn
+    /// beyond it fails with [`SpawnError::TooManyTerminals`](crate::SpawnError::TooManyTerminals).
+    pub max_terminals: usize,
 }
 
 impl Default for ManagerConfig {
@@ -27,6 +30,7 @@ impl Default for ManagerConfig {
             keep_spill: false,
             policy: Box::new(AdmitAll),
             containment: ContainmentConfig::default(),
+            max_terminals: crate::terminal_slots::DEFAULT_MAX_TERMINALS,
         }
     }
 }
@@ -37,6 +41,7 @@ impl std::fmt::Debug for ManagerConfig {
             .field("spill_dir", &self.spill_dir)
             .field("keep_spill", &self.keep_spill)
             .field("containment", &self.containment)
+            .field("max_terminals", &self.max_terminals)
             .finish_non_exhaustive()
     }
 }

@@ -40,6 +40,11 @@ pub enum SpawnError {
     /// The process policy refused admission (the text is docs/CONTRACT.md's, "Errors").
     #[error("spawn refused by supervisor policy: {0}")]
     Refused(String),
+    /// The runtime's terminals are all in use (issue 22, `--max-ttys`).
+    #[error(
+        "too many terminals: at most {0} tty tasks run at once (--max-ttys); wait for one to finish or stop one with bash_kill"
+    )]
+    TooManyTerminals(usize),
     /// The manager is shutting down or has shut down.
     #[error("process manager is shut down")]
     ShutDown,

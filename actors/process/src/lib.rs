@@ -22,6 +22,9 @@
 //!   dies is replaced and told it all again (bounded restarts).
 //! - `driver`, `shared_output`, `scan`: the task that drives one child to settlement, the output and
 //!   outcome it shares with readers, and the conditions matched against a stream as it is written.
+//! - `input`, `input_driver`, [`terminal`]: an interactive child's input (a bounded queue and the
+//!   published "waiting for input" state), the driver's side that writes it, reads a pty master
+//!   through the terminal emulator and asks the kernel whether the program waits (issue 22).
 //! - `collector`, `tail`, `spill`: per-stream bounded output (the kept tail in one buffer,
 //!   page-backed when large through `dsh_contain::pages`) and spill files.
 //! - [`signal`], `stragglers`: group signalling, `/proc` liveness probes, and killing groups that
@@ -54,6 +57,8 @@ mod driver;
 mod env;
 mod errors;
 mod ids;
+mod input;
+mod input_driver;
 mod liveness;
 mod lock;
 mod manager;
@@ -70,22 +75,28 @@ mod stragglers;
 mod table;
 mod tail;
 pub mod terminal;
+mod terminal_slots;
 mod watchdog_link;
 
 pub use abort::{AbortSignal, ensure_not_aborted, wait_abort};
 pub use config::ManagerConfig;
 pub use containment::{ContainmentConfig, ContainmentError};
 pub use dsh_contain::pages::page_backed_bytes;
+pub use dsh_contain::pty::Size as TerminalSize;
 pub use dsh_contain::rlimit;
 pub use dsh_contain::{Limits as TaskLimits, Mode as ContainmentMode};
 pub use env::DSH_ENV_PREFIX;
 pub use errors::{ProcessError, SpawnError, os_error_text};
 pub use ids::ProcessId;
+pub use input::{
+    INPUT_QUEUE_BYTES, InputChannel, InputError, InputItem, InputState, KeyInput, PipeKey,
+};
+pub use input_driver::{AFTER_WRITE, CHECK_BACKED_OFF, CHECK_EVERY, HIBERNATE_AFTER, SETTLE};
 pub use lock::lock_unpoisoned;
 pub use manager::ProcessManager;
 pub use messages::{
     AdmissionCost, Discard, GetAdmissionCost, Kill, KillAllNow, KillOutcome, ManagerStats, Read,
-    Release, Shutdown, Spawn, SpawnedProcess, Stats, Wait,
+    Release, Shutdown, Spawn, SpawnedProcess, Stats, Wait, Write,
 };
 pub use outcome::{CollectedOutput, ProcessOutcome, ReadResult, Settlement, StreamKind};
 pub use policy::{
@@ -93,8 +104,9 @@ pub use policy::{
     ProcessPolicy, SettledProcess, StragglerAction,
 };
 pub use scan::{ScanWatch, StreamScan};
-pub use shared_output::SharedOutput;
-pub use spec::{ProcessSpawnSpec, QueuedNotice};
+pub use shared_output::{Live, SharedOutput};
+pub use spec::{InputMode, ProcessSpawnSpec, QueuedNotice};
+pub use terminal_slots::DEFAULT_MAX_TERMINALS;
 pub use watchdog_link::{
     MAX_RESTARTS_IN_A_ROW as WATCHDOG_RESTARTS_IN_A_ROW, WatchdogCommand, WatchdogStatus,
 };

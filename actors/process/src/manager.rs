@@ -23,13 +23,16 @@ use crate::messages::{
     ProcessSettled, Read, Release, Shutdown, Spawn, SpawnedProcess, Stats, Wait, WithdrawAbandoned,
 };
 use crate::outcome::{ProcessOutcome, ReadResult};
-use crate::spawn::start_child;
+use crate::spawn::{Stdin, start_child};
 use crate::stragglers::kill_stragglers;
 use crate::table::{Pacing, ProcessTable, WaitFor};
+use crate::terminal_slots::TerminalSlots;
 
 /// The manager of all processes of one runtime.
 pub struct ProcessManager {
     table: ProcessTable,
+    /// The terminals in use (`ManagerConfig::max_terminals`).
+    terminals: TerminalSlots,
 }
 
 impl ProcessManager {
@@ -56,7 +59,9 @@ impl ProcessManager {
         if containment.mode() == dsh_contain::Mode::Subreaper {
             dsh_contain::orphans::reap_on_sigchld();
         }
+        let terminals = TerminalSlots::new(config.max_terminals);
         Self {
+            terminals,
             table: ProcessTable::with_containment(
                 config,
                 AmbientEnv::capture(std::env::vars_os()),
@@ -93,17 +98,31 @@ impl ProcessManager {
             return;
         };
         let containment = self.table.containment().clone();
-        let started = containment.prepare().and_then(|contained| {
+        let stdin = Stdin::of(&launch.spec);
+        // A terminal holds a slot from its start until its driver settles.
+        let slot = match stdin {
+            Stdin::Terminal(_) => match self.terminals.take() {
+                Some(slot) => Ok(Some(slot)),
+                None => Err(SpawnError::TooManyTerminals(self.terminals.max())),
+            },
+            Stdin::Null | Stdin::Bytes(_) | Stdin::Open => Ok(None),
+        };
+        let started =
+            slot.and_then(|slot| containment.prepare().map(|contained| (slot, contained)));
+        let started = started.and_then(|(slot, contained)| {
             match start_child(
                 &launch.program,
                 &launch.spec.argv,
                 &launch.spec.cwd,
                 &launch.env,
-                launch.spec.stdin.clone(),
+                stdin,
                 &contained,
                 launch.spec.confinement.as_ref(),
             ) {
-                Ok(started) => Ok((started, contained)),
+                Ok(mut started) => {
+                    started.terminal_slot = slot;
+                    Ok((started, contained))
+                }
                 Err(err) => {
                     containment.finish(0, contained);
                     Err(err)
@@ -204,6 +223,14 @@ impl Handler<Read> for ProcessManager {
 
     fn handle(&mut self, Read { id, stream, offset }: Read, _: &mut Self::Context) -> Self::Result {
         self.table.read(id, stream, offset)
+    }
+}
+
+impl Handler<crate::messages::Write> for ProcessManager {
+    type Result = Result<Result<(), crate::InputError>, ProcessError>;
+
+    fn handle(&mut self, msg: crate::messages::Write, _: &mut Self::Context) -> Self::Result {
+        Ok(self.table.output(msg.id)?.write(msg.items))
     }
 }
 

@@ -44,6 +44,19 @@ pub struct Read {
     pub offset: u64,
 }
 
+/// Write to an interactive process's input (issue 22): the same as
+/// [`SharedOutput::write`](crate::SharedOutput::write) on its output, for callers that hold only
+/// its id. Never waits for the program: at most 64 KiB wait in its queue. The outer error is an
+/// unknown id; the inner one the refusal.
+#[derive(Message, Debug)]
+#[rtype(result = "Result<Result<(), crate::InputError>, ProcessError>")]
+pub struct Write {
+    /// The process to write to.
+    pub id: ProcessId,
+    /// What to write, in order.
+    pub items: Vec<crate::InputItem>,
+}
+
 /// Kill a process group: SIGTERM, then SIGKILL after its grace. Idempotent.
 #[derive(Message, Debug)]
 #[rtype(result = "Result<KillOutcome, ProcessError>")]

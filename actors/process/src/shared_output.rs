@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use tokio::sync::watch;
 
 use crate::collector::OutputCollector;
+use crate::input::{InputChannel, InputError, InputItem};
 use crate::lock::lock_unpoisoned;
 use crate::outcome::{CollectedOutput, ProcessOutcome, ReadResult, StreamKind};
 use crate::scan::{ScanWatch, StreamScan};
@@ -24,6 +25,30 @@ pub struct SharedOutput {
     outcome: Arc<OnceLock<ProcessOutcome>>,
     /// Flips to `true` right after `outcome` is set; closed if the driver is dropped unsettled.
     settled: watch::Receiver<bool>,
+    /// The input and the terminal's live text of an interactive process (issue 22).
+    interaction: Option<Interaction>,
+}
+
+/// What an interactive process shares besides its output.
+#[derive(Clone, Debug)]
+pub(crate) struct Interaction {
+    pub(crate) input: InputChannel,
+    /// Under a terminal: what a read shows after the stream (see [`Live`]).
+    pub(crate) live: Option<Arc<Mutex<Live>>>,
+}
+
+/// The part of a terminal's output that is not in the stream (yet): the cursor's line (a prompt,
+/// a progress bar's current state), or the whole screen while a full-screen program holds it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Live {
+    /// Nothing.
+    #[default]
+    Empty,
+    /// The cursor's row and what is below it, after the stream's lines.
+    Line(String),
+    /// The visible screen, instead of the stream's tail (the alternate screen, or a program
+    /// painting the main one).
+    Screen(String),
 }
 
 /// The driver's end of [`SharedOutput::settled`]: dropping it unsettled wakes waiters with `None`.
@@ -37,8 +62,34 @@ impl SharedOutput {
             stderr: Arc::new(Mutex::new(stderr)),
             outcome: Arc::new(OnceLock::new()),
             settled: rx,
+            interaction: None,
         };
         (output, SettleSignal(tx))
+    }
+
+    /// The same output, with an input channel and, under a terminal, its live text.
+    pub(crate) fn with_interaction(mut self, interaction: Interaction) -> Self {
+        self.interaction = Some(interaction);
+        self
+    }
+
+    /// The process's input, when it was started with one.
+    pub fn input(&self) -> Option<&InputChannel> {
+        self.interaction.as_ref().map(|i| &i.input)
+    }
+
+    /// Queues `items` for the process's input (never blocks).
+    pub fn write(&self, items: Vec<InputItem>) -> Result<(), InputError> {
+        self.input().ok_or(InputError::NoInput)?.write(items)
+    }
+
+    /// Under a terminal, what a read shows after the stream's lines; [`Live::Empty`] otherwise.
+    pub fn live(&self) -> Live {
+        self.interaction
+            .as_ref()
+            .and_then(|i| i.live.as_ref())
+            .map(|live| lock_unpoisoned(live).clone())
+            .unwrap_or_default()
     }
 
     /// The outcome, once the process has settled (set before the manager hears of it).

@@ -27,27 +27,73 @@ use std::path::{Path, PathBuf};
 
 use nix::libc;
 use tokio::io::AsyncWriteExt;
+use tokio::io::unix::AsyncFd;
 use tokio::net::unix::pipe;
 use tokio::task::JoinHandle;
 
+use dsh_contain::pty::{Pty, Size};
 use dsh_contain::reap::ExitWatcher;
 use dsh_contain::spawn::{above_stdio, pipe_above_stdio};
-use dsh_contain::{Program, Stdio};
+use dsh_contain::{ControllingTerminal, Program, Stdio};
 
 use crate::child_env::ChildEnv;
 use crate::containment::Contained;
 use crate::errors::SpawnError;
+use crate::spec::{InputMode, ProcessSpawnSpec};
 
 /// A child that has just started.
 pub(crate) struct Started {
     pub pid: i32,
     pub exit: ExitWatcher,
     /// The read ends, as non-blocking pipe receivers: the driver waits for readability before it
-    /// allocates a buffer, so an idle child costs no read buffer at all.
-    pub stdout: pipe::Receiver,
-    pub stderr: pipe::Receiver,
+    /// allocates a buffer, so an idle child costs no read buffer at all. `None` under a terminal
+    /// (the output comes from its master).
+    pub stdout: Option<pipe::Receiver>,
+    pub stderr: Option<pipe::Receiver>,
     /// The task writing the given stdin bytes, if any.
     pub stdin_writer: Option<JoinHandle<()>>,
+    /// The runtime's end of an open input.
+    pub input: StartedInput,
+    /// Under a terminal, its slot of the manager's cap, held until the driver settles.
+    pub terminal_slot: Option<crate::terminal_slots::TerminalSlot>,
+}
+
+/// The runtime's end of a child's input after the start.
+pub(crate) enum StartedInput {
+    /// No input after the start.
+    Closed,
+    /// The write end of the stdin pipe.
+    Pipe(pipe::Sender),
+    /// The pty master (non-blocking) and the slave's device number.
+    Terminal {
+        master: AsyncFd<OwnedFd>,
+        device: libc::dev_t,
+    },
+}
+
+/// What the child gets on stdin.
+#[derive(Debug, Clone)]
+pub(crate) enum Stdin {
+    /// `/dev/null`.
+    Null,
+    /// A pipe fed these bytes, then closed.
+    Bytes(Vec<u8>),
+    /// A pipe kept open for writes.
+    Open,
+    /// A pseudo-terminal of this size on 0–2, the controlling terminal.
+    Terminal(Size),
+}
+
+impl Stdin {
+    /// What `spec` asks for.
+    pub(crate) fn of(spec: &ProcessSpawnSpec) -> Stdin {
+        match (spec.input, &spec.stdin) {
+            (InputMode::Terminal(size), _) => Stdin::Terminal(size),
+            (InputMode::Open, _) => Stdin::Open,
+            (InputMode::Closed, Some(bytes)) => Stdin::Bytes(bytes.clone()),
+            (InputMode::Closed, None) => Stdin::Null,
+        }
+    }
 }
 
 /// Checks that `cwd` is a directory we can name in an error before spawning.
@@ -103,27 +149,19 @@ impl ProgramCache {
 
 /// Starts `program` (already found on the child's `PATH`) with `argv`, in `cwd`, with `env`, as the
 /// leader of a new session inside `contained`, and attaches its pipes and exit to the async runtime;
-/// `stdin` bytes, if any, are written to its stdin and then closed. This is the whole spawn path of
-/// the manager.
+/// `stdin` bytes, if any, are written to its stdin and then closed; an open stdin or a terminal is
+/// handed to the driver. This is the whole spawn path of the manager.
 pub(crate) fn start_child(
     program: &Path,
     argv: &[String],
     cwd: &Path,
     env: &ChildEnv,
-    stdin: Option<Vec<u8>>,
+    stdin: Stdin,
     contained: &Contained,
     confinement: Option<&dsh_contain::confine::Confinement>,
 ) -> Result<Started, SpawnError> {
-    spawn_raw(
-        program,
-        argv,
-        cwd,
-        env,
-        stdin.is_some(),
-        contained,
-        confinement,
-    )
-    .and_then(|raw| raw.attach(&argv[0], stdin))
+    spawn_raw(program, argv, cwd, env, &stdin, contained, confinement)
+        .and_then(|raw| raw.attach(&argv[0], stdin))
 }
 
 /// A child just started, before its pipes and exit are attached to the async runtime.
@@ -131,9 +169,23 @@ pub(crate) fn start_child(
 pub(crate) struct RawChild {
     pid: i32,
     pidfd: Option<OwnedFd>,
-    stdout: OwnedFd,
-    stderr: OwnedFd,
-    stdin: Option<OwnedFd>,
+    streams: RawStreams,
+}
+
+/// The parent's ends of a just-started child's descriptors.
+#[derive(Debug)]
+enum RawStreams {
+    /// Output pipes, and the stdin pipe's write end when bytes are given or input stays open.
+    Pipes {
+        stdout: OwnedFd,
+        stderr: OwnedFd,
+        stdin: Option<OwnedFd>,
+    },
+    /// The pty master (the slave is the child's 0–2).
+    Terminal {
+        master: OwnedFd,
+        device: libc::dev_t,
+    },
 }
 
 /// The blocking half of a start: pipes and the spawn of the resolved `program`. Blocks until the
@@ -143,7 +195,7 @@ fn spawn_raw(
     argv: &[String],
     cwd: &Path,
     env: &ChildEnv,
-    with_stdin: bool,
+    stdin: &Stdin,
     contained: &Contained,
     confinement: Option<&dsh_contain::confine::Confinement>,
 ) -> Result<RawChild, SpawnError> {
@@ -163,41 +215,75 @@ fn spawn_raw(
     let envp = env.c_entries(marker).ok_or_else(|| os(nul_byte_error()))?;
     let cwd_c = c_string(cwd.as_os_str().as_bytes()).map_err(os)?;
     let program_c = c_string(program.as_os_str().as_bytes()).map_err(os)?;
+    let terminal = match stdin {
+        Stdin::Terminal(_) => ControllingTerminal::Stdin,
+        Stdin::Null | Stdin::Bytes(_) | Stdin::Open => ControllingTerminal::None,
+    };
     let child = Program::from_c_strings(program_c, argv_c, envp, Some(cwd_c))
         .with_nofile_soft_limit(dsh_contain::rlimit::child_soft_limit())
-        .with_confinement(confinement.cloned());
-    let (out_r, out_w) = pipe_above_stdio().map_err(os)?;
-    let (err_r, err_w) = pipe_above_stdio().map_err(os)?;
-    let (stdin_read, stdin_write) = if with_stdin {
-        let (read, write) = pipe_above_stdio().map_err(os)?;
-        (read, Some(write))
-    } else {
-        (dev_null().map_err(os)?, None)
-    };
+        .with_confinement(confinement.cloned())
+        .with_controlling_terminal(terminal);
     let cgroup = match contained {
         Contained::Leaf(leaf) => Some(leaf.target()),
         Contained::Group | Contained::Marker(_) => None,
     };
+    // The parent's ends, and the child's (dropped right after the spawn: the child has its
+    // copies, and ours must close so that end of file, or `EIO` on a master, can be seen).
+    let (streams, child_ends) = match stdin {
+        Stdin::Terminal(size) => {
+            let mut pty = Pty::open(*size).map_err(|err| os(io::Error::other(err.to_string())))?;
+            let slave = pty
+                .take_slave()
+                .ok_or_else(|| os(io::Error::from_raw_os_error(libc::EBADF)))?;
+            let slave = above_stdio(slave).map_err(os)?;
+            let device = pty.device();
+            let master = above_stdio(pty.into_master()).map_err(os)?;
+            (
+                RawStreams::Terminal { master, device },
+                [
+                    slave.try_clone().map_err(os)?,
+                    slave.try_clone().map_err(os)?,
+                    slave,
+                ],
+            )
+        }
+        Stdin::Null | Stdin::Bytes(_) | Stdin::Open => {
+            let (out_r, out_w) = pipe_above_stdio().map_err(os)?;
+            let (err_r, err_w) = pipe_above_stdio().map_err(os)?;
+            let (stdin_read, stdin_write) = match stdin {
+                Stdin::Null => (dev_null().map_err(os)?, None),
+                _ => {
+                    let (read, write) = pipe_above_stdio().map_err(os)?;
+                    (read, Some(write))
+                }
+            };
+            let streams = RawStreams::Pipes {
+                stdout: out_r,
+                stderr: err_r,
+                stdin: stdin_write,
+            };
+            (streams, [stdin_read, out_w, err_w])
+        }
+    };
+    let [child_in, child_out, child_err] = &child_ends;
     let stdio = Stdio {
-        stdin: stdin_read.as_fd(),
-        stdout: out_w.as_fd(),
-        stderr: err_w.as_fd(),
+        stdin: child_in.as_fd(),
+        stdout: child_out.as_fd(),
+        stderr: child_err.as_fd(),
     };
     // Held from before the spawn until the pid is recorded, so the orphan reaper never takes it.
     let registration = dsh_contain::orphans::registry().spawning();
     let spawned = dsh_contain::spawn(&child, stdio, cgroup);
+    drop(child_ends);
     let spawned = match spawned {
         Ok(spawned) => spawned,
         Err(err) => return Err(spawn_error(&argv[0], cwd, err)),
     };
     registration.register(spawned.pid);
-    // The child has its copies; ours must close so end of file can be seen.
     Ok(RawChild {
         pid: spawned.pid,
         pidfd: spawned.pidfd,
-        stdout: out_r,
-        stderr: err_r,
-        stdin: stdin_write,
+        streams,
     })
 }
 
@@ -256,7 +342,7 @@ fn dev_null() -> io::Result<OwnedFd> {
 impl RawChild {
     /// The async half: watch the exit, register the pipes, start writing stdin. Must run inside the
     /// tokio runtime that will drive the child.
-    fn attach(self, program: &str, stdin: Option<Vec<u8>>) -> Result<Started, SpawnError> {
+    fn attach(self, program: &str, stdin: Stdin) -> Result<Started, SpawnError> {
         let exit = ExitWatcher::new(self.pid, self.pidfd);
         let os = |source: io::Error| {
             // Cannot happen for our own pipes; fail closed rather than drive a half-wired child
@@ -267,18 +353,40 @@ impl RawChild {
                 source,
             }
         };
-        let stdout = pipe::Receiver::from_owned_fd(self.stdout).map_err(os)?;
-        let stderr = pipe::Receiver::from_owned_fd(self.stderr).map_err(os)?;
-        let stdin_writer = match (stdin, self.stdin) {
-            (Some(bytes), Some(write)) => {
-                let mut sender = pipe::Sender::from_owned_fd(write).map_err(os)?;
-                Some(tokio::spawn(async move {
-                    // EPIPE (the child exited without reading) and other write errors do not matter:
-                    // the outcome is decided by the exit and the output alone.
-                    let _ = sender.write_all(&bytes).await;
-                }))
+        let (stdout, stderr, stdin_writer, input) = match self.streams {
+            RawStreams::Terminal { master, device } => {
+                let master = dsh_contain::pty::watch_master(master).map_err(os)?;
+                (None, None, None, StartedInput::Terminal { master, device })
             }
-            _ => None,
+            RawStreams::Pipes {
+                stdout,
+                stderr,
+                stdin: write,
+            } => {
+                let stdout = pipe::Receiver::from_owned_fd(stdout).map_err(os)?;
+                let stderr = pipe::Receiver::from_owned_fd(stderr).map_err(os)?;
+                match (stdin, write) {
+                    (Stdin::Bytes(bytes), Some(write)) => {
+                        let mut sender = pipe::Sender::from_owned_fd(write).map_err(os)?;
+                        let writer = tokio::spawn(async move {
+                            // EPIPE (the child exited without reading) and other write errors do
+                            // not matter: the outcome is decided by the exit and the output alone.
+                            let _ = sender.write_all(&bytes).await;
+                        });
+                        (
+                            Some(stdout),
+                            Some(stderr),
+                            Some(writer),
+                            StartedInput::Closed,
+                        )
+                    }
+                    (Stdin::Open, Some(write)) => {
+                        let sender = pipe::Sender::from_owned_fd(write).map_err(os)?;
+                        (Some(stdout), Some(stderr), None, StartedInput::Pipe(sender))
+                    }
+                    _ => (Some(stdout), Some(stderr), None, StartedInput::Closed),
+                }
+            }
         };
         Ok(Started {
             pid: self.pid,
@@ -286,6 +394,8 @@ impl RawChild {
             stdout,
             stderr,
             stdin_writer,
+            input,
+            terminal_slot: None,
         })
     }
 }

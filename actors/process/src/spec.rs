@@ -72,6 +72,30 @@ pub struct ProcessSpawnSpec {
     /// How the child is confined right before exec (the sandbox executor's confinement); `None`
     /// runs it unconfined. A refused confinement fails the spawn.
     pub confinement: Option<dsh_contain::confine::Confinement>,
+    /// How the child takes input: closed (`stdin` bytes or `/dev/null`), an open pipe, or a
+    /// pseudo-terminal on 0–2 (issue 22). Written through [`SharedOutput::write`](crate::SharedOutput::write).
+    pub input: InputMode,
+}
+
+/// How a child takes input (issue 22).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum InputMode {
+    /// No input after the start: stdin is `/dev/null`, or a pipe fed [`ProcessSpawnSpec::stdin`]
+    /// and then closed.
+    #[default]
+    Closed,
+    /// A pipe on stdin kept open for writes; stdout and stderr are pipes as usual.
+    Open,
+    /// A pseudo-terminal of this size on 0, 1 and 2, the child's controlling terminal: one output
+    /// stream (stdout) rendered through the terminal emulator.
+    Terminal(dsh_contain::pty::Size),
+}
+
+impl InputMode {
+    /// Whether input can be written after the start.
+    pub fn is_open(self) -> bool {
+        self != InputMode::Closed
+    }
 }
 
 impl ProcessSpawnSpec {
@@ -99,6 +123,7 @@ impl ProcessSpawnSpec {
             background: false,
             queued: None,
             confinement: None,
+            input: InputMode::Closed,
         }
     }
 }

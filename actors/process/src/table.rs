@@ -290,6 +290,11 @@ impl ProcessTable {
         Ok(self.slot(id)?.output.read(stream, offset))
     }
 
+    /// The shared output of a process (its input too, when it has one).
+    pub(crate) fn output(&self, id: ProcessId) -> Result<&SharedOutput, ProcessError> {
+        Ok(&self.slot(id)?.output)
+    }
+
     /// Starts the kill of a live process (idempotent: the driver escalates once).
     pub(crate) fn kill(&self, id: ProcessId) -> Result<KillOutcome, ProcessError> {
         match &self.slot(id)?.state {

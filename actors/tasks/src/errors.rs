@@ -23,6 +23,15 @@ pub enum TaskError {
     /// [`Register`](crate::Register) with a blank `label`.
     #[error("invalid task label: expected a non-empty string")]
     EmptyLabel,
+    /// The task was started without input (issue 22).
+    #[error("task {0} takes no input (start it with tty: true or stdin: \"open\")")]
+    NoInput(String),
+    /// The task has ended, or its input was closed.
+    #[error("task {0} has finished; its input is closed")]
+    InputClosed(String),
+    /// More than 64 KiB of input would wait for the program.
+    #[error("input buffer full")]
+    InputFull,
     /// The registry has begun shutting down and takes no new tasks.
     #[error("task registry is shut down")]
     ShutDown,

@@ -91,6 +91,21 @@ pub trait TaskProducer: Send + 'static {
         Box::pin(std::future::pending())
     }
 
+    /// Whether the work takes input and waits for it now (issue 22). The default takes none.
+    fn input(&self) -> crate::TaskInput {
+        crate::TaskInput::None
+    }
+    /// Writes to the work's input, in order; never blocks. The default takes none.
+    fn write(&self, items: Vec<crate::TaskInputItem>) -> Result<(), crate::WriteRefusal> {
+        let _ = items;
+        Err(crate::WriteRefusal::NoInput)
+    }
+    /// Resolves once the work waits for input (now or later). Like
+    /// [`output_matches`](TaskProducer::output_matches), it must start watching when called. The
+    /// default never resolves.
+    fn input_waiting(&self) -> BoxFuture<'static, ()> {
+        Box::pin(std::future::pending())
+    }
     /// Bytes of memory this work holds once it has ended: its output in memory (the buffers, not
     /// just the bytes in them) and its own records, in [`heap_block_bytes`](crate::heap_block_bytes)
     /// terms; the registry adds what its own record costs. Retention bounds the sum over finished
@@ -130,6 +145,9 @@ fn drained_bytes(spill_paths: &[PathBuf]) -> usize {
 pub(crate) struct Drained {
     pub spill_paths: Vec<PathBuf>,
     pub sandbox: Option<crate::SandboxFacts>,
+    /// `Closed` for work that took input (a write says "finished", not "takes no input"), else
+    /// `None`.
+    pub input: crate::TaskInput,
 }
 
 impl TaskProducer for Drained {
@@ -144,6 +162,10 @@ impl TaskProducer for Drained {
 
     fn finished(&self) -> BoxFuture<'static, TaskStatus> {
         Box::pin(std::future::pending())
+    }
+
+    fn input(&self) -> crate::TaskInput {
+        self.input
     }
 
     fn retained_bytes(&self) -> usize {

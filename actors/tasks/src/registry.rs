@@ -170,7 +170,17 @@ impl Handler<WaitTask> for TaskRegistry {
     /// Owner-checked at once; the wait itself runs beside the actor, which keeps serving messages.
     fn handle(&mut self, msg: WaitTask, _: &mut Self::Context) -> Self::Result {
         let watch = self.table.watch(&msg.id, msg.caller.as_deref());
-        Box::pin(async move { Ok(wait(watch?, msg.timeout, msg.until, msg.cancel).await) })
+        Box::pin(async move {
+            Ok(wait(watch?, msg.timeout, msg.until, msg.for_input, msg.cancel).await)
+        })
+    }
+}
+
+impl Handler<crate::WriteTask> for TaskRegistry {
+    type Result = Result<(), TaskError>;
+
+    fn handle(&mut self, msg: crate::WriteTask, _: &mut Self::Context) -> Self::Result {
+        self.table.write(&msg.id, msg.caller.as_deref(), msg.items)
     }
 }
 

@@ -23,6 +23,8 @@ pub struct TaskSnapshot {
     pub started_at: SystemTime,
     /// When the work ended; `None` until then.
     pub finished_at: Option<SystemTime>,
+    /// Whether the task takes input and waits for it (issue 22), as of the snapshot.
+    pub input: crate::TaskInput,
     /// The owner already saw the end (through a read after it, or a kill): no notice is needed.
     pub reported: bool,
 }

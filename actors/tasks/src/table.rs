@@ -237,6 +237,10 @@ impl TaskTable {
             let drained = Drained {
                 spill_paths: output.spill_paths.clone(),
                 sandbox: output.sandbox.clone(),
+                input: match record.producer.input() {
+                    crate::TaskInput::None => crate::TaskInput::None,
+                    _ => crate::TaskInput::Closed,
+                },
             };
             let kept = drained.retained_bytes() + record_bytes(id, record);
             record.producer = Arc::new(drained);
@@ -267,6 +271,30 @@ impl TaskTable {
             producer: record.producer.clone(),
             settled,
         })
+    }
+
+    /// A write to the task's input: refused when it takes none or has ended.
+    pub(crate) fn write(
+        &mut self,
+        id: &str,
+        caller: Option<&str>,
+        items: Vec<crate::TaskInputItem>,
+    ) -> Result<(), TaskError> {
+        let record = self.access(id, caller)?;
+        if record.settled() {
+            return Err(match record.producer.input() {
+                crate::TaskInput::None => TaskError::NoInput(id.to_owned()),
+                _ => TaskError::InputClosed(id.to_owned()),
+            });
+        }
+        record
+            .producer
+            .write(items)
+            .map_err(|refusal| match refusal {
+                crate::WriteRefusal::NoInput => TaskError::NoInput(id.to_owned()),
+                crate::WriteRefusal::Closed => TaskError::InputClosed(id.to_owned()),
+                crate::WriteRefusal::Full => TaskError::InputFull,
+            })
     }
 
     pub(crate) fn kill(&mut self, id: &str, caller: Option<&str>) -> Result<KillReply, TaskError> {

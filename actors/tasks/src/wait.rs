@@ -10,6 +10,7 @@
 //!
 //! ```text
 //!   watch the output ─► wait for: holds ► Matched · settled ► Settled (Matched if it held by then)
+//!                                 waits for input ► WaitingForInput (when asked)
 //!                                 deadline ► TimedOut · cancel ► Aborted
 //! ```
 
@@ -37,6 +38,9 @@ pub struct WaitTask {
     pub timeout: Duration,
     /// Also stop waiting once this holds on the output produced since the previous read.
     pub until: Option<Arc<dyn OutputCondition>>,
+    /// Also stop waiting once the task waits for input (issue 22: `bash_write`, and `bash_output`
+    /// on a task that takes input).
+    pub for_input: bool,
     /// Resolving ends the wait with [`WaitOutcome::Aborted`] (the tool call was cancelled).
     pub cancel: BoxFuture<'static, ()>,
 }
@@ -48,6 +52,8 @@ pub enum WaitOutcome {
     Settled,
     /// The condition holds on the unread output.
     Matched,
+    /// The task waits for input (only with [`WaitTask::for_input`]).
+    WaitingForInput,
     /// The time ran out; the task is left as it is.
     TimedOut,
     /// The caller cancelled.
@@ -59,6 +65,7 @@ pub(crate) async fn wait(
     watch: Watch,
     timeout: Duration,
     until: Option<Arc<dyn OutputCondition>>,
+    for_input: bool,
     cancel: BoxFuture<'static, ()>,
 ) -> WaitOutcome {
     let Watch { producer, settled } = watch;
@@ -66,6 +73,11 @@ pub(crate) async fn wait(
     let mut matched: BoxFuture<'static, ()> = match until {
         Some(condition) => producer.output_matches(condition),
         None => Box::pin(std::future::pending()),
+    };
+    let mut waiting: BoxFuture<'static, ()> = if for_input {
+        producer.input_waiting()
+    } else {
+        Box::pin(std::future::pending())
     };
     let held_or_settled = |matched: &mut BoxFuture<'static, ()>| {
         if matched.now_or_never().is_some() {
@@ -85,6 +97,7 @@ pub(crate) async fn wait(
         _ = &mut settled => held_or_settled(&mut matched),
         () = &mut cancel => WaitOutcome::Aborted,
         () = &mut matched => WaitOutcome::Matched,
+        () = &mut waiting => WaitOutcome::WaitingForInput,
         () = &mut deadline => WaitOutcome::TimedOut,
     }
 }

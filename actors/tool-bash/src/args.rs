@@ -52,7 +52,24 @@ pub struct BashArgs {
     /// A one-shot escalation: the wider mode asked for and the model's one-sentence justification
     /// (both present, the justification not blank).
     pub escalation: Option<Escalation>,
+    /// How the command takes input after its start (`tty`, `stdin`; issue 22).
+    pub input: CommandInput,
 }
+
+/// `tty` and `stdin` together: a terminal always has its input open.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CommandInput {
+    /// `stdin: "closed"` (the default): `/dev/null`.
+    #[default]
+    Closed,
+    /// `stdin: "open"`: a pipe kept open for `bash_write`.
+    Open,
+    /// `tty: true`: a pseudo-terminal on stdin, stdout and stderr.
+    Terminal,
+}
+
+/// The values `stdin` may take.
+pub const STDIN_MODES: [&str; 2] = ["closed", "open"];
 
 /// `sandbox_permissions` + `justification`, paired and checked.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -73,6 +90,8 @@ enum Kind {
     Boolean,
     /// A string from a fixed list.
     OneOf(&'static [&'static str]),
+    /// An array of strings.
+    Strings,
 }
 
 impl Kind {
@@ -82,6 +101,9 @@ impl Kind {
             Kind::Number => value.is_number(),
             Kind::Boolean => value.is_boolean(),
             Kind::OneOf(list) => value.as_str().is_some_and(|v| list.contains(&v)),
+            Kind::Strings => value
+                .as_array()
+                .is_some_and(|items| items.iter().all(Value::is_string)),
         }
     }
 
@@ -90,6 +112,7 @@ impl Kind {
             Kind::String => "a string".into(),
             Kind::Number => "a number".into(),
             Kind::Boolean => "a boolean".into(),
+            Kind::Strings => "an array of strings".into(),
             Kind::OneOf(list) => format!(
                 "one of [{}]",
                 list.iter()
@@ -143,6 +166,8 @@ pub fn parse_bash_args_with(arguments: &Value, sandboxed: bool) -> Result<BashAr
         ("timeoutMs", Kind::Number, false),
         ("workdir", Kind::String, false),
         ("run_in_background", Kind::Boolean, false),
+        ("tty", Kind::Boolean, false),
+        ("stdin", Kind::OneOf(&STDIN_MODES), false),
     ];
     if sandboxed {
         fields.push(("sandbox_permissions", Kind::OneOf(&ESCALATION_MODES), false));
@@ -191,10 +216,17 @@ pub fn parse_bash_args_with(arguments: &Value, sandboxed: bool) -> Result<BashAr
             })
         }
     };
+    let tty = object.get("tty").and_then(Value::as_bool).unwrap_or(false);
+    let input = match (tty, text("stdin")) {
+        (true, _) => CommandInput::Terminal,
+        (false, Some("open")) => CommandInput::Open,
+        (false, _) => CommandInput::Closed,
+    };
     Ok(BashArgs {
         command: command.to_owned(),
         timeout,
         escalation,
+        input,
         workdir: text("workdir").map(str::to_owned),
         run_in_background: object
             .get("run_in_background")
@@ -254,6 +286,72 @@ pub fn parse_read_args(arguments: &Value) -> Result<ReadArgs, ToolError> {
     });
     Ok(ReadArgs {
         task_id,
+        wait,
+        until,
+    })
+}
+
+/// The default wait of `bash_write` after its input.
+pub const DEFAULT_WRITE_WAIT: Duration = Duration::from_secs(10);
+
+/// Validated `bash_write` arguments.
+#[derive(Clone, Debug)]
+pub struct WriteArgs {
+    /// The task to write to.
+    pub task_id: TaskId,
+    /// Text written as given (UTF-8), before the keys.
+    pub input: String,
+    /// Named keys written after `input`, in order.
+    pub keys: Vec<crate::keys::Key>,
+    /// The wait after the write: at most `min(timeout_ms ?? 10000, 600000)` ms.
+    pub wait: Duration,
+    /// Also stop waiting once the output produced since the previous read matches.
+    pub until: Option<UntilPattern>,
+}
+
+/// Validates `bash_write` arguments: `task_id`, and optionally `input`, `keys`, `until`,
+/// `timeout_ms`. Neither `input` nor `keys` is a pure wait.
+pub fn parse_write_args(arguments: &Value) -> Result<WriteArgs, ToolError> {
+    let object = check_schema(
+        arguments,
+        &[
+            ("task_id", Kind::String, true),
+            ("input", Kind::String, false),
+            ("keys", Kind::Strings, false),
+            ("timeout_ms", Kind::Number, false),
+            ("until", Kind::String, false),
+        ],
+    )?;
+    let task_id = parse_task_id(arguments)?;
+    let names: Vec<&str> = object
+        .get("keys")
+        .and_then(Value::as_array)
+        .map(|items| items.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let keys = crate::keys::parse_keys(&names)?;
+    let timeout = match object.get("timeout_ms") {
+        Some(value) => Some(positive_ms(value, "timeout_ms")?),
+        None => None,
+    };
+    let until = match object.get("until").and_then(Value::as_str) {
+        Some(pattern) => Some(
+            UntilPattern::new(pattern, UNTIL_SIZE_LIMIT)
+                .map_err(|err| invalid(format!("invalid until: {err}")))?,
+        ),
+        None => None,
+    };
+    let wait = timeout
+        .map(|t| Duration::from_millis(duration_ms(t).ceil() as u64))
+        .unwrap_or(DEFAULT_WRITE_WAIT)
+        .min(MAX_WAIT);
+    Ok(WriteArgs {
+        task_id,
+        input: object
+            .get("input")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned(),
+        keys,
         wait,
         until,
     })

@@ -67,11 +67,12 @@ pub struct DefinitionFacts {
     pub sandbox: bool,
 }
 
-/// The three tools (only `bash` when background work is disabled).
+/// The four tools (only `bash` when background work is disabled).
 pub fn tool_definitions(facts: DefinitionFacts) -> Vec<ToolDefinition> {
     let mut tools = vec![bash_definition(facts)];
     if facts.background {
         tools.push(output_tool());
+        tools.push(write_tool());
         tools.push(task_tool(
             "bash_kill",
             "Kill a running background bash task (SIGTERM, then SIGKILL) by task id.",
@@ -132,6 +133,14 @@ fn bash_definition(facts: DefinitionFacts) -> ToolDefinition {
             "run_in_background".into(),
             json!({"type": "boolean", "description": "Run in the background and return a task id immediately. No timeout applies."}),
         );
+        properties.insert(
+            "tty".into(),
+            json!({"type": "boolean", "description": "Run under a pseudo-terminal (40x120, TERM=xterm-256color), for programs that need one: REPLs, password prompts, full-screen programs. stdout and stderr are then one stream (no [stderr] section), rendered as the screen shows it. Input is open: the call returns as soon as the command waits for input, and you answer with bash_write."}),
+        );
+        properties.insert(
+            "stdin".into(),
+            json!({"type": "string", "enum": crate::args::STDIN_MODES, "description": "\"closed\" (default): stdin is /dev/null. \"open\": keep a pipe to the command's stdin; the call returns as soon as the command waits for input, and you answer with bash_write."}),
+        );
     }
     if facts.sandbox {
         properties.insert(
@@ -179,6 +188,43 @@ fn output_tool() -> ToolDefinition {
         properties.insert(
             "until".into(),
             json!({"type": "string", "description": "Regular expression (Rust regex syntax): wait until output produced since the previous read matches it, or the task finishes. Implies wait."}),
+        );
+    }
+    tool
+}
+
+/// `bash_write`: input to a task started with `tty: true` or `stdin: "open"`, then a wait.
+fn write_tool() -> ToolDefinition {
+    let mut tool = task_tool(
+        "bash_write",
+        "Answer a bash task that waits for input (started with `tty: true` or `stdin: \"open\"`; a \
+         foreground call that waits for input becomes such a task). Writes `input` as given, then \
+         the named `keys` in order, then waits until the task waits for input again, finishes, or \
+         `until` matches its new output — at most `timeout_ms` (default 10000, max 600000) — and \
+         returns what bash_output returns: the new output and `[status: …]`, which says \
+         `[status: waiting for input]` (or `waiting for hidden input` at a password prompt) when \
+         it waits again. Include the Enter key (or a newline) to submit a line.",
+    );
+    if let Some(properties) = tool.input_schema["properties"].as_object_mut() {
+        properties.insert(
+            "input".into(),
+            json!({"type": "string", "description": "Text to write, as given (UTF-8)."}),
+        );
+        properties.insert(
+            "keys".into(),
+            json!({"type": "array", "items": {"type": "string"}, "description": format!(
+                "Named keys written after input, in order: {}. Under a terminal C-c, C-z and C-\\ signal the \
+                 foreground program; with stdin \"open\", C-c sends SIGINT and C-d closes stdin.",
+                crate::keys::KNOWN_KEYS
+            )}),
+        );
+        properties.insert(
+            "until".into(),
+            json!({"type": "string", "description": "Regular expression (Rust regex syntax): also stop waiting once output produced since the previous read matches it."}),
+        );
+        properties.insert(
+            "timeout_ms".into(),
+            json!({"type": "number", "description": "Longest wait in milliseconds after writing (default 10000, max 600000)."}),
         );
     }
     tool

@@ -35,6 +35,12 @@ pub enum ToolError {
     /// `run_in_background` asked of a composition without background tasks.
     #[error("run_in_background is disabled for this deployment (enableRunInBackground: false)")]
     BackgroundDisabled,
+    /// `tty` or `stdin: "open"` without background tasks: a command that waits for input becomes a
+    /// background task, answered with `bash_write`, which this deployment does not offer.
+    #[error(
+        "tty and stdin \"open\" need background tasks, which are disabled for this deployment (enableRunInBackground: false)"
+    )]
+    InputDisabled,
     /// A one-shot escalation was refused; nothing ran.
     #[error(transparent)]
     Escalation(#[from] EscalationError),
@@ -50,6 +56,9 @@ pub enum ToolError {
     /// The task registry refused (unknown, foreign or discarded task, …).
     #[error(transparent)]
     Task(#[from] TaskError),
+    /// `bash_write` named a key that does not exist (the contract's `invalid keys: …` text).
+    #[error(transparent)]
+    InvalidKeys(#[from] crate::keys::UnknownKey),
     /// An actor's mailbox is closed: the runtime is shutting down (`the bash executor is not
     /// running`, `the task registry is not running`).
     #[error("the {0} is not running")]
@@ -68,23 +77,26 @@ pub enum ToolError {
 impl ToolError {
     /// The kind of failure: `INVALID_ARGUMENTS`, `UNKNOWN_TOOL`, `ABORTED`,
     /// `BACKGROUND_DISABLED`, `ESCALATION_REFUSED`, `SANDBOX_UNAVAILABLE`, `EXEC_FAILED`,
-    /// `UNKNOWN_TASK`, `FOREIGN_TASK`, `TASK_DISCARDED`, `TASK_REFUSED`, `SHUT_DOWN`,
-    /// `NOT_SANDBOXED` or `MISCONFIGURED`.
+    /// `UNKNOWN_TASK`, `FOREIGN_TASK`, `TASK_DISCARDED`, `NO_INPUT`, `INPUT_CLOSED`,
+    /// `INPUT_FULL`, `TASK_REFUSED`, `SHUT_DOWN`, `NOT_SANDBOXED` or `MISCONFIGURED`.
     pub fn code(&self) -> &'static str {
         match self {
-            ToolError::InvalidArguments(_) => "INVALID_ARGUMENTS",
+            ToolError::InvalidArguments(_) | ToolError::InvalidKeys(_) => "INVALID_ARGUMENTS",
             ToolError::UnknownTool { .. } => "UNKNOWN_TOOL",
             ToolError::AbortedBeforeDispatch
             | ToolError::Aborted
             | ToolError::CommandAborted
             | ToolError::WaitAborted => "ABORTED",
-            ToolError::BackgroundDisabled => "BACKGROUND_DISABLED",
+            ToolError::BackgroundDisabled | ToolError::InputDisabled => "BACKGROUND_DISABLED",
             ToolError::Escalation(_) => "ESCALATION_REFUSED",
             ToolError::Exec { code, .. } => code,
             ToolError::Task(TaskError::Unknown(_)) => "UNKNOWN_TASK",
             ToolError::Task(TaskError::Foreign(_)) => "FOREIGN_TASK",
             ToolError::Task(TaskError::Discarded { .. }) => "TASK_DISCARDED",
             ToolError::Task(TaskError::ShutDown) => "SHUT_DOWN",
+            ToolError::Task(TaskError::NoInput(_)) => "NO_INPUT",
+            ToolError::Task(TaskError::InputClosed(_)) => "INPUT_CLOSED",
+            ToolError::Task(TaskError::InputFull) => "INPUT_FULL",
             ToolError::Task(_) => "TASK_REFUSED",
             ToolError::NotRunning(_) | ToolError::ShutDown => "SHUT_DOWN",
             ToolError::NotSandboxed => "NOT_SANDBOXED",

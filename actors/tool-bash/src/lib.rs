@@ -27,11 +27,13 @@ mod structured;
 mod task_id;
 mod tool;
 mod until;
+mod write;
 
 pub use approval::{ApprovalOutcome, ApprovalRequest, NoApprovalChannel, approval_reason};
 pub use args::{
-    BashArgs, DEFAULT_WAIT, ESCALATION_MODES, Escalation, MAX_WAIT, ReadArgs, parse_bash_args,
-    parse_bash_args_with, parse_read_args, parse_task_id,
+    BashArgs, CommandInput, DEFAULT_WAIT, DEFAULT_WRITE_WAIT, ESCALATION_MODES, Escalation,
+    MAX_WAIT, ReadArgs, STDIN_MODES, WriteArgs, parse_bash_args, parse_bash_args_with,
+    parse_read_args, parse_task_id, parse_write_args,
 };
 pub use call::{ToolCall, ToolResult};
 pub use config::ToolBashConfig;
@@ -42,8 +44,8 @@ pub use managed_env::{managed_env, resolve_dsh_home};
 pub use outcome::{Ending, KillResult, Ran, Read, Signal, StreamFacts, ToolOutcome};
 pub use render::{
     ESCALATION_HINT, denial_marker, render_kill, render_moved, render_notice, render_read,
-    render_read_with, render_result, render_result_with, render_started, runner_failure_marker,
-    sandbox_markers, status_line,
+    render_read_input, render_read_with, render_result, render_result_with, render_started,
+    render_waiting, runner_failure_marker, sandbox_markers, status_line, status_line_with_input,
 };
 pub use request::{Offered, ToolRequest};
 pub use session::{SetSessionSandboxMode, SetSessionWorkspace, StandingSandboxPolicy};

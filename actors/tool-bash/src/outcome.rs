@@ -9,6 +9,7 @@ use std::time::Duration;
 use dsh_bash::{
     BashRunResult, CollectedOutput, PeekSnapshot, RunEnding, SandboxFacts, TaskOutput, TaskStatus,
 };
+use dsh_tasks::TaskInput;
 use serde::ser::{Serialize, SerializeMap, Serializer};
 
 use crate::task_id::TaskId;
@@ -31,7 +32,15 @@ pub enum ToolOutcome {
         /// The timeout it reached.
         timeout: Duration,
     },
-    /// A `bash_output` read.
+    /// A foreground `bash` call whose command waits for input (issue 22) and became a background
+    /// task of the caller.
+    WaitingForInput {
+        /// The task it became.
+        task_id: TaskId,
+        /// At a password-style prompt.
+        hidden: bool,
+    },
+    /// A `bash_output` read, or the read `bash_write` ends with.
     Read(Read),
     /// A `bash_kill`.
     Kill {
@@ -49,6 +58,7 @@ impl ToolOutcome {
             ToolOutcome::Ran(_) => None,
             ToolOutcome::Started { task_id }
             | ToolOutcome::MovedToBackground { task_id, .. }
+            | ToolOutcome::WaitingForInput { task_id, .. }
             | ToolOutcome::Kill { task_id, .. } => Some(task_id),
             ToolOutcome::Read(read) => Some(&read.task_id),
         }
@@ -181,6 +191,8 @@ pub struct Read {
     pub status: TaskStatus,
     /// The sandbox facts, once the task has ended.
     pub sandbox: Option<SandboxFacts>,
+    /// Whether the task takes input and waits for it (issue 22).
+    pub input: TaskInput,
 }
 
 impl Read {
@@ -193,7 +205,14 @@ impl Read {
             spill_paths: output.spill_paths.clone(),
             status: status.clone(),
             sandbox: output.sandbox.clone().filter(|_| !status.is_running()),
+            input: TaskInput::None,
         }
+    }
+
+    /// The same read, with where the task's input stands.
+    pub fn with_input(mut self, input: TaskInput) -> Self {
+        self.input = input;
+        self
     }
 }
 
@@ -291,6 +310,12 @@ impl Serialize for ToolOutcome {
                 map.serialize_entry("timed_out", &true)?;
                 map.serialize_entry("timeout_ms", &millis(*timeout))?;
             }
+            ToolOutcome::WaitingForInput { task_id, hidden } => {
+                map.serialize_entry("background", &true)?;
+                map.serialize_entry("task_id", task_id)?;
+                map.serialize_entry("waiting_for_input", &true)?;
+                map.serialize_entry("input_hidden", hidden)?;
+            }
             ToolOutcome::Read(read) => {
                 let (status, exit_code, signal) = status_fields(&read.status);
                 let spill_paths: Vec<String> =
@@ -308,6 +333,10 @@ impl Serialize for ToolOutcome {
                 )?;
                 if let Some(facts) = &read.sandbox {
                     map.serialize_entry("sandbox", &SandboxView(facts))?;
+                }
+                if read.input != TaskInput::None {
+                    map.serialize_entry("waiting_for_input", &read.input.is_waiting())?;
+                    map.serialize_entry("input_hidden", &(read.input == TaskInput::WaitingHidden))?;
                 }
             }
             ToolOutcome::Kill { task_id, result } => {

@@ -112,8 +112,44 @@ pub fn render_read(output: &TaskOutput, status: &TaskStatus) -> String {
 /// [`render_read`], then — once the task has ended — its sandbox markers (runner failure, or denial
 /// and the escalation hint when `escalation` is offered), each on its own line, on every read.
 pub fn render_read_with(output: &TaskOutput, status: &TaskStatus, escalation: bool) -> String {
+    render_read_input(output, status, dsh_tasks::TaskInput::None, escalation)
+}
+
+/// The reply of a foreground call whose command waits for input (issue 22): the output so far (or
+/// `(no output)`), the loss notice, then
+/// `[waiting for input; moved to background task <id>; answer with bash_write]` (`hidden input`
+/// at a password prompt).
+pub fn render_waiting(output: &TaskOutput, task_id: &str, hidden: bool) -> String {
+    let kind = if hidden { "hidden input" } else { "input" };
+    with_loss_notice(output, "(no output)")
+        + &format!(
+            "[waiting for {kind}; moved to background task {task_id}; answer with bash_write]"
+        )
+}
+
+/// A read's status line, saying `[status: waiting for input]` (or `… hidden input`) for a
+/// running task that waits for input.
+pub fn status_line_with_input(status: &TaskStatus, input: dsh_tasks::TaskInput) -> String {
+    match input {
+        dsh_tasks::TaskInput::Waiting if status.is_running() => {
+            "[status: waiting for input]".to_owned()
+        }
+        dsh_tasks::TaskInput::WaitingHidden if status.is_running() => {
+            "[status: waiting for hidden input]".to_owned()
+        }
+        _ => status_line(status),
+    }
+}
+
+/// [`render_read_with`], with the status line saying whether the task waits for input.
+pub fn render_read_input(
+    output: &TaskOutput,
+    status: &TaskStatus,
+    input: dsh_tasks::TaskInput,
+    escalation: bool,
+) -> String {
     let mut text = with_loss_notice(output, "(no new output)");
-    text.push_str(&status_line(status));
+    text.push_str(&status_line_with_input(status, input));
     if !status.is_running() {
         for marker in sandbox_markers(output.sandbox.as_ref(), escalation) {
             text.push('\n');

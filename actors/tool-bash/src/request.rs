@@ -3,7 +3,10 @@
 
 use serde_json::Value;
 
-use crate::args::{BashArgs, ReadArgs, parse_bash_args_with, parse_read_args, parse_task_id};
+use crate::args::{
+    BashArgs, ReadArgs, WriteArgs, parse_bash_args_with, parse_read_args, parse_task_id,
+    parse_write_args,
+};
 use crate::error::ToolError;
 use crate::task_id::TaskId;
 
@@ -14,6 +17,8 @@ pub enum ToolRequest {
     Bash(BashArgs),
     /// `bash_output`: read (optionally after waiting) a background task's new output.
     Output(ReadArgs),
+    /// `bash_write`: write to a task's input, then wait as `bash_output` does (issue 22).
+    Write(WriteArgs),
     /// `bash_kill`: kill a background task.
     Kill {
         /// The task.
@@ -24,7 +29,7 @@ pub enum ToolRequest {
 /// What a composition offers, which decides what a call may name.
 #[derive(Clone, Copy, Debug)]
 pub struct Offered {
-    /// `bash_output`, `bash_kill` and `run_in_background`.
+    /// `bash_output`, `bash_write`, `bash_kill` and `run_in_background`.
     pub background: bool,
     /// The escalation parameters (`sandbox_permissions`, `justification`).
     pub sandbox: bool,
@@ -34,7 +39,7 @@ impl Offered {
     /// The tools a model may call, in the order they are offered.
     pub fn tools(self) -> &'static [&'static str] {
         if self.background {
-            &["bash", "bash_output", "bash_kill"]
+            &["bash", "bash_output", "bash_write", "bash_kill"]
         } else {
             &["bash"]
         }
@@ -51,6 +56,9 @@ impl ToolRequest {
             )?)),
             "bash_output" if offered.background => {
                 Ok(ToolRequest::Output(parse_read_args(arguments)?))
+            }
+            "bash_write" if offered.background => {
+                Ok(ToolRequest::Write(parse_write_args(arguments)?))
             }
             "bash_kill" if offered.background => Ok(ToolRequest::Kill {
                 task_id: parse_task_id(arguments)?,

@@ -54,10 +54,12 @@ pub fn output_schema(tool: &str) -> Option<Value> {
                 "stdout": stream,
                 "stderr": stream,
                 "sandbox": sandbox,
+                "waiting_for_input": {"type": "boolean", "description": "The command waits for input and became the background task `task_id`; answer with bash_write."},
+                "input_hidden": {"type": "boolean", "description": "The input it waits for is hidden (a password prompt: terminal echo off)."},
             },
             "required": ["background"],
         }),
-        "bash_output" => json!({
+        "bash_output" | "bash_write" => json!({
             "type": "object",
             "properties": {
                 "task_id": {"type": "string"},
@@ -69,6 +71,8 @@ pub fn output_schema(tool: &str) -> Option<Value> {
                 "signal": nullable_str,
                 "out_of_memory": {"type": "boolean", "description": "The kernel killed the task for its memory limit (`[status: killed: out of memory]`)."},
                 "sandbox": sandbox,
+                "waiting_for_input": {"type": "boolean", "description": "Present for a task that takes input (tty or open stdin): it waits for input now."},
+                "input_hidden": {"type": "boolean", "description": "Present for a task that takes input: the input it waits for is hidden (a password prompt)."},
             },
             "required": ["task_id", "output", "output_dropped", "status"],
         }),
@@ -171,6 +175,7 @@ mod tests {
 
     fn read(status: TaskStatus, sandbox: Option<SandboxFacts>) -> ToolOutcome {
         ToolOutcome::Read(Read {
+            input: dsh_tasks::TaskInput::None,
             task_id: "bash-1".into(),
             output: "tick\n".into(),
             output_dropped: true,

@@ -11,15 +11,15 @@ use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use dsh_bash::{
-    AbortSignal, BashExecRequest, OutputPeek, Run, RunEnding, SandboxPolicy, SandboxPolicyResolver,
-    Start,
+    AbortSignal, BashExecRequest, InputMode, MoveReason, OutputPeek, Run, RunEnding, SandboxPolicy,
+    SandboxPolicyResolver, Start, TerminalSize,
 };
 use dsh_tasks::{
     KillTask, ReadTask, Register, Subscribe, TaskDone, TaskKillOutcome, TaskRegistry, WaitOutcome,
     WaitTask,
 };
 
-use crate::args::{BashArgs, ReadArgs, duration_ms};
+use crate::args::{BashArgs, CommandInput, ReadArgs, duration_ms};
 use crate::call::{ToolCall, ToolResult};
 use crate::config::ToolBashConfig;
 use crate::definitions::{DefinitionFacts, ToolDefinition, tool_definitions};
@@ -29,7 +29,8 @@ use crate::executor_ref::ExecutorRef;
 use crate::managed_env::managed_env;
 use crate::outcome::{Ending, KillResult, Ran, Read, ToolOutcome};
 use crate::render::{
-    render_kill, render_moved, render_notice, render_read_with, render_result_with, render_started,
+    render_kill, render_moved, render_notice, render_read_input, render_result_with,
+    render_started, render_waiting,
 };
 use crate::request::{Offered, ToolRequest};
 use crate::task_id::TaskId;
@@ -115,6 +116,9 @@ impl Handler<ToolCall> for ToolBash {
                 Ok(ToolRequest::Output(args)) => {
                     bash_output(&registry, offered.sandbox, args, call).await
                 }
+                Ok(ToolRequest::Write(args)) => {
+                    crate::write::bash_write(&registry, offered.sandbox, args, call).await
+                }
                 Ok(ToolRequest::Kill { task_id }) => bash_kill(&registry, task_id, call).await,
             };
             result.unwrap_or_else(ToolResult::failed)
@@ -124,7 +128,7 @@ impl Handler<ToolCall> for ToolBash {
 
 /// A reply from another actor: a closed mailbox says which actor is gone; an error keeps its own
 /// type.
-fn flatten<T, E: Into<ToolError>>(
+pub(crate) fn flatten<T, E: Into<ToolError>>(
     reply: Result<Result<T, E>, MailboxError>,
     actor: &'static str,
 ) -> Result<T, ToolError> {
@@ -134,7 +138,7 @@ fn flatten<T, E: Into<ToolError>>(
 }
 
 const EXECUTOR: &str = "bash executor";
-const REGISTRY: &str = "task registry";
+pub(crate) const REGISTRY: &str = "task registry";
 
 /// A relative `workdir` resolves against the workspace; an absolute one is used as given. No workdir
 /// stays `None`: the executor's resolver defaults it, in one place.
@@ -169,6 +173,9 @@ async fn bash(
     if args.run_in_background && !config.background {
         return Err(ToolError::BackgroundDisabled);
     }
+    if args.input != CommandInput::Closed && !config.background {
+        return Err(ToolError::InputDisabled);
+    }
     let session = call.caller.as_ref().map(|c| c.session_id.as_str());
     // A foreground run always gets a peek: it also yields the whole-stream byte counts at the end.
     let peek = (!args.run_in_background).then(|| call.peek.clone().unwrap_or_default());
@@ -186,6 +193,11 @@ async fn bash(
         peek: peek.clone(),
         session: session.map(str::to_owned),
         sandbox_policy: policy,
+        input: match args.input {
+            CommandInput::Closed => InputMode::Closed,
+            CommandInput::Open => InputMode::Open,
+            CommandInput::Terminal => InputMode::Terminal(TerminalSize::DEFAULT),
+        },
         ..BashExecRequest::default()
     };
     let spec = (executor.resolve)(request)?;
@@ -218,11 +230,22 @@ async fn bash(
             producer: Box::new(moved.handle),
         };
         let task_id = TaskId::from(flatten(registry.send(register).await, REGISTRY)?);
-        let text = render_moved(&moved.output, result.timeout_ms, task_id.as_str());
-        let timeout = Duration::from_millis(result.timeout_ms);
+        let hidden = match moved.reason {
+            MoveReason::Timeout => {
+                let text = render_moved(&moved.output, result.timeout_ms, task_id.as_str());
+                let timeout = Duration::from_millis(result.timeout_ms);
+                return Ok(ToolResult::done(
+                    text,
+                    ToolOutcome::MovedToBackground { task_id, timeout },
+                ));
+            }
+            MoveReason::WaitingForInput => false,
+            MoveReason::WaitingForHiddenInput => true,
+        };
+        let text = render_waiting(&moved.output, task_id.as_str(), hidden);
         return Ok(ToolResult::done(
             text,
-            ToolOutcome::MovedToBackground { task_id, timeout },
+            ToolOutcome::WaitingForInput { task_id, hidden },
         ));
     }
     let totals = peek.as_ref().and_then(OutputPeek::snapshot);
@@ -256,6 +279,8 @@ async fn bash_output(
             caller: caller.clone(),
             timeout,
             until,
+            // A task that waits for input will not finish without it: say so at once.
+            for_input: true,
             cancel: Box::pin(async move { dsh_bash::wait_abort(cancel.as_ref()).await }),
         };
         let outcome = flatten(registry.send(wait).await, REGISTRY)?;
@@ -273,10 +298,20 @@ async fn bash_output(
             .await,
         REGISTRY,
     )?;
+    Ok(read_result(task_id, &reply, escalation_offered))
+}
+
+/// The result of a read (`bash_output`, and the end of `bash_write`): text and typed facts.
+pub(crate) fn read_result(
+    task_id: TaskId,
+    reply: &dsh_tasks::ReadReply,
+    escalation_offered: bool,
+) -> ToolResult {
     let status = &reply.snapshot.status;
-    let text = render_read_with(&reply.output, status, escalation_offered);
-    let read = Read::new(task_id, &reply.output, status);
-    Ok(ToolResult::done(text, ToolOutcome::Read(read)))
+    let input = reply.snapshot.input;
+    let text = render_read_input(&reply.output, status, input, escalation_offered);
+    let read = Read::new(task_id, &reply.output, status).with_input(input);
+    ToolResult::done(text, ToolOutcome::Read(read))
 }
 
 async fn bash_kill(

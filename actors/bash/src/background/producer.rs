@@ -3,8 +3,13 @@
 
 use std::sync::Arc;
 
-use dsh_process::{Discard, StreamKind, StreamScan};
-use dsh_tasks::{OutputCondition, OutputScan, TaskOutput, TaskProducer, TaskStatus};
+use dsh_process::{
+    Discard, InputError, InputItem, InputState, KeyInput, PipeKey, StreamKind, StreamScan,
+};
+use dsh_tasks::{
+    OutputCondition, OutputScan, TaskInput, TaskInputItem, TaskOutput, TaskPipeKey, TaskProducer,
+    TaskStatus, WriteRefusal,
+};
 use futures::future::BoxFuture;
 
 use super::{BashProcess, PROCESS_BYTES};
@@ -42,6 +47,56 @@ impl TaskProducer for BashProcess {
 
     fn kill(&self) {
         BashProcess::kill(self);
+    }
+
+    fn input(&self) -> TaskInput {
+        let Some(process) = self.inner.process.get() else {
+            return TaskInput::None;
+        };
+        match process.output.input().map(|input| input.state()) {
+            None => TaskInput::None,
+            Some(InputState::Busy) => TaskInput::Busy,
+            Some(InputState::Waiting) => TaskInput::Waiting,
+            Some(InputState::WaitingHidden) => TaskInput::WaitingHidden,
+            Some(InputState::Closed) => TaskInput::Closed,
+        }
+    }
+
+    fn write(&self, items: Vec<TaskInputItem>) -> Result<(), WriteRefusal> {
+        let process = self.inner.process.get().ok_or(WriteRefusal::NoInput)?;
+        let items = items
+            .into_iter()
+            .map(|item| match item {
+                TaskInputItem::Bytes(bytes) => InputItem::Bytes(bytes),
+                TaskInputItem::Key(key) => InputItem::Key(KeyInput {
+                    normal: key.normal,
+                    application: key.application,
+                    on_pipe: match key.on_pipe {
+                        TaskPipeKey::Bytes(bytes) => PipeKey::Bytes(bytes),
+                        TaskPipeKey::Interrupt => PipeKey::Interrupt,
+                        TaskPipeKey::EndOfInput => PipeKey::EndOfInput,
+                    },
+                }),
+            })
+            .collect();
+        process.output.write(items).map_err(|err| match err {
+            InputError::NoInput => WriteRefusal::NoInput,
+            InputError::Closed => WriteRefusal::Closed,
+            InputError::Full => WriteRefusal::Full,
+        })
+    }
+
+    /// Subscribes now, so a wait that starts after a write sees the next prompt, not the last.
+    fn input_waiting(&self) -> BoxFuture<'static, ()> {
+        let Some(input) = self.inner.process.get().and_then(|p| p.output.input()) else {
+            return Box::pin(std::future::pending());
+        };
+        let mut states = input.subscribe();
+        Box::pin(async move {
+            if states.wait_for(|state| state.is_waiting()).await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        })
     }
 
     fn finished(&self) -> BoxFuture<'static, TaskStatus> {

@@ -1,8 +1,8 @@
 //! The Landlock backend, applied in the spawn: no launcher process. A ruleset is built here, in the
 //! unconfined parent, once per policy (cached), and the `clone3` child restricts itself with it
 //! right before exec (`dsh_contain::landlock`). Grants: read and execute below `/`, write to
-//! `/dev/null`; `workspace-write` adds `/tmp` and the workspace root. `--network deny` adds TCP
-//! bind/connect rules (ABI ≥ 4); the scopes (ABI ≥ 6) stop a command from signalling dsh or its
+//! `/dev/null` and `/dev/tty` (the command's own terminal, if it has one); `workspace-write` adds
+//! `/tmp` and the workspace root. `--network deny` adds TCP bind/connect rules (ABI ≥ 4); the scopes (ABI ≥ 6) stop a command from signalling dsh or its
 //! agent and from connecting to an abstract UNIX socket bound outside its sandbox. The child also
 //! drops every capability first and installs the seccomp filter last (`dsh_contain::confine`).
 //! Enforcement `full` from ABI 3 (truncate is controlled), else `partial`.
@@ -32,7 +32,9 @@ const MAX_CACHED_RULESETS: usize = 64;
 
 /// The Landlock grants for a policy (also what a launcher applies to itself).
 pub fn landlock_spec(config: &LocalSandboxConfig, policy: &SandboxPolicy) -> RulesetSpec {
-    let mut writable = vec![PathBuf::from("/dev/null")];
+    // `/dev/tty` is the process's own controlling terminal: a `tty: true` command's pty (programs
+    // such as `ssh-keygen` and `less` open it by name); without a terminal it opens nothing (ENXIO).
+    let mut writable = vec![PathBuf::from("/dev/null"), PathBuf::from("/dev/tty")];
     if policy.mode == SandboxMode::WorkspaceWrite {
         // Canonical, as every writable path must be (a host whose /tmp is a link to /var/tmp).
         writable.push(std::fs::canonicalize("/tmp").unwrap_or_else(|_| PathBuf::from("/tmp")));

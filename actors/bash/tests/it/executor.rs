@@ -76,6 +76,7 @@ fn stub_resolver() -> Resolver {
             timeout_ms: 1000,
             stdout_max_bytes: 64_000,
             stdin: r.stdin,
+            input: r.input,
             env: r.env,
             dsh_env: r.dsh_env,
             abort: r.abort,

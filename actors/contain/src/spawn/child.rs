@@ -30,6 +30,8 @@ pub enum Step {
     Rlimit = 7,
     /// `PR_SET_NO_NEW_PRIVS` and `landlock_restrict_self` (the sandbox executor's confinement).
     Confine = 8,
+    /// `ioctl(0, TIOCSCTTY)`: making the pty slave on stdin the controlling terminal.
+    Terminal = 9,
     /// Clearing every capability set before confinement (`crate::caps`).
     DropCaps = 16,
     /// Installing the seccomp filter (`crate::seccomp`).
@@ -49,6 +51,7 @@ impl Step {
             6 => Step::Exec,
             7 => Step::Rlimit,
             8 => Step::Confine,
+            9 => Step::Terminal,
             16 => Step::DropCaps,
             17 => Step::Seccomp,
             18 => Step::LauncherFilter,
@@ -68,6 +71,7 @@ impl std::fmt::Display for Step {
             Step::Exec => "exec",
             Step::Rlimit => "setting the open-files limit",
             Step::Confine => "applying the Landlock sandbox",
+            Step::Terminal => "acquiring the controlling terminal",
             Step::DropCaps => "dropping capabilities",
             Step::Seccomp => "installing the seccomp filter",
             Step::LauncherFilter => "handing the seccomp filter to the sandbox launcher",
@@ -110,6 +114,8 @@ pub(crate) struct ChildContext {
     pub set_nofile: bool,
     /// What to do to confine the program before exec.
     pub confinement: ChildConfinement,
+    /// Whether fd 0 (after the stdio step) is a pty slave to make the controlling terminal.
+    pub terminal: bool,
     pub report: Report,
 }
 
@@ -208,6 +214,15 @@ pub(crate) unsafe extern "C" fn child_main(ctx: *const ChildContext) -> ! {
             // SAFETY: in the child, with a valid context.
             unsafe { fail(ctx, Step::Stdio) }
         }
+    }
+    // 4b. The pty slave on fd 0 becomes the controlling terminal of the new session (the child is
+    //     its leader since step 3 and has none yet); its process group is the terminal's
+    //     foreground group, so `C-c` on the master reaches it.
+    // SAFETY: TIOCSCTTY takes an integer argument (0: do not steal a terminal another session
+    // holds); fd 0 is the slave the parent passed.
+    if ctx.terminal && unsafe { libc::ioctl(0, libc::TIOCSCTTY, 0) } != 0 {
+        // SAFETY: in the child, with a valid context.
+        unsafe { fail(ctx, Step::Terminal) }
     }
     // 5. Only 0–2 survive exec. Marking (not closing) keeps a report pipe usable until exec.
     if !mark_close_on_exec_from_3() {

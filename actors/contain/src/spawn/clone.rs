@@ -22,6 +22,8 @@ pub(crate) struct Request<'a> {
     pub nofile_soft: Option<u64>,
     /// What the child does to confine itself, right before exec.
     pub confinement: ChildConfinement,
+    /// Whether stdin is a pty slave the child makes its controlling terminal.
+    pub terminal: bool,
 }
 
 impl Request<'_> {
@@ -37,6 +39,7 @@ impl Request<'_> {
             nofile_soft: self.nofile_soft.unwrap_or(0),
             set_nofile: self.nofile_soft.is_some(),
             confinement: self.confinement,
+            terminal: self.terminal,
             report,
         }
     }

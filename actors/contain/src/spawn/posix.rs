@@ -22,8 +22,9 @@ unsafe extern "C" {
 
 /// Method (a): glibc `posix_spawn`, then the parent moves the child (racy; measurement only).
 pub(crate) fn posix_spawn_then_join(req: &Request<'_>) -> Result<Child, SpawnError> {
-    if !matches!(req.confinement, crate::confine::ChildConfinement::None) {
+    if !matches!(req.confinement, crate::confine::ChildConfinement::None) || req.terminal {
         // posix_spawn has no hook to confine the child before exec: never start it unconfined.
+        // (Nor does this baseline give a controlling terminal.)
         return Err(SpawnError::Setup(io::Error::from_raw_os_error(
             libc::EOPNOTSUPP,
         )));

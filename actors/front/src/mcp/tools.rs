@@ -14,7 +14,9 @@ otherwise the result ends with `[exit code: N]`, `[killed by signal: SIGNAME]` a
 Nms]`: check for these and investigate failures before moving on. Long output keeps its tail and names \
 a file holding all of it. For long-running commands set `run_in_background: true`, then poll with \
 `bash_output` and stop with `bash_kill`; when a background task finishes, a notice is added to a later \
-tool result. Every result also carries these facts as `structuredContent`.";
+tool result. With `tty: true` or `stdin: \"open\"` a call returns as soon as the command waits for input \
+(`[waiting for input; moved to background task bash-<k>; answer with bash_write]`); answer with \
+`bash_write`. Every result also carries these facts as `structuredContent`.";
 
 pub fn server_info() -> Implementation {
     Implementation::new("dsh", env!("CARGO_PKG_VERSION")).with_title("dsh: bash for AI agents")
@@ -25,6 +27,7 @@ fn title_and_annotations(name: &str) -> Option<(&'static str, ToolAnnotations)> 
     let title = match name {
         "bash" => "Run a bash command",
         "bash_output" => "Read a background task's output",
+        "bash_write" => "Answer a task that waits for input",
         "bash_kill" => "Kill a background task",
         _ => return None,
     };
@@ -44,6 +47,14 @@ fn title_and_annotations(name: &str) -> Option<(&'static str, ToolAnnotations)> 
                 .read_only(true)
                 .destructive(false)
                 .idempotent(true)
+                .open_world(false),
+        ),
+        "bash_write" => (
+            title,
+            hints
+                .read_only(false)
+                .destructive(true)
+                .idempotent(false)
                 .open_world(false),
         ),
         _ => (

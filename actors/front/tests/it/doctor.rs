@@ -21,6 +21,7 @@ fn doctor_reports_every_fact_and_exits_0() {
         "bubblewrap:",
         "sandbox:",
         "sandbox default:",
+        "input detection: yes",
     ] {
         assert!(
             text.lines().any(|line| line.starts_with(fact)),

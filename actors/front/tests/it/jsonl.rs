@@ -210,7 +210,7 @@ fn malformed_lines_get_an_error_and_the_server_goes_on() {
     server.request(json!(1), None, "nope", json!({}));
     assert_eq!(
         server.next(),
-        json!({"id": 1, "error": "unknown tool \"nope\"; available tools: bash, bash_output, bash_kill"})
+        json!({"id": 1, "error": "unknown tool \"nope\"; available tools: bash, bash_output, bash_write, bash_kill"})
     );
     server.finish();
 }

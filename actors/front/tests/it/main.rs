@@ -20,6 +20,7 @@ mod cli_run;
 mod containment;
 mod containment_kill;
 mod doctor;
+mod interactive;
 mod jsonl;
 mod jsonl_sessions;
 mod long_day;

@@ -168,7 +168,16 @@ fn tools_have_titles_annotations_schemas_and_structured_results() {
         (hints("bash_kill").1, hints("bash_kill").2),
         (json!(true), json!(true))
     );
-    for name in ["bash", "bash_output", "bash_kill"] {
+    // bash_write writes to a program: not read-only, destructive, not idempotent.
+    assert_eq!(
+        (
+            hints("bash_write").0,
+            hints("bash_write").1,
+            hints("bash_write").2
+        ),
+        (json!(false), json!(true), json!(false))
+    );
+    for name in ["bash", "bash_output", "bash_write", "bash_kill"] {
         assert!(tool(name)["title"].is_string());
         assert_eq!(tool(name)["outputSchema"]["type"], "object");
     }

@@ -123,7 +123,7 @@ fn the_mcp_inspector_cli_lists_the_tools_and_calls_bash() {
         .iter()
         .map(|t| t["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["bash", "bash_output", "bash_kill"]);
+    assert_eq!(names, ["bash", "bash_output", "bash_write", "bash_kill"]);
     let called = inspector(
         &dir,
         &[

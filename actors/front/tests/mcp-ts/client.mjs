@@ -44,7 +44,7 @@ async function main() {
 
   // list: every tool has a title, annotations and an output schema, compiled here with ajv.
   const { tools } = await client.listTools();
-  assert.deepEqual(tools.map((t) => t.name), ["bash", "bash_output", "bash_kill"]);
+  assert.deepEqual(tools.map((t) => t.name), ["bash", "bash_output", "bash_write", "bash_kill"]);
   const ajv = new Ajv({ strict: false, allErrors: true });
   const validators = {};
   for (const tool of tools) {
@@ -54,7 +54,7 @@ async function main() {
   }
   assert.equal(tools[0].annotations.destructiveHint, true);
   assert.equal(tools[1].annotations.readOnlyHint, true);
-  assert.equal(tools[2].annotations.idempotentHint, true);
+  assert.equal(tools[3].annotations.idempotentHint, true);
   checks.push("list");
 
   // Notices appended to results after the first text block, whichever result they rode on.

@@ -68,7 +68,7 @@ async def main(binary):
 
             tools = await session.list_tools()
             names = [tool.name for tool in tools.tools]
-            assert names == ["bash", "bash_output", "bash_kill"], names
+            assert names == ["bash", "bash_output", "bash_write", "bash_kill"], names
             bash = tools.tools[0]
             assert bash.input_schema["required"] == ["command", "description"], bash.input_schema
             assert "run_in_background" in bash.input_schema["properties"]

@@ -10,7 +10,7 @@ use crate::abort::AbortSignal;
 use crate::errors::SpawnError;
 use crate::messages::SpawnedProcess;
 use crate::policy::{AdmitAll, MaxConcurrent, ProcessPolicy};
-use crate::spawn::{Started, start_child};
+use crate::spawn::{Started, Stdin, start_child};
 use crate::spec::ProcessSpawnSpec;
 
 type Answer = oneshot::Receiver<Result<SpawnedProcess, SpawnError>>;
@@ -21,6 +21,7 @@ fn table(policy: Box<dyn ProcessPolicy>, spill: &tempfile::TempDir) -> ProcessTa
         keep_spill: false,
         policy,
         containment: Default::default(),
+        max_terminals: 64,
     };
     let mut table = ProcessTable::new(config, AmbientEnv::capture(std::env::vars_os()));
     // No real group is ever left behind by these tests.
@@ -58,7 +59,7 @@ fn start_in_group(launch: &Launch) -> Result<(Started, Contained), SpawnError> {
         &launch.spec.argv,
         &launch.spec.cwd,
         &launch.env,
-        None,
+        Stdin::Null,
         &Contained::Group,
         None,
     )

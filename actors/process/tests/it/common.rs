@@ -30,6 +30,7 @@ impl Harness {
             keep_spill: false,
             policy,
             containment: Default::default(),
+            max_terminals: 64,
         };
         Self {
             manager: ProcessManager::new(config).start(),
@@ -122,4 +123,20 @@ impl Harness {
 
 pub fn pid_file(dir: &tempfile::TempDir, name: &str) -> PathBuf {
     dir.path().join(name)
+}
+
+impl Harness {
+    /// A manager that runs at most `max_terminals` children under a terminal.
+    pub fn with_max_terminals(max_terminals: usize) -> Self {
+        let spill = tempfile::tempdir().expect("temp dir");
+        let config = ManagerConfig {
+            spill_dir: Some(spill.path().to_path_buf()),
+            max_terminals,
+            ..ManagerConfig::default()
+        };
+        Self {
+            manager: ProcessManager::new(config).start(),
+            spill,
+        }
+    }
 }

@@ -8,6 +8,7 @@
 )]
 
 mod common;
+mod interactive;
 mod manager;
 mod spawn;
 mod terminal;

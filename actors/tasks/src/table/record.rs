@@ -126,6 +126,12 @@ impl Record {
             started_at: self.started_at,
             finished_at: self.ended().map(|ended| ended.finished_at),
             reported: self.reported,
+            input: match self.producer.input() {
+                input if self.settled() && input != crate::TaskInput::None => {
+                    crate::TaskInput::Closed
+                }
+                input => input,
+            },
         }
     }
 

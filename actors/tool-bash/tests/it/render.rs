@@ -235,7 +235,8 @@ fn dsh_home_precedence_and_expansion() {
 
 #[test]
 fn argument_parsing_ignores_extra_keys() {
-    let args = serde_json::json!({"command": "ls", "description": "d", "stdin": "x", "env": {}, "timeoutMs": 5});
+    // `stdin` is a named argument since issue 22 ("closed" | "open"); bytes for stdin are not.
+    let args = serde_json::json!({"command": "ls", "description": "d", "stdin": "closed", "env": {}, "timeoutMs": 5});
     assert_eq!(
         parse_bash_args(&args).unwrap(),
         BashArgs {
@@ -244,6 +245,7 @@ fn argument_parsing_ignores_extra_keys() {
             workdir: None,
             run_in_background: false,
             escalation: None,
+            input: dsh_tool_bash::CommandInput::Closed,
         }
     );
     assert_eq!(

@@ -42,15 +42,19 @@ use tokio_util::sync::CancellationToken;
 
 use crate::collector::OutputCollector;
 use crate::containment::{Contained, SharedContainment};
+use crate::input_driver::{InputDriver, Step as InputStep};
 use crate::outcome::{ProcessOutcome, Settlement, StreamKind};
 use crate::shared_output::SettleSignal;
 use crate::shared_output::SharedOutput;
 use crate::signal::signal_name;
 use crate::spawn::Started;
-use crate::spec::ProcessSpawnSpec;
+use crate::spec::{InputMode, ProcessSpawnSpec};
 use crate::spill::SpillDir;
 use dsh_contain::reap::ExitWatcher;
 
+mod escalation;
+
+use escalation::{Escalation, KillGuard};
 /// Bytes asked for per read; a pipe holds 64 KiB.
 const READ_SIZE: usize = 64 * 1024;
 /// After a read at least this large the read buffer is kept for the next one (a flood reuses one
@@ -70,44 +74,6 @@ enum Leader {
     },
 }
 
-/// Where the kill escalation stands (the diagram's second row).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Escalation {
-    /// No kill was asked for; the kill token is listened to.
-    Idle,
-    /// SIGTERM went to every process of the child; SIGKILL is armed for `kill_at`.
-    TermSent { kill_at: Instant },
-    /// The grace ran out with something still alive: SIGKILL went to what was left.
-    KillSent,
-    /// The grace ran out with nothing alive: SIGTERM sufficed, no SIGKILL was sent.
-    NothingToKill,
-}
-
-impl Escalation {
-    /// Whether a kill was asked for (the process settles only when all of it is gone).
-    fn killed(self) -> bool {
-        self != Escalation::Idle
-    }
-
-    /// The grace ran out; `sigkill_sent`: something was alive and got SIGKILL.
-    fn grace_over(sigkill_sent: bool) -> Self {
-        if sigkill_sent {
-            Escalation::KillSent
-        } else {
-            Escalation::NothingToKill
-        }
-    }
-
-    /// The signals sent to the process, in order.
-    fn signals_sent(self) -> Vec<Signal> {
-        match self {
-            Escalation::Idle => Vec::new(),
-            Escalation::TermSent { .. } | Escalation::NothingToKill => vec![Signal::SIGTERM],
-            Escalation::KillSent => vec![Signal::SIGTERM, Signal::SIGKILL],
-        }
-    }
-}
-
 /// What woke the driver up.
 enum Event {
     /// A read filled the stream's buffer (`Ok(true)`), or the pipe reached end of file.
@@ -116,49 +82,13 @@ enum Event {
     KillRequested,
     EscalateToKill,
     DrainGraceOver,
+    /// The interactive side did something (see `input_driver.rs`).
+    Input(InputStep),
 }
 
 /// How long a killed process may take to vanish after SIGKILL before it is settled anyway (a process
 /// stuck in uninterruptible sleep); the manager keeps its handle as a straggler.
 const ALL_GONE_AFTER_SIGKILL: Duration = Duration::from_secs(10);
-
-/// Kills everything of the process with SIGKILL if the driver is dropped before it settled (the
-/// actor system stopped abruptly): nothing is left running behind a dropped driver.
-struct KillGuard {
-    pgid: i32,
-    containment: SharedContainment,
-    contained: Option<Contained>,
-    armed: bool,
-}
-
-impl KillGuard {
-    fn contained(&self) -> &Contained {
-        self.contained.as_ref().unwrap_or(&Contained::Group)
-    }
-
-    fn signal(&self, signal: Signal) {
-        self.containment.signal(self.pgid, self.contained(), signal);
-    }
-
-    /// The armed SIGKILL, sent only if something of the process is still alive (its timer can
-    /// fire in the same turn as the last exit). Returns whether it was sent. Asking costs no walk
-    /// over `/proc` on this thread (see `Containment::alive`).
-    async fn sigkill_if_alive(&self) -> bool {
-        let alive = self.containment.alive(self.pgid, self.contained()).await;
-        if alive {
-            self.signal(Signal::SIGKILL);
-        }
-        alive
-    }
-}
-
-impl Drop for KillGuard {
-    fn drop(&mut self) {
-        if self.armed {
-            self.signal(Signal::SIGKILL);
-        }
-    }
-}
 
 /// Everything the driver owns for one child.
 pub(crate) struct Driver {
@@ -167,6 +97,10 @@ pub(crate) struct Driver {
     stdout: Option<pipe::Receiver>,
     stderr: Option<pipe::Receiver>,
     stdin_writer: Option<JoinHandle<()>>,
+    /// The input and terminal of an interactive process.
+    input: Option<InputDriver>,
+    /// Its slot of the manager's terminal cap, given back when the driver is done.
+    _terminal_slot: Option<crate::terminal_slots::TerminalSlot>,
     output: SharedOutput,
     settle_signal: SettleSignal,
     grace: Duration,
@@ -202,6 +136,14 @@ impl Driver {
                 Some(spill_dir),
             ),
         );
+        let size = match spec.input {
+            InputMode::Terminal(size) => Some(size),
+            InputMode::Closed | InputMode::Open => None,
+        };
+        let (input, output) = match InputDriver::new(started.input, size) {
+            Some((input, interaction)) => (Some(input), output.with_interaction(interaction)),
+            None => (None, output),
+        };
         let driver = Self {
             pgid: started.pid,
             guard: KillGuard {
@@ -211,9 +153,11 @@ impl Driver {
                 armed: true,
             },
             exit: started.exit,
-            stdout: Some(started.stdout),
-            stderr: Some(started.stderr),
+            stdout: started.stdout,
+            stderr: started.stderr,
             stdin_writer: started.stdin_writer,
+            input,
+            _terminal_slot: started.terminal_slot,
             output: output.clone(),
             settle_signal,
             grace: spec.grace,
@@ -238,7 +182,12 @@ impl Driver {
                 Leader::Running => None,
                 Leader::Exited { drain_until, .. } => Some(*drain_until),
             };
-            if drain_until.is_some() && self.stdout.is_none() && self.stderr.is_none() {
+            let terminal_done = self.input.as_ref().is_none_or(InputDriver::output_done);
+            if drain_until.is_some()
+                && self.stdout.is_none()
+                && self.stderr.is_none()
+                && terminal_done
+            {
                 break Settlement::Closed;
             }
             let kill_at = match escalation {
@@ -257,6 +206,8 @@ impl Driver {
                 () = self.kill.cancelled(), if listening_for_kill => Event::KillRequested,
                 () = sleep_until(kill_at.unwrap_or(far_future)), if kill_at.is_some() => Event::EscalateToKill,
                 () = sleep_until(drain_until.unwrap_or(far_future)), if drain_until.is_some() => Event::DrainGraceOver,
+                step = input_step(self.input.as_mut(), &self.output, self.guard.contained(), self.pgid),
+                    if self.input.as_ref().is_some_and(InputDriver::active) => Event::Input(step),
             };
             match event {
                 Event::Output(stream, Ok(true)) => {
@@ -265,6 +216,9 @@ impl Driver {
                         StreamKind::Stderr => &mut err_buf,
                     };
                     self.output.push(stream, buf);
+                    if let Some(input) = &mut self.input {
+                        input.saw_output();
+                    }
                     if buf.len() >= KEEP_BUFFER_MIN {
                         buf.clear();
                     } else {
@@ -309,6 +263,8 @@ impl Driver {
                     }
                     escalation = Escalation::grace_over(sigkill_sent);
                 }
+                Event::Input(InputStep::Interrupt) => self.guard.signal(Signal::SIGINT),
+                Event::Input(InputStep::Quiet | InputStep::EndOfOutput) => {}
                 Event::DrainGraceOver => {
                     tracing::debug!(
                         pgid = self.pgid,
@@ -327,6 +283,10 @@ impl Driver {
         let oom_killed = self.guard.containment.oom_killed(self.guard.contained());
         if let Some(writer) = self.stdin_writer.take() {
             writer.abort();
+        }
+        // The input closes and the master with it: later writes are refused.
+        if let Some(input) = self.input.take() {
+            input.close();
         }
         // Dropping our read ends: a descendant that writes later gets EPIPE, and one that holds
         // them runs on as a straggler (docs/ARCHITECTURE.md, "Settlement").
@@ -409,6 +369,19 @@ impl Driver {
                 return false;
             }
         }
+    }
+}
+
+/// One step of the interactive side; pending forever without one (its branch is off).
+async fn input_step(
+    input: Option<&mut InputDriver>,
+    output: &SharedOutput,
+    contained: &Contained,
+    pgid: i32,
+) -> InputStep {
+    match input {
+        Some(input) => input.step(output, contained, pgid).await,
+        None => std::future::pending().await,
     }
 }
 

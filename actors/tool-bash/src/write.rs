@@ -1,0 +1,91 @@
+//! `bash_write` (issue 22): write text and named keys to a task's terminal or open stdin, then
+//! wait as `bash_output` does — until the task waits for input again, ends, or `until` matches,
+//! at most `min(timeout_ms ?? 10000, 600000)` ms — and return the same read.
+//!
+//! The write is owner-checked by the registry and never blocks: the process layer queues at most
+//! 64 KiB not yet taken by the program (`input buffer full` beyond). The wait subscribes before
+//! the write is sent, so the prompt the write answers is never mistaken for the next one (the
+//! process layer marks the task busy as the write is queued). Input text is never logged.
+
+use std::sync::Arc;
+
+use actix::Addr;
+use dsh_tasks::{
+    ReadTask, TaskInputItem, TaskKey, TaskPipeKey, TaskRegistry, WaitOutcome, WaitTask, WriteTask,
+};
+
+use crate::args::WriteArgs;
+use crate::call::{ToolCall, ToolResult};
+use crate::error::ToolError;
+use crate::keys::{Key, PipeInput};
+use crate::tool::{REGISTRY, flatten, read_result};
+
+/// What one key becomes for the task: its terminal bytes in both cursor modes, and its meaning on
+/// a pipe.
+fn task_key(key: Key) -> TaskKey {
+    TaskKey {
+        normal: key.terminal_bytes(false),
+        application: key.terminal_bytes(true),
+        on_pipe: match key.pipe_input() {
+            PipeInput::Bytes(bytes) => TaskPipeKey::Bytes(bytes),
+            PipeInput::Interrupt => TaskPipeKey::Interrupt,
+            PipeInput::EndOfInput => TaskPipeKey::EndOfInput,
+        },
+    }
+}
+
+/// The `bash_write` call.
+pub(crate) async fn bash_write(
+    registry: &Addr<TaskRegistry>,
+    escalation_offered: bool,
+    args: WriteArgs,
+    call: ToolCall,
+) -> Result<ToolResult, ToolError> {
+    let WriteArgs {
+        task_id,
+        input,
+        keys,
+        wait,
+        until,
+    } = args;
+    let caller = call.caller.map(|c| c.session_id);
+    let mut items = Vec::with_capacity(keys.len() + 1);
+    if !input.is_empty() {
+        items.push(TaskInputItem::Bytes(input.into_bytes()));
+    }
+    items.extend(
+        keys.into_iter()
+            .map(|key| TaskInputItem::Key(task_key(key))),
+    );
+    let write = WriteTask {
+        id: task_id.to_string(),
+        caller: caller.clone(),
+        items,
+    };
+    flatten(registry.send(write).await, REGISTRY)?;
+    tracing::debug!(task = %task_id, "bash_write: input queued");
+    let cancel = call.cancel.clone();
+    let wait = WaitTask {
+        id: task_id.to_string(),
+        caller: caller.clone(),
+        timeout: wait,
+        until: until.map(|until| Arc::new(until) as Arc<dyn dsh_tasks::OutputCondition>),
+        for_input: true,
+        cancel: Box::pin(async move { dsh_bash::wait_abort(cancel.as_ref()).await }),
+    };
+    let outcome = flatten(registry.send(wait).await, REGISTRY)?;
+    tracing::debug!(task = %task_id, ?outcome, "bash_write wait ended");
+    if outcome == WaitOutcome::Aborted {
+        return Err(ToolError::WaitAborted);
+    }
+    let reply = flatten(
+        registry
+            .send(ReadTask {
+                id: task_id.to_string(),
+                caller,
+            })
+            .await,
+        REGISTRY,
+    )?;
+    Ok(read_result(task_id, &reply, escalation_offered))
+}

@@ -21,6 +21,7 @@ pub mod keys;
 mod managed_env;
 mod outcome;
 mod render;
+mod reply;
 mod request;
 mod session;
 mod structured;

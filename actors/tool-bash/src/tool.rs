@@ -27,11 +27,11 @@ use crate::error::ToolError;
 use crate::escalation::escalate;
 use crate::executor_ref::ExecutorRef;
 use crate::managed_env::managed_env;
-use crate::outcome::{Ending, KillResult, Ran, Read, ToolOutcome};
+use crate::outcome::{Ending, KillResult, Ran, ToolOutcome};
 use crate::render::{
-    render_kill, render_moved, render_notice, render_read_input, render_result_with,
-    render_started, render_waiting,
+    render_kill, render_moved, render_notice, render_result_with, render_started, render_waiting,
 };
+use crate::reply::{EXECUTOR, REGISTRY, flatten, read_result};
 use crate::request::{Offered, ToolRequest};
 use crate::task_id::TaskId;
 
@@ -125,20 +125,6 @@ impl Handler<ToolCall> for ToolBash {
         })
     }
 }
-
-/// A reply from another actor: a closed mailbox says which actor is gone; an error keeps its own
-/// type.
-pub(crate) fn flatten<T, E: Into<ToolError>>(
-    reply: Result<Result<T, E>, MailboxError>,
-    actor: &'static str,
-) -> Result<T, ToolError> {
-    reply
-        .map_err(|_| ToolError::NotRunning(actor))?
-        .map_err(Into::into)
-}
-
-const EXECUTOR: &str = "bash executor";
-pub(crate) const REGISTRY: &str = "task registry";
 
 /// A relative `workdir` resolves against the workspace; an absolute one is used as given. No workdir
 /// stays `None`: the executor's resolver defaults it, in one place.
@@ -299,19 +285,6 @@ async fn bash_output(
         REGISTRY,
     )?;
     Ok(read_result(task_id, &reply, escalation_offered))
-}
-
-/// The result of a read (`bash_output`, and the end of `bash_write`): text and typed facts.
-pub(crate) fn read_result(
-    task_id: TaskId,
-    reply: &dsh_tasks::ReadReply,
-    escalation_offered: bool,
-) -> ToolResult {
-    let status = &reply.snapshot.status;
-    let input = reply.snapshot.input;
-    let text = render_read_input(&reply.output, status, input, escalation_offered);
-    let read = Read::new(task_id, &reply.output, status).with_input(input);
-    ToolResult::done(text, ToolOutcome::Read(read))
 }
 
 async fn bash_kill(

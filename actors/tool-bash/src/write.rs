@@ -18,7 +18,7 @@ use crate::args::WriteArgs;
 use crate::call::{ToolCall, ToolResult};
 use crate::error::ToolError;
 use crate::keys::{Key, PipeInput};
-use crate::tool::{REGISTRY, flatten, read_result};
+use crate::reply::{REGISTRY, flatten, read_result};
 
 /// What one key becomes for the task: its terminal bytes in both cursor modes, and its meaning on
 /// a pipe.

@@ -4,6 +4,7 @@
 use std::time::{Duration, Instant};
 
 use crate::common::*;
+use crate::spawn::{run_once, spawn_error_once};
 use dsh_process::signal::pid_is_live;
 use dsh_process::*;
 use dsh_test_support::own_process;
@@ -12,13 +13,11 @@ use dsh_test_support::procfs::{open_fds, status_field, zombie_children};
 /// Catalogue: PM-01.
 #[actix_rt::test]
 async fn registers_and_spawns() {
-    let h = Harness::new();
-    let out = h.run(h.spec("echo managed")).await;
+    let out = run_once("echo managed", |_| {}).await;
     assert_eq!(
         (out.exit_code, out.stdout.text.as_str()),
         (Some(0), "managed\n")
     );
-    h.shutdown().await;
 }
 
 /// Catalogue: PM-02.
@@ -86,11 +85,11 @@ async fn a_nul_byte_in_the_command_or_environment_is_a_clear_spawn_error() {
 /// Catalogue: PM-04.
 #[actix_rt::test]
 async fn shutdown_tolerates_a_failed_spawn() {
-    let h = Harness::new();
-    let mut spec = h.spec("true");
-    spec.cwd = "/nonexistent-dir-dsh-manager-test".into();
-    assert!(h.spawn_error(spec).await.contains("ENOENT"));
-    h.shutdown().await;
+    let err = spawn_error_once("true", |spec| {
+        spec.cwd = "/nonexistent-dir-dsh-manager-test".into();
+    })
+    .await;
+    assert!(err.contains("ENOENT"));
 }
 
 /// Catalogue: PM-05.

@@ -359,21 +359,25 @@ fn at_the_jsonl_cap_cancels_get_through_and_held_calls_run_in_order() {
     assert_none_with_cmdline(&marker, SOON);
 }
 
+/// A cap of two calls in flight, under `--sandbox read-only` in `cwd`.
+fn capped_read_only(cwd: &str) -> [&str; 6] {
+    [
+        "--max-in-flight",
+        "2",
+        "--sandbox",
+        "read-only",
+        "--cwd",
+        cwd,
+    ]
+}
+
 #[test]
 fn at_the_jsonl_cap_an_approval_answer_gets_through() {
     let Some((ws, cwd)) = sandboxed_workspace() else {
         return;
     };
     let marker = unique_marker(7450);
-    let mut server = Server::start(&[
-        "--max-in-flight",
-        "2",
-        "--sandbox",
-        "read-only",
-        "--cwd",
-        &cwd,
-    ])
-    .expect("start");
+    let mut server = Server::start(&capped_read_only(&cwd)).expect("start");
     server.call_as(
         "s",
         "filler",
@@ -468,14 +472,7 @@ fn at_the_mcp_cap_an_elicitation_answer_gets_through() {
     let mut mcp = Client::session(
         "2025-06-18",
         json!({"elicitation": {}}),
-        &[
-            "--max-in-flight",
-            "2",
-            "--sandbox",
-            "read-only",
-            "--cwd",
-            &cwd,
-        ],
+        &capped_read_only(&cwd),
     );
     mcp.send_call(7, "bash", bash(&format!("sleep {marker}"), json!({})));
     mcp.send_call(1, "bash", escalation("touch granted"));

@@ -427,34 +427,28 @@ fn danger_full_access_runs_unconfined_with_its_facts() {
 
 #[test]
 fn runner_settings_are_checked_at_startup_and_a_runner_confines() {
-    let out = run_dsh(&[
-        "run",
-        "--sandbox-runner-failure-signature",
-        "x: ",
-        "--",
-        "true",
-    ]);
-    assert_startup_error(
-        &out,
-        "sandbox-local: runnerFailureSignatures requires runnerCommand",
-    );
-    let out = run_dsh(&["run", "--sandbox-runner", "/opt/runner", "--", "true"]);
-    assert!(stderr(&out).contains(
-        "sandbox-local: runnerCommand requires at least one runnerFailureSignatures entry"
-    ));
-    let out = run_dsh(&[
-        "run",
-        "--sandbox-runner",
-        "",
-        "--sandbox-runner-failure-signature",
-        "x: ",
-        "--",
-        "true",
-    ]);
-    assert_startup_error(
-        &out,
-        "sandbox-local: runnerCommand entries must be non-empty",
-    );
+    for (settings, message) in [
+        (
+            &["--sandbox-runner-failure-signature", "x: "][..],
+            "sandbox-local: runnerFailureSignatures requires runnerCommand",
+        ),
+        (
+            &["--sandbox-runner", "/opt/runner"],
+            "sandbox-local: runnerCommand requires at least one runnerFailureSignatures entry",
+        ),
+        (
+            &[
+                "--sandbox-runner",
+                "",
+                "--sandbox-runner-failure-signature",
+                "x: ",
+            ],
+            "sandbox-local: runnerCommand entries must be non-empty",
+        ),
+    ] {
+        let out = run_dsh(&[&["run"], settings, &["--", "true"]].concat());
+        assert_startup_error(&out, message);
+    }
     let Some(bwrap) = dsh::actors::bash::sandbox::local::find_on_path("bwrap") else {
         eprintln!("skipped the working-runner half: bwrap is not on PATH");
         return;

@@ -5,6 +5,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use crate::common;
+use Enforcement::{Full, Partial};
+use SandboxMode::{ReadOnly, WorkspaceWrite};
 use actix::prelude::*;
 use dsh_bash::sandbox::{Wrap, WrapFacts, canonical_root};
 use dsh_bash::*;
@@ -122,6 +124,11 @@ impl Setup {
         Self::new(SandboxMode::ReadOnly, None, FakeProvider::default())
     }
 
+    /// Starts `command` under the default policy in the background.
+    async fn begin(&self, command: &str) -> BashProcess {
+        self.start(BashExecRequest::new(command)).await.unwrap()
+    }
+
     async fn start(&self, request: BashExecRequest) -> Result<BashProcess, ExecError> {
         self.try_start(request).await
     }
@@ -149,6 +156,21 @@ fn with_policy(command: &str, mode: SandboxMode, root: &Path) -> BashExecRequest
 async fn settled(handle: &BashProcess) -> Option<SandboxFacts> {
     tokio::time::timeout(SOON, handle.done()).await.unwrap();
     handle.sandbox()
+}
+
+/// Asserts that `handle` settles with `facts`.
+async fn assert_settled(handle: &BashProcess, facts: SandboxFacts) {
+    assert_eq!(settled(handle).await, Some(facts));
+}
+
+/// Asserts that `result`, of `echo free`, ran unconfined without asking the provider.
+fn assert_ran_unwrapped(s: &Setup, result: &BashRunResult) {
+    assert_eq!(result.stdout.text, "free\n");
+    assert_eq!(
+        result.sandbox,
+        Some(facts(SandboxMode::DangerFullAccess, false, None))
+    );
+    assert!(s.provider.calls().is_empty());
 }
 
 fn read_all(handle: &BashProcess) -> String {
@@ -239,7 +261,7 @@ async fn configured_workspace_root_wins() {
 async fn provider_is_consulted_per_wrap() {
     let s = Setup::read_only();
     s.run(BashExecRequest::new("true")).await.unwrap();
-    let handle = s.start(BashExecRequest::new("true")).await.unwrap();
+    let handle = s.begin("true").await;
     settled(&handle).await;
     assert_eq!(s.provider.calls().len(), 2);
     s.shutdown().await;
@@ -276,12 +298,7 @@ async fn sandbox_unavailable_propagates() {
 async fn danger_full_access_runs_unwrapped() {
     let s = Setup::new(SandboxMode::DangerFullAccess, None, FakeProvider::default());
     let result = s.run(BashExecRequest::new("echo free")).await.unwrap();
-    assert_eq!(result.stdout.text, "free\n");
-    assert_eq!(
-        result.sandbox,
-        Some(facts(SandboxMode::DangerFullAccess, false, None))
-    );
-    assert!(s.provider.calls().is_empty());
+    assert_ran_unwrapped(&s, &result);
     s.shutdown().await;
 }
 
@@ -289,7 +306,7 @@ async fn danger_full_access_runs_unwrapped() {
 #[actix_rt::test]
 async fn danger_full_access_starts_unwrapped_without_facts() {
     let s = Setup::new(SandboxMode::DangerFullAccess, None, FakeProvider::default());
-    let handle = s.start(BashExecRequest::new("echo free-bg")).await.unwrap();
+    let handle = s.begin("echo free-bg").await;
     assert_eq!(settled(&handle).await, None);
     assert!(read_all(&handle).contains("free-bg"));
     assert!(s.provider.calls().is_empty());
@@ -378,12 +395,7 @@ async fn escalation_to_danger_bypasses_the_provider() {
         ))
         .await
         .unwrap();
-    assert_eq!(result.stdout.text, "free\n");
-    assert_eq!(
-        result.sandbox,
-        Some(facts(SandboxMode::DangerFullAccess, false, None))
-    );
-    assert!(s.provider.calls().is_empty());
+    assert_ran_unwrapped(&s, &result);
     s.shutdown().await;
 }
 
@@ -399,19 +411,9 @@ async fn overlapping_tasks_keep_their_own_modes() {
         ))
         .await
         .unwrap();
-    let plain = s.start(BashExecRequest::new("true")).await.unwrap();
-    assert_eq!(
-        settled(&plain).await,
-        Some(facts(SandboxMode::ReadOnly, false, Some(Enforcement::Full)))
-    );
-    assert_eq!(
-        settled(&escalated).await,
-        Some(facts(
-            SandboxMode::WorkspaceWrite,
-            true,
-            Some(Enforcement::Full)
-        ))
-    );
+    let plain = s.begin("true").await;
+    assert_settled(&plain, facts(ReadOnly, false, Some(Full))).await;
+    assert_settled(&escalated, facts(WorkspaceWrite, true, Some(Full))).await;
     s.shutdown().await;
 }
 
@@ -520,16 +522,8 @@ async fn a_spawn_failure_stamps_facts() {
 #[actix_rt::test]
 async fn a_background_denial_is_stamped_at_settlement() {
     let s = Setup::read_only();
-    let handle = s
-        .start(BashExecRequest::new(
-            r#"echo "x: Permission denied" >&2; exit 1"#,
-        ))
-        .await
-        .unwrap();
-    assert_eq!(
-        settled(&handle).await,
-        Some(facts(SandboxMode::ReadOnly, true, Some(Enforcement::Full)))
-    );
+    let handle = s.begin(r#"echo "x: Permission denied" >&2; exit 1"#).await;
+    assert_settled(&handle, facts(ReadOnly, true, Some(Full))).await;
     s.shutdown().await;
 }
 
@@ -571,10 +565,7 @@ async fn runner_failure_outranks_denial_in_the_foreground() {
 #[actix_rt::test]
 async fn a_background_runner_failure_stamps_runner_failed() {
     let s = Setup::read_only();
-    let handle = s
-        .start(BashExecRequest::new(RUNNER_AND_DENIAL))
-        .await
-        .unwrap();
+    let handle = s.begin(RUNNER_AND_DENIAL).await;
     assert_eq!(
         settled(&handle).await,
         Some(SandboxFacts {
@@ -605,24 +596,11 @@ async fn overlapping_tasks_keep_their_own_wrap_facts() {
     ]);
     let s = Setup::new(SandboxMode::ReadOnly, None, provider);
     let slow = s
-        .start(BashExecRequest::new(
-            r#"sleep 0.4; echo "x: Permission denied" >&2; exit 1"#,
-        ))
-        .await
-        .unwrap();
-    let quick = s.start(BashExecRequest::new("true")).await.unwrap();
-    assert_eq!(
-        settled(&quick).await,
-        Some(facts(SandboxMode::ReadOnly, false, Some(Enforcement::Full)))
-    );
-    assert_eq!(
-        settled(&slow).await,
-        Some(facts(
-            SandboxMode::ReadOnly,
-            true,
-            Some(Enforcement::Partial)
-        ))
-    );
+        .begin(r#"sleep 0.4; echo "x: Permission denied" >&2; exit 1"#)
+        .await;
+    let quick = s.begin("true").await;
+    assert_settled(&quick, facts(ReadOnly, false, Some(Full))).await;
+    assert_settled(&slow, facts(ReadOnly, true, Some(Partial))).await;
     s.shutdown().await;
 }
 
@@ -630,12 +608,7 @@ async fn overlapping_tasks_keep_their_own_wrap_facts() {
 #[actix_rt::test]
 async fn a_signal_death_is_never_a_denial() {
     let s = Setup::read_only();
-    let handle = s
-        .start(BashExecRequest::new(
-            r#"echo "Permission denied" >&2; sleep 30"#,
-        ))
-        .await
-        .unwrap();
+    let handle = s.begin(r#"echo "Permission denied" >&2; sleep 30"#).await;
     let mut seen = String::new();
     assert!(
         poll_until(SOON, || {
@@ -645,10 +618,7 @@ async fn a_signal_death_is_never_a_denial() {
         .await
     );
     assert!(handle.kill());
-    assert_eq!(
-        settled(&handle).await,
-        Some(facts(SandboxMode::ReadOnly, false, Some(Enforcement::Full)))
-    );
+    assert_settled(&handle, facts(ReadOnly, false, Some(Full))).await;
     s.shutdown().await;
 }
 
@@ -656,7 +626,7 @@ async fn a_signal_death_is_never_a_denial() {
 #[actix_rt::test]
 async fn disposal_kills_wrapped_tasks() {
     let s = Setup::read_only();
-    let handle = s.start(BashExecRequest::new("sleep 30")).await.unwrap();
+    let handle = s.begin("sleep 30").await;
     let pid = handle.pid().unwrap();
     s.shutdown().await;
     let status = tokio::time::timeout(SOON, handle.done()).await.unwrap();

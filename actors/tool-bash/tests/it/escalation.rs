@@ -161,6 +161,21 @@ impl Setup {
         self.tool.send(call).await.unwrap()
     }
 
+    /// Calls `bash` escalating to `mode` as session `session`, every approval answered with
+    /// `answer`: the result, and the questions asked.
+    async fn escalate(
+        &self,
+        mode: &str,
+        session: &str,
+        answer: ApprovalOutcome,
+    ) -> (ToolResult, Log<ApprovalRequest>) {
+        let (recipient, asked) = approver(answer);
+        let call = bash(escalation_args(mode))
+            .with_caller(agent(session))
+            .with_approver(recipient);
+        (self.call(call).await, asked)
+    }
+
     async fn shutdown(&self) {
         let _ = self.manager.send(dsh_process::Shutdown).await;
     }
@@ -282,13 +297,8 @@ async fn composition_and_widening_checks() {
         .await
         .unwrap()
         .unwrap();
-    let (recipient, asked) = approver(ApprovalOutcome::AllowedOnce);
-    let result = s
-        .call(
-            bash(escalation_args("workspace-write"))
-                .with_caller(agent("s-ww"))
-                .with_approver(recipient),
-        )
+    let (result, asked) = s
+        .escalate("workspace-write", "s-ww", ApprovalOutcome::AllowedOnce)
         .await;
     assert_eq!(
         result.text,
@@ -332,13 +342,8 @@ async fn fail_closed_when_approval_cannot_be_routed() {
         result.text,
         "Error: sandbox escalation to \"workspace-write\" requires approval, but no approval channel is available"
     );
-    let (recipient, _) = approver(ApprovalOutcome::Unavailable);
-    let result = s
-        .call(
-            bash(escalation_args("workspace-write"))
-                .with_caller(agent("a"))
-                .with_approver(recipient),
-        )
+    let (result, _) = s
+        .escalate("workspace-write", "a", ApprovalOutcome::Unavailable)
         .await;
     assert!(
         result.text.contains("no approval channel"),
@@ -509,13 +514,8 @@ async fn the_session_override_drives_ordinary_calls_and_widening() {
         .call(bash(json!({"command": "true", "description": "d"})).with_caller(agent("ww")))
         .await;
     assert!(!result.is_error, "{}", result.text);
-    let (recipient, _) = approver(ApprovalOutcome::AllowedOnce);
-    let result = s
-        .call(
-            bash(escalation_args("danger-full-access"))
-                .with_caller(agent("ww"))
-                .with_approver(recipient),
-        )
+    let (result, _) = s
+        .escalate("danger-full-access", "ww", ApprovalOutcome::AllowedOnce)
         .await;
     assert!(!result.is_error, "{}", result.text);
     assert_eq!(
@@ -551,13 +551,8 @@ fn the_canonical_value_omits_absent_optional_facts() {
 #[actix_rt::test]
 async fn an_answer_outside_the_vocabulary_is_an_error() {
     let s = Setup::new(true, true);
-    let (recipient, _) = approver(ApprovalOutcome::parse("rogue"));
-    let result = s
-        .call(
-            bash(escalation_args("workspace-write"))
-                .with_caller(agent("a"))
-                .with_approver(recipient),
-        )
+    let (result, _) = s
+        .escalate("workspace-write", "a", ApprovalOutcome::parse("rogue"))
         .await;
     assert_eq!(
         result.text,
@@ -586,30 +581,37 @@ fn settled_read(delta: &str, facts: SandboxFacts) -> TaskOutput {
 
 const EXIT_1: TaskStatus = TaskStatus::Completed { exit_code: 1 };
 
+/// A read of a task that exited 1 after a denial under `read-only`, rendered with `delta`, by a
+/// confining tool (`escalates`) or not.
+fn read_denied_read_only(delta: &str, escalates: bool) -> String {
+    render_read_with(
+        &settled_read(delta, denied(SandboxMode::ReadOnly)),
+        &EXIT_1,
+        escalates,
+    )
+}
+
+/// The facts of a sandbox runner that failed under `mode`.
+fn runner_failed(mode: SandboxMode, denied: bool) -> SandboxFacts {
+    SandboxFacts {
+        mode,
+        denied,
+        enforcement: Some(Enforcement::Full),
+        runner_failed: true,
+    }
+}
+
 /// Catalogue: TB-51.
 #[test]
 fn settled_sandbox_facts_in_reads() {
-    let text = render_read_with(
-        &settled_read("tail", denied(SandboxMode::ReadOnly)),
-        &EXIT_1,
-        true,
-    );
+    let text = read_denied_read_only("tail", true);
     assert!(text.contains("[sandbox: escalation available"), "{text}");
-    let text = render_read_with(
-        &settled_read("tail", denied(SandboxMode::ReadOnly)),
-        &EXIT_1,
-        false,
-    );
+    let text = read_denied_read_only("tail", false);
     assert_eq!(
         text,
         "tail\n[status: completed, exit code: 1]\n[sandbox: file access denied under read-only mode]"
     );
-    let runner = SandboxFacts {
-        mode: SandboxMode::WorkspaceWrite,
-        denied: true,
-        enforcement: Some(Enforcement::Full),
-        runner_failed: true,
-    };
+    let runner = runner_failed(SandboxMode::WorkspaceWrite, true);
     let text = render_read_with(&settled_read("", runner), &EXIT_1, true);
     assert!(text.contains("sandbox runner itself failed under workspace-write mode"));
     assert!(!text.contains("file access denied"));
@@ -625,11 +627,7 @@ fn settled_sandbox_facts_in_reads() {
 /// Catalogue: LG-24.
 #[test]
 fn settled_background_denial_via_bash_output() {
-    let text = render_read_with(
-        &settled_read("", denied(SandboxMode::ReadOnly)),
-        &EXIT_1,
-        true,
-    );
+    let text = read_denied_read_only("", true);
     assert!(
         text.ends_with(&format!(
             "[status: completed, exit code: 1]\n[sandbox: file access denied under read-only mode]\n{ESCALATION_HINT}"
@@ -645,11 +643,7 @@ fn settled_background_denial_via_bash_output() {
 /// Catalogue: LG-25.
 #[test]
 fn denial_facts_without_a_confining_executor_have_no_hint() {
-    let text = render_read_with(
-        &settled_read("", denied(SandboxMode::ReadOnly)),
-        &EXIT_1,
-        false,
-    );
+    let text = read_denied_read_only("", false);
     assert!(
         text.ends_with("[sandbox: file access denied under read-only mode]"),
         "{text}"
@@ -660,12 +654,7 @@ fn denial_facts_without_a_confining_executor_have_no_hint() {
 /// Catalogue: LG-26.
 #[test]
 fn background_runner_failure_marker() {
-    let runner = SandboxFacts {
-        mode: SandboxMode::ReadOnly,
-        denied: false,
-        enforcement: Some(Enforcement::Full),
-        runner_failed: true,
-    };
+    let runner = runner_failed(SandboxMode::ReadOnly, false);
     let text = render_read_with(&settled_read("", runner), &EXIT_1, true);
     assert!(
         text.ends_with("[sandbox: the sandbox runner itself failed under read-only mode — the command did not run; this is a sandbox problem, not a command failure]"),

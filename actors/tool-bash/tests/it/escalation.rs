@@ -47,23 +47,22 @@ impl Recorder {
     }
 }
 
-impl Handler<Run> for Recorder {
-    type Result = ResponseFuture<Result<BashRunResult, ExecError>>;
-    fn handle(&mut self, run: Run, _: &mut Self::Context) -> Self::Result {
-        self.note(&run.0);
-        let inner = self.inner.clone();
-        Box::pin(async move { inner.send(run).await.unwrap() })
-    }
+/// Notes the mode of each `$message` and forwards it to the sandbox executor.
+macro_rules! forward {
+    ($message:ident, $answer:ty) => {
+        impl Handler<$message> for Recorder {
+            type Result = ResponseFuture<Result<$answer, ExecError>>;
+            fn handle(&mut self, message: $message, _: &mut Self::Context) -> Self::Result {
+                self.note(&message.0);
+                let inner = self.inner.clone();
+                Box::pin(async move { inner.send(message).await.unwrap() })
+            }
+        }
+    };
 }
 
-impl Handler<Start> for Recorder {
-    type Result = ResponseFuture<Result<BashProcess, ExecError>>;
-    fn handle(&mut self, start: Start, _: &mut Self::Context) -> Self::Result {
-        self.note(&start.0);
-        let inner = self.inner.clone();
-        Box::pin(async move { inner.send(start).await.unwrap() })
-    }
-}
+forward!(Run, BashRunResult);
+forward!(Start, BashProcess);
 
 /// An agent whose notices are dropped.
 type Agent = dsh_test_support::actors::Recorder<Inject>;
@@ -153,6 +152,18 @@ impl Setup {
         }
     }
 
+    /// Sets session `session`'s sandbox mode override to `mode`.
+    async fn set_session_mode(&self, session: &str, mode: SandboxMode) {
+        self.tool
+            .send(SetSessionSandboxMode {
+                session: session.into(),
+                mode: Some(mode),
+            })
+            .await
+            .unwrap()
+            .unwrap();
+    }
+
     fn modes(&self) -> Vec<SandboxMode> {
         self.modes.lock().unwrap().clone()
     }
@@ -194,6 +205,18 @@ fn escalation_args(mode: &str) -> Value {
         "sandbox_permissions": mode,
         "justification": "the command needs workspace writes",
     })
+}
+
+/// A `bash` call escalating to `workspace-write`.
+fn widening() -> ToolCall {
+    bash(escalation_args("workspace-write"))
+}
+
+/// A background `bash` call escalating to `workspace-write`.
+fn widening_in_background() -> ToolCall {
+    let mut arguments = escalation_args("workspace-write");
+    arguments["run_in_background"] = json!(true);
+    bash(arguments)
 }
 
 fn bash(arguments: Value) -> ToolCall {
@@ -280,7 +303,7 @@ async fn fields_advertised_and_pairing_validated() {
 #[actix_rt::test]
 async fn composition_and_widening_checks() {
     let plain = Setup::new(false, true);
-    let result = plain.call(bash(escalation_args("workspace-write"))).await;
+    let result = plain.call(widening()).await;
     assert!(result.is_error);
     assert_eq!(
         result.text,
@@ -289,14 +312,8 @@ async fn composition_and_widening_checks() {
     plain.shutdown().await;
 
     let s = Setup::new(true, true);
-    s.tool
-        .send(SetSessionSandboxMode {
-            session: "s-ww".into(),
-            mode: Some(SandboxMode::WorkspaceWrite),
-        })
-        .await
-        .unwrap()
-        .unwrap();
+    s.set_session_mode("s-ww", SandboxMode::WorkspaceWrite)
+        .await;
     let (result, asked) = s
         .escalate("workspace-write", "s-ww", ApprovalOutcome::AllowedOnce)
         .await;
@@ -320,9 +337,7 @@ async fn composition_and_widening_checks() {
 #[actix_rt::test]
 async fn fail_closed_when_approval_cannot_be_routed() {
     let unserviced = Setup::new(true, false);
-    let result = unserviced
-        .call(bash(escalation_args("workspace-write")).with_caller(agent("a")))
-        .await;
+    let result = unserviced.call(widening().with_caller(agent("a"))).await;
     assert_eq!(
         result.text,
         "Error: sandbox escalation to \"workspace-write\" requires approval, but no approval service is composed"
@@ -330,14 +345,12 @@ async fn fail_closed_when_approval_cannot_be_routed() {
     unserviced.shutdown().await;
 
     let s = Setup::new(true, true);
-    let result = s.call(bash(escalation_args("workspace-write"))).await;
+    let result = s.call(widening()).await;
     assert_eq!(
         result.text,
         "Error: sandbox escalation to \"workspace-write\" requires approval, but the call has no agent to route it through"
     );
-    let result = s
-        .call(bash(escalation_args("workspace-write")).with_caller(agent("a")))
-        .await;
+    let result = s.call(widening().with_caller(agent("a"))).await;
     assert_eq!(
         result.text,
         "Error: sandbox escalation to \"workspace-write\" requires approval, but no approval channel is available"
@@ -351,9 +364,7 @@ async fn fail_closed_when_approval_cannot_be_routed() {
         result.text
     );
     let no_answerer = NoApprovalChannel.start().recipient();
-    let result = s
-        .call(bash(escalation_args("workspace-write")).with_approver(no_answerer))
-        .await;
+    let result = s.call(widening().with_approver(no_answerer)).await;
     assert!(
         result.text.contains("no approval channel"),
         "{}",
@@ -380,7 +391,7 @@ async fn rejected_and_cancelled_run_nothing() {
         let (recipient, asked) = approver(answer);
         let result = s
             .call(
-                bash(escalation_args("workspace-write"))
+                widening()
                     .with_caller(agent("a"))
                     .with_approver(recipient)
                     .with_id("7"),
@@ -408,7 +419,7 @@ async fn granted_foreground_and_background_run_under_the_approved_mode() {
     let (recipient, _) = approver(ApprovalOutcome::AllowedOnce);
     let result = s
         .call(
-            bash(escalation_args("workspace-write"))
+            widening()
                 .with_caller(agent("a"))
                 .with_approver(recipient.clone()),
         )
@@ -418,11 +429,9 @@ async fn granted_foreground_and_background_run_under_the_approved_mode() {
         result.structured.unwrap()["sandbox"]["mode"],
         "workspace-write"
     );
-    let mut background = escalation_args("workspace-write");
-    background["run_in_background"] = json!(true);
     let result = s
         .call(
-            bash(background)
+            widening_in_background()
                 .with_caller(agent("a"))
                 .with_approver(recipient),
         )
@@ -445,11 +454,9 @@ async fn a_cancel_after_the_grant_publishes_nothing() {
         .on_ask(move || on_ask.abort("cancelled while deciding"))
         .start();
     let recipient = recipient.recipient();
-    let mut background = escalation_args("workspace-write");
-    background["run_in_background"] = json!(true);
     let result = s
         .call(
-            bash(background)
+            widening_in_background()
                 .with_caller(agent("a"))
                 .with_approver(recipient)
                 .with_cancel(cancel),
@@ -479,7 +486,7 @@ async fn a_cancel_while_waiting_for_approval_ends_the_wait_as_cancelled() {
     let s = Setup::new(true, true);
     let cancel = AbortSignal::new();
     let asked = Arc::new(tokio::sync::Notify::new());
-    let call = bash(escalation_args("workspace-write"))
+    let call = widening()
         .with_caller(agent("a"))
         .with_approver(Silent(asked.clone()).start().recipient())
         .with_cancel(cancel.clone());
@@ -502,14 +509,7 @@ async fn a_cancel_while_waiting_for_approval_ends_the_wait_as_cancelled() {
 #[actix_rt::test]
 async fn the_session_override_drives_ordinary_calls_and_widening() {
     let s = Setup::new(true, true);
-    s.tool
-        .send(SetSessionSandboxMode {
-            session: "ww".into(),
-            mode: Some(SandboxMode::WorkspaceWrite),
-        })
-        .await
-        .unwrap()
-        .unwrap();
+    s.set_session_mode("ww", SandboxMode::WorkspaceWrite).await;
     let result = s
         .call(bash(json!({"command": "true", "description": "d"})).with_caller(agent("ww")))
         .await;
@@ -729,9 +729,7 @@ async fn error_codes_tell_a_sandbox_failure_from_a_bad_argument() {
     );
     assert_eq!(blank.error.as_ref().unwrap().code(), "INVALID_ARGUMENTS");
 
-    let refused = setup
-        .call(bash(escalation_args("workspace-write")).with_caller(agent("s")))
-        .await;
+    let refused = setup.call(widening().with_caller(agent("s"))).await;
     assert_eq!(
         refused.error.as_ref().unwrap().code(),
         "ESCALATION_REFUSED",

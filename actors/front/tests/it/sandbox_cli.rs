@@ -433,7 +433,7 @@ fn runner_settings_are_checked_at_startup_and_a_runner_confines() {
             "sandbox-local: runnerFailureSignatures requires runnerCommand",
         ),
         (
-            &["--sandbox-runner", "/opt/runner"],
+            &["--sandbox-runner", "/opt/runner"][..],
             "sandbox-local: runnerCommand requires at least one runnerFailureSignatures entry",
         ),
         (
@@ -442,11 +442,11 @@ fn runner_settings_are_checked_at_startup_and_a_runner_confines() {
                 "",
                 "--sandbox-runner-failure-signature",
                 "x: ",
-            ],
+            ][..],
             "sandbox-local: runnerCommand entries must be non-empty",
         ),
     ] {
-        let out = run_dsh(&[&["run"], settings, &["--", "true"]].concat());
+        let out = run_dsh(&[&["run"][..], settings, &["--", "true"]].concat());
         assert_startup_error(&out, message);
     }
     let Some(bwrap) = dsh::actors::bash::sandbox::local::find_on_path("bwrap") else {

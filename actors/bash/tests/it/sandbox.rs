@@ -5,9 +5,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use crate::common;
-use Enforcement::{Full, Partial};
-use SandboxMode::{ReadOnly, WorkspaceWrite};
 use actix::prelude::*;
+use dsh_bash::Enforcement::{Full, Partial};
+use dsh_bash::SandboxMode::{ReadOnly, WorkspaceWrite};
 use dsh_bash::sandbox::{Wrap, WrapFacts, canonical_root};
 use dsh_bash::*;
 use dsh_test_support::SOON;

@@ -370,20 +370,18 @@ async fn each_stream_has_its_own_cap() {
 /// Catalogue: PL-22.
 #[actix_rt::test]
 async fn tail_kept_full_stream_spilled() {
-    let out = run_once(
-        "for i in $(seq 1 200); do printf 'line-%04d\\n' $i; done",
-        |spec| {
-            spec.stdout_max_bytes = 500;
-            spec.stderr_max_bytes = 500;
-        },
-    )
-    .await;
+    let h = Harness::new();
+    let mut spec = h.spec("for i in $(seq 1 200); do printf 'line-%04d\\n' $i; done");
+    spec.stdout_max_bytes = 500;
+    spec.stderr_max_bytes = 500;
+    let out = h.run(spec).await;
     assert!(out.stdout.truncated);
     assert!(out.stdout.text.len() <= 500);
     assert!(out.stdout.text.contains("line-0200") && !out.stdout.text.contains("line-0001"));
     let spilled = std::fs::read_to_string(out.stdout.spill_path.expect("spill path")).unwrap();
     assert!(spilled.contains("line-0001") && spilled.contains("line-0200"));
     assert_eq!(spilled.len(), 2000);
+    h.shutdown().await;
 }
 
 /// Catalogue: PL-23.
@@ -470,19 +468,17 @@ fn assert_spill_name(path: &std::path::Path, label: &str) {
 /// Catalogue: PL-42.
 #[actix_rt::test]
 async fn spill_file_name_and_mode() {
-    let out = run_once(
-        "for i in $(seq 1 200); do printf 'line-%04d\\n' $i; done",
-        |spec| {
-            spec.stdout_max_bytes = 500;
-        },
-    )
-    .await;
+    let h = Harness::new();
+    let mut spec = h.spec("for i in $(seq 1 200); do printf 'line-%04d\\n' $i; done");
+    spec.stdout_max_bytes = 500;
+    let out = h.run(spec).await;
     let path = out.stdout.spill_path.expect("spill");
     assert_spill_name(&path, "stdout");
     assert_eq!(
         std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
         0o600
     );
+    h.shutdown().await;
 }
 
 /// Catalogue: PL-43.

@@ -10,6 +10,12 @@ use dsh_process::*;
 use dsh_test_support::own_process;
 use dsh_test_support::procfs::{open_fds, status_field, zombie_children};
 
+/// Asserts that the manager holds no live process and `settled` settled ones.
+async fn assert_none_live_and_settled(h: &Harness, settled: usize) {
+    let stats = h.manager.send(Stats).await.unwrap();
+    assert_eq!((stats.live, stats.settled), (0, settled));
+}
+
 /// Catalogue: PM-01.
 #[actix_rt::test]
 async fn registers_and_spawns() {
@@ -41,8 +47,7 @@ async fn shutdown_kills_running_processes_and_awaits_exit() {
 async fn settled_process_leaves_the_live_set() {
     let h = Harness::new();
     assert_eq!(h.run(h.spec("true")).await.exit_code, Some(0));
-    let stats = h.manager.send(Stats).await.unwrap();
-    assert_eq!((stats.live, stats.settled), (0, 1));
+    assert_none_live_and_settled(&h, 1).await;
     h.shutdown().await;
 }
 
@@ -323,8 +328,7 @@ async fn a_thousand_spawns_leak_no_descriptor_and_no_zombie() {
         );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    let stats = h.manager.send(Stats).await.unwrap();
-    assert_eq!((stats.live, stats.settled), (0, 0));
+    assert_none_live_and_settled(&h, 0).await;
     h.shutdown().await;
 }
 

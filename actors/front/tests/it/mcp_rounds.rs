@@ -153,7 +153,7 @@ fn cancelling_the_retried_call_kills_the_approved_command() {
     let state = asked["result"]["requestState"].as_str().unwrap().to_owned();
     let params = json!({"name": "bash", "arguments": escalate,
         "requestState": state,
-        "inputResponses": {"approval": {"action": "accept", "content": {"approve": true}}},
+        "inputResponses": {"approval": approval_answer("accept")},
         "_meta": inline_meta(elicits)});
     client.send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": params}));
     assert!(
@@ -161,10 +161,7 @@ fn cancelling_the_retried_call_kills_the_approved_command() {
         "the approved command never started"
     );
     let pids = live_with_cmdline(&marker);
-    client.send(
-        json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
-        "params": {"requestId": 2, "reason": "test"}}),
-    );
+    client.cancel(2);
     assert_all_gone(&pids, SOON);
     // The server goes on.
     let after = client.call_inline(3, bash("echo after"), json!({}), json!({}));

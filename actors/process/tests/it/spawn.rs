@@ -29,6 +29,9 @@ pub async fn spawn_error_once(command: &str, edit: impl FnOnce(&mut ProcessSpawn
     err
 }
 
+/// How a case changes the default spec.
+type Edit = fn(&mut ProcessSpawnSpec);
+
 /// What a command is expected to end with: exit code, signal, stdout, stderr.
 type Ended = (
     Option<i32>,
@@ -43,7 +46,7 @@ type Ended = (
 /// apart and whole, the exit code or the signal it raised itself (none sent by the manager).
 #[actix_rt::test]
 async fn commands_end_with_their_exit_status_and_both_streams() {
-    let cases: [(&str, fn(&mut ProcessSpawnSpec), Ended); 12] = [
+    let cases: [(&str, Edit, Ended); 12] = [
         // PL-01: stdout on success.
         ("echo hello", |_| {}, (Some(0), None, "hello\n", "")),
         // PL-02: stderr apart from stdout.
@@ -136,7 +139,7 @@ enum Says {
 /// A spec that cannot be spawned is refused with an error that says why.
 #[actix_rt::test]
 async fn bad_specs_are_refused_saying_why() {
-    let cases: [(&str, fn(&mut ProcessSpawnSpec), Says); 7] = [
+    let cases: [(&str, Edit, Says); 7] = [
         // PL-11: a signal aborted before the spawn fails it.
         (
             "echo never",

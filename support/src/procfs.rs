@@ -126,6 +126,16 @@ pub fn assert_all_gone(pids: &[i32], timeout: Duration) {
     assert!(gone, "still running: {live:?}");
 }
 
+/// Waits until no live process has `needle` in its command line, failing after `timeout` with the
+/// ones still running.
+pub fn assert_none_with_cmdline(needle: &str, timeout: Duration) {
+    assert!(
+        crate::wait::wait_until(timeout, || live_with_cmdline(needle).is_empty()),
+        "left running: {:?}",
+        live_with_cmdline(needle)
+    );
+}
+
 /// Waits until a file has content that parses as a pid, failing after [`SOON`].
 pub async fn read_pid_file(path: &Path) -> i32 {
     let mut pid = None;

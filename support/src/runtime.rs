@@ -134,6 +134,16 @@ pub async fn call_as(rt: &Runtime, agent: &AgentRef, name: &str, arguments: Valu
         .expect("call timed out")
 }
 
+/// `bash_output` with `arguments`, with no agent.
+pub async fn bash_output(rt: &Runtime, arguments: Value) -> ToolResult {
+    call(rt, "bash_output", arguments).await
+}
+
+/// `bash_kill` of task `id`, with no agent.
+pub async fn bash_kill(rt: &Runtime, id: impl std::fmt::Display) -> ToolResult {
+    call(rt, "bash_kill", json!({"task_id": id.to_string()})).await
+}
+
 /// `bash_output` of task `id` with no agent, waiting until the task settles.
 pub async fn wait_output(rt: &Runtime, id: impl std::fmt::Display) -> ToolResult {
     let arguments = json!({"task_id": id.to_string(), "wait": true});

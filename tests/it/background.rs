@@ -39,7 +39,7 @@ async fn each_poll_returns_only_the_new_output() {
         after.contains("second") && !after.contains("first"),
         "{after}"
     );
-    let r = call(&rt, "bash_output", json!({"task_id": id})).await;
+    let r = bash_output(&rt, json!({"task_id": id})).await;
     assert_eq!(r.text, "(no new output)\n[status: completed, exit code: 0]");
     finish(rt).await;
 }
@@ -68,7 +68,7 @@ async fn bash_kill_kills_and_the_read_says_so() {
     let (rt, _s) = runtime();
     let id = start_bg(&rt, None, "sleep 60").await;
     assert_eq!(
-        call(&rt, "bash_kill", json!({"task_id": id})).await.text,
+        bash_kill(&rt, &id).await.text,
         format!("killed background task {id}")
     );
     poll_output(&rt, None, &id, |s| {
@@ -76,7 +76,7 @@ async fn bash_kill_kills_and_the_read_says_so() {
     })
     .await;
     assert_eq!(
-        call(&rt, "bash_kill", json!({"task_id": id})).await.text,
+        bash_kill(&rt, &id).await.text,
         format!("task {id} had already finished")
     );
     finish(rt).await;
@@ -86,7 +86,7 @@ async fn bash_kill_kills_and_the_read_says_so() {
 #[actix_rt::test]
 async fn an_unknown_task_id_is_an_error_for_read_and_kill() {
     let (rt, _s) = runtime();
-    let r = call(&rt, "bash_output", json!({"task_id": "bash-999"})).await;
+    let r = bash_output(&rt, json!({"task_id": "bash-999"})).await;
     assert_eq!(
         (r.text.as_str(), r.is_error),
         ("Error: unknown bash task \"bash-999\"", true)
@@ -103,12 +103,12 @@ async fn an_unknown_task_id_is_an_error_for_read_and_kill() {
 #[actix_rt::test]
 async fn a_missing_or_invalid_task_id_is_an_error() {
     let (rt, _s) = runtime();
-    let r = call(&rt, "bash_output", json!({})).await;
+    let r = bash_output(&rt, json!({})).await;
     assert_eq!(
         r.text,
         "Error: invalid arguments: missing required property \"task_id\""
     );
-    let r = call(&rt, "bash_output", json!({"task_id": 9})).await;
+    let r = bash_output(&rt, json!({"task_id": 9})).await;
     assert_eq!(
         r.text,
         "Error: invalid arguments: \"task_id\" must be a string"
@@ -156,7 +156,7 @@ async fn a_gone_agent_gets_no_notice_and_its_task_is_killed() {
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
     assert!(agent.notice_texts().is_empty());
-    let r = call(&rt, "bash_output", json!({"task_id": id})).await;
+    let r = bash_output(&rt, json!({"task_id": id})).await;
     assert!(r.text.contains("unknown bash task"), "{}", r.text);
     finish(rt).await;
 }
@@ -201,9 +201,7 @@ async fn only_the_owning_session_reads_and_kills_an_owned_task() {
     );
     // LG-17: so is a caller with no agent.
     assert_eq!(
-        call(&rt, "bash_output", json!({"task_id": owned}))
-            .await
-            .text,
+        bash_output(&rt, json!({"task_id": owned})).await.text,
         foreign
     );
     // LG-16: another agent object with the same session id is the owner.
@@ -223,11 +221,7 @@ async fn only_the_owning_session_reads_and_kills_an_owned_task() {
             .await
             .is_error
     );
-    assert!(
-        !call(&rt, "bash_kill", json!({"task_id": open}))
-            .await
-            .is_error
-    );
+    assert!(!bash_kill(&rt, &open).await.is_error);
     // LG-19: ownership persists after completion.
     assert!(
         !call_as(&rt, &owner.agent, "bash_kill", json!({"task_id": owned}))

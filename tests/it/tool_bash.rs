@@ -7,64 +7,27 @@ use crate::common::*;
 use dsh::{AbortSignal, ToolCall};
 use serde_json::json;
 
-/// Catalogue: TB-01.
+/// Catalogue: TB-01, TB-02, TB-03, TB-04, TB-05.
+///
+/// A foreground result is not an error and carries: the stdout (TB-01); `(no output)` for a silent
+/// command (TB-02); stderr after stdout under its marker (TB-03); a non-zero exit code (TB-04); the
+/// timeout's markers, the timeout first (TB-05).
 #[actix_rt::test]
-async fn a_successful_command_returns_its_stdout() {
+async fn foreground_results_carry_the_output_and_its_markers() {
     let (rt, _s) = runtime();
-    let r = bash(&rt, "echo hello").await;
-    assert_eq!((r.text.as_str(), r.is_error), ("hello\n", false));
-    finish(rt).await;
-}
-
-/// Catalogue: TB-02.
-#[actix_rt::test]
-async fn a_silent_command_returns_no_output() {
-    let (rt, _s) = runtime();
-    assert_eq!(bash(&rt, "true").await.text, "(no output)");
-    finish(rt).await;
-}
-
-/// Catalogue: TB-03.
-#[actix_rt::test]
-async fn stderr_follows_stdout_under_its_marker() {
-    let (rt, _s) = runtime();
-    let r = bash(&rt, "echo out; echo err >&2").await;
-    assert_eq!(
-        (r.text.as_str(), r.is_error),
-        ("out\n[stderr]\nerr\n", false)
-    );
-    finish(rt).await;
-}
-
-/// Catalogue: TB-04.
-#[actix_rt::test]
-async fn non_zero_exit_is_not_an_error() {
-    let (rt, _s) = runtime();
-    let r = bash(&rt, "echo failing; exit 3").await;
-    assert_eq!(
-        (r.text.as_str(), r.is_error),
-        ("failing\n[exit code: 3]", false)
-    );
-    finish(rt).await;
-}
-
-/// Catalogue: TB-05.
-#[actix_rt::test]
-async fn timeout_markers_timeout_first() {
-    let (rt, _s) = runtime();
-    let r = call(
-        &rt,
-        "bash",
-        json!({"command": "sleep 60", "description": "d", "timeoutMs": 100}),
-    )
-    .await;
-    assert_eq!(
-        (r.text.as_str(), r.is_error),
+    for (arguments, expected) in [
+        (bash_args("echo hello"), "hello\n"),
+        (bash_args("true"), "(no output)"),
+        (bash_args("echo out; echo err >&2"), "out\n[stderr]\nerr\n"),
+        (bash_args("echo failing; exit 3"), "failing\n[exit code: 3]"),
         (
+            json!({"command": "sleep 60", "description": "d", "timeoutMs": 100}),
             "(no output)\n[timed out after 100ms]\n[killed by signal: SIGTERM]",
-            false
-        )
-    );
+        ),
+    ] {
+        let r = call(&rt, "bash", arguments).await;
+        assert_eq!((r.text.as_str(), r.is_error), (expected, false));
+    }
     finish(rt).await;
 }
 
@@ -300,7 +263,7 @@ async fn a_background_command_is_acknowledged_then_collected() {
 async fn killable_via_bash_kill() {
     let (rt, _s) = runtime();
     let id = start_bg(&rt, None, "sleep 60").await;
-    let r = call(&rt, "bash_kill", json!({"task_id": id})).await;
+    let r = bash_kill(&rt, &id).await;
     assert_eq!(
         (r.text.as_str(), r.is_error),
         ("killed background task bash-1", false)
@@ -331,7 +294,7 @@ async fn a_task_started_by_an_agent_belongs_to_its_session() {
     let owner = TestAgent::new("sess-owner");
     let id = start_bg(&rt, Some(&owner.agent), "sleep 60").await;
     assert_eq!(id, "bash-1");
-    let r = call(&rt, "bash_output", json!({"task_id": id})).await;
+    let r = bash_output(&rt, json!({"task_id": id})).await;
     assert_eq!(
         (r.text.as_str(), r.is_error),
         ("Error: task bash-1 belongs to another session", true)
@@ -397,7 +360,7 @@ async fn with_background_disabled_only_bash_is_offered_without_run_in_background
         r.text,
         "Error: run_in_background is disabled for this deployment (enableRunInBackground: false)"
     );
-    let r = call(&rt, "bash_output", json!({"task_id": "bash-1"})).await;
+    let r = bash_output(&rt, json!({"task_id": "bash-1"})).await;
     assert!(r.is_error && r.text.contains("unknown tool \"bash_output\""));
     assert_eq!(bash(&rt, "echo still works").await.text, "still works\n");
     finish(rt).await;

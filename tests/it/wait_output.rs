@@ -20,9 +20,8 @@ async fn until_returns_on_a_match_that_spans_two_writes() {
     )
     .await;
     let began = Instant::now();
-    let r = call(
+    let r = bash_output(
         &rt,
-        "bash_output",
         json!({"task_id": id, "until": "Listening on port \\d+", "timeout_ms": 20000}),
     )
     .await;
@@ -30,9 +29,9 @@ async fn until_returns_on_a_match_that_spans_two_writes() {
     assert_eq!(r.text, "Listening on port 8080\n[status: running]");
     assert!(began.elapsed() < SOON, "{:?}", began.elapsed());
     // The wait consumed nothing of its own: the read after it did, as any read does.
-    let r = call(&rt, "bash_output", json!({"task_id": id})).await;
+    let r = bash_output(&rt, json!({"task_id": id})).await;
     assert_eq!(r.text, "(no new output)\n[status: running]");
-    call(&rt, "bash_kill", json!({"task_id": id})).await;
+    bash_kill(&rt, &id).await;
     finish(rt).await;
 }
 
@@ -40,22 +39,16 @@ async fn until_returns_on_a_match_that_spans_two_writes() {
 async fn until_matches_output_already_there_and_only_unread_output() {
     let (rt, _s) = runtime();
     let id = start_bg(&rt, None, "echo ready; sleep 60").await;
-    let r = call(
-        &rt,
-        "bash_output",
-        json!({"task_id": id, "until": "^ready$|(?m)^ready"}),
-    )
-    .await;
+    let r = bash_output(&rt, json!({"task_id": id, "until": "^ready$|(?m)^ready"})).await;
     assert_eq!(r.text, "ready\n[status: running]");
     // `ready` was read: waiting for it again runs out instead of matching old output.
-    let r = call(
+    let r = bash_output(
         &rt,
-        "bash_output",
         json!({"task_id": id, "until": "ready", "timeout_ms": 300}),
     )
     .await;
     assert_eq!(r.text, "(no new output)\n[status: running]");
-    call(&rt, "bash_kill", json!({"task_id": id})).await;
+    bash_kill(&rt, &id).await;
     finish(rt).await;
 }
 
@@ -63,12 +56,11 @@ async fn until_matches_output_already_there_and_only_unread_output() {
 async fn until_sees_stderr_and_returns_at_settlement_without_a_match() {
     let (rt, _s) = runtime();
     let id = start_bg(&rt, None, "sleep 0.2; echo oops >&2").await;
-    let r = call(&rt, "bash_output", json!({"task_id": id, "until": "oops"})).await;
+    let r = bash_output(&rt, json!({"task_id": id, "until": "oops"})).await;
     assert!(r.text.starts_with("[stderr]\noops\n"), "{}", r.text);
     let id = start_bg(&rt, None, "sleep 0.2; echo something else").await;
-    let r = call(
+    let r = bash_output(
         &rt,
-        "bash_output",
         json!({"task_id": id, "until": "never printed", "timeout_ms": 60000}),
     )
     .await;
@@ -80,7 +72,7 @@ async fn until_sees_stderr_and_returns_at_settlement_without_a_match() {
 async fn wait_returns_when_the_task_settles() {
     let (rt, _s) = runtime();
     let id = start_bg(&rt, None, "echo one; sleep 0.3; echo two; exit 3").await;
-    let r = call(&rt, "bash_output", json!({"task_id": id, "wait": true})).await;
+    let r = bash_output(&rt, json!({"task_id": id, "wait": true})).await;
     assert_eq!(r.text, "one\ntwo\n[status: completed, exit code: 3]");
     finish(rt).await;
 }
@@ -90,16 +82,11 @@ async fn a_wait_that_runs_out_renders_running_and_leaves_the_task_alive() {
     let (rt, _s) = runtime();
     let id = start_bg(&rt, None, "echo started; sleep 60").await;
     let began = Instant::now();
-    let r = call(
-        &rt,
-        "bash_output",
-        json!({"task_id": id, "wait": true, "timeout_ms": 250}),
-    )
-    .await;
+    let r = bash_output(&rt, json!({"task_id": id, "wait": true, "timeout_ms": 250})).await;
     assert!(began.elapsed().as_millis() >= 250);
     assert!(r.text.ends_with("[status: running]"), "{}", r.text);
     // Still alive: the kill finds it running.
-    let r = call(&rt, "bash_kill", json!({"task_id": id})).await;
+    let r = bash_kill(&rt, &id).await;
     assert_eq!(r.text, format!("killed background task {id}"));
     finish(rt).await;
 }
@@ -124,7 +111,7 @@ async fn cancelling_the_call_ends_the_wait() {
     let r = dsh_test_support::within(SOON, pending).await.unwrap();
     assert!(r.is_error);
     assert_eq!(r.text, "Error: wait aborted");
-    let r = call(&rt, "bash_kill", json!({"task_id": id})).await;
+    let r = bash_kill(&rt, &id).await;
     assert_eq!(r.text, format!("killed background task {id}"));
     finish(rt).await;
 }
@@ -136,34 +123,24 @@ async fn bad_wait_values_are_errors() {
     let r = call(&rt, "bash_output", json!({"task_id": id, "until": "("})).await;
     assert!(r.is_error);
     assert!(r.text.starts_with("Error: invalid until: "), "{}", r.text);
-    let r = call(&rt, "bash_output", json!({"task_id": id, "timeout_ms": -1})).await;
+    let r = bash_output(&rt, json!({"task_id": id, "timeout_ms": -1})).await;
     assert_eq!(
         r.text,
         "Error: invalid timeout_ms: expected a positive number, got -1"
     );
-    let r = call(
-        &rt,
-        "bash_output",
-        json!({"task_id": id, "wait": true, "timeout_ms": 0}),
-    )
-    .await;
+    let r = bash_output(&rt, json!({"task_id": id, "wait": true, "timeout_ms": 0})).await;
     assert_eq!(
         r.text,
         "Error: invalid timeout_ms: expected a positive number, got 0"
     );
-    let r = call(&rt, "bash_output", json!({"task_id": id, "wait": "yes"})).await;
+    let r = bash_output(&rt, json!({"task_id": id, "wait": "yes"})).await;
     assert_eq!(
         r.text,
         "Error: invalid arguments: \"wait\" must be a boolean"
     );
-    let r = call(
-        &rt,
-        "bash_output",
-        json!({"task_id": "bash-99", "wait": true}),
-    )
-    .await;
+    let r = bash_output(&rt, json!({"task_id": "bash-99", "wait": true})).await;
     assert_eq!(r.text, "Error: unknown bash task \"bash-99\"");
-    call(&rt, "bash_kill", json!({"task_id": id})).await;
+    bash_kill(&rt, &id).await;
     finish(rt).await;
 }
 
@@ -233,7 +210,7 @@ fn assert_flooded_read(text: &str) {
 
 /// Kills `id`, shuts the runtime down and checks no `sleep <marker>` is left.
 async fn kill_and_finish(rt: dsh::Runtime, id: &str, marker: &str) {
-    let r = call(&rt, "bash_kill", json!({"task_id": id})).await;
+    let r = bash_kill(&rt, &id).await;
     assert_eq!(r.text, format!("killed background task {id}"));
     finish(rt).await;
     assert_eq!(
@@ -332,9 +309,8 @@ async fn until_sees_a_match_that_left_memory_before_the_wait_began() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let began = Instant::now();
-    let r = call(
+    let r = bash_output(
         &rt,
-        "bash_output",
         json!({"task_id": id, "until": "(?m)^TARGET-4712$", "timeout_ms": 120000}),
     )
     .await;
@@ -345,9 +321,8 @@ async fn until_sees_a_match_that_left_memory_before_the_wait_began() {
         "the target left memory long ago"
     );
     // The read moved the cursor past the target: waiting for it again runs out.
-    let r = call(
+    let r = bash_output(
         &rt,
-        "bash_output",
         json!({"task_id": id, "until": "TARGET", "timeout_ms": 300}),
     )
     .await;

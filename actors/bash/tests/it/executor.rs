@@ -36,6 +36,13 @@ impl Setup {
     }
 }
 
+/// The status of a task killed by `signal`.
+fn killed_by(signal: &str) -> TaskStatus {
+    TaskStatus::Killed {
+        signal: Some(signal.into()),
+    }
+}
+
 fn req(command: &str) -> BashExecRequest {
     BashExecRequest::new(command)
 }
@@ -401,76 +408,44 @@ async fn consuming_reads_valid_after_exit() {
     s.shutdown().await;
 }
 
-/// Catalogue: BL-16.
+/// Catalogue: BL-16, BL-17, BL-18.
+///
+/// A settled task's delta puts stderr after stdout under its marker (BL-16), the marker alone when
+/// there is only stderr (BL-17), and a newline before it only where stdout lacks one (BL-18).
 #[actix_rt::test]
-async fn stderr_section_marker() {
+async fn stderr_follows_stdout_under_its_marker_in_the_delta() {
     let s = Setup::new(|_| {});
-    let handle = s.start(req("echo out; echo err >&2")).await;
-    done(&handle).await;
-    assert_eq!(handle.read_output().delta, "out\n[stderr]\nerr\n");
+    for (command, delta) in [
+        ("echo out; echo err >&2", "out\n[stderr]\nerr\n"),
+        ("echo err >&2", "[stderr]\nerr\n"),
+        ("printf out; echo err >&2", "out\n[stderr]\nerr\n"),
+    ] {
+        let handle = s.start(req(command)).await;
+        done(&handle).await;
+        assert_eq!(handle.read_output().delta, delta, "{command}");
+    }
     s.shutdown().await;
 }
 
-/// Catalogue: BL-17.
+/// Catalogue: BL-19, BL-20.
+///
+/// A read past the memory cap is lossy and names the spill file of the stream that overflowed:
+/// stdout's (BL-19) or stderr's, under its marker (BL-20).
 #[actix_rt::test]
-async fn stderr_only_delta() {
-    let s = Setup::new(|_| {});
-    let handle = s.start(req("echo err >&2")).await;
-    done(&handle).await;
-    assert_eq!(handle.read_output().delta, "[stderr]\nerr\n");
-    s.shutdown().await;
-}
-
-/// Catalogue: BL-18.
-#[actix_rt::test]
-async fn separator_only_when_stdout_lacks_a_newline() {
-    let s = Setup::new(|_| {});
-    let handle = s.start(req("printf out; echo err >&2")).await;
-    done(&handle).await;
-    assert_eq!(handle.read_output().delta, "out\n[stderr]\nerr\n");
-    s.shutdown().await;
-}
-
-/// Catalogue: BL-19.
-#[actix_rt::test]
-async fn lossy_read_with_stdout_spill_path() {
+async fn a_lossy_read_names_the_overflowing_streams_spill_file() {
     let s = Setup::new(|c| c.max_output_bytes = 100);
-    let handle = s
-        .start(req(
-            "for i in $(seq 1 100); do printf 'line-%04d\\n' $i; done",
-        ))
-        .await;
-    done(&handle).await;
-    let read = handle.read_output();
-    assert!(read.lossy);
-    assert_eq!(read.spill_paths.len(), 1);
-    assert!(
-        read.spill_paths[0]
-            .to_str()
-            .unwrap()
-            .ends_with("-stdout.log")
-    );
-    s.shutdown().await;
-}
-
-/// Catalogue: BL-20.
-#[actix_rt::test]
-async fn stderr_spill_path() {
-    let s = Setup::new(|c| c.max_output_bytes = 100);
-    let handle = s
-        .start(req(
-            "for i in $(seq 1 100); do printf 'line-%04d\\n' $i >&2; done",
-        ))
-        .await;
-    done(&handle).await;
-    let read = handle.read_output();
-    assert!(read.lossy && read.delta.contains("[stderr]"));
-    assert!(
-        read.spill_paths[0]
-            .to_str()
-            .unwrap()
-            .ends_with("-stderr.log")
-    );
+    for (redirect, spill) in [("", "-stdout.log"), (" >&2", "-stderr.log")] {
+        let command = format!("for i in $(seq 1 100); do printf 'line-%04d\\n' $i{redirect}; done");
+        let handle = s.start(req(&command)).await;
+        done(&handle).await;
+        let read = handle.read_output();
+        assert!(read.lossy, "{command}");
+        assert_eq!(read.spill_paths.len(), 1, "{command}");
+        assert!(read.spill_paths[0].to_str().unwrap().ends_with(spill));
+        if !redirect.is_empty() {
+            assert!(read.delta.contains("[stderr]"), "{}", read.delta);
+        }
+    }
     s.shutdown().await;
 }
 
@@ -480,12 +455,7 @@ async fn kill_true_once_false_after() {
     let s = Setup::new(|_| {});
     let handle = s.start(req("sleep 60")).await;
     assert!(handle.kill());
-    assert_eq!(
-        done(&handle).await,
-        TaskStatus::Killed {
-            signal: Some("SIGTERM".into())
-        }
-    );
+    assert_eq!(done(&handle).await, killed_by("SIGTERM"));
     assert!(!handle.kill());
     s.shutdown().await;
 }
@@ -507,12 +477,7 @@ async fn configured_grace_escalates() {
     let handle = s.start(req("trap '' TERM; echo armed; sleep 60")).await;
     read_until(&handle, "armed").await;
     handle.kill();
-    assert_eq!(
-        done(&handle).await,
-        TaskStatus::Killed {
-            signal: Some("SIGKILL".into())
-        }
-    );
+    assert_eq!(done(&handle).await, killed_by("SIGKILL"));
     s.shutdown().await;
 }
 
@@ -525,12 +490,7 @@ async fn spec_abort_kills_a_background_command() {
     r.abort = Some(abort.clone());
     let handle = s.start(r).await;
     abort.abort("stop");
-    assert_eq!(
-        done(&handle).await,
-        TaskStatus::Killed {
-            signal: Some("SIGTERM".into())
-        }
-    );
+    assert_eq!(done(&handle).await, killed_by("SIGTERM"));
     s.shutdown().await;
 }
 
@@ -539,12 +499,7 @@ async fn spec_abort_kills_a_background_command() {
 async fn self_signal_reported_killed() {
     let s = Setup::new(|_| {});
     let handle = s.start(req("kill -TERM $$")).await;
-    assert_eq!(
-        done(&handle).await,
-        TaskStatus::Killed {
-            signal: Some("SIGTERM".into())
-        }
-    );
+    assert_eq!(done(&handle).await, killed_by("SIGTERM"));
     s.shutdown().await;
 }
 
@@ -596,12 +551,7 @@ async fn background_survives_the_executor_and_dies_with_the_manager() {
         !pid_is_live(pid),
         "gone as soon as the manager's shutdown resolved"
     );
-    assert_eq!(
-        done(&handle).await,
-        TaskStatus::Killed {
-            signal: Some("SIGTERM".into())
-        }
-    );
+    assert_eq!(done(&handle).await, killed_by("SIGTERM"));
 }
 
 /// Catalogue: BL-28.
@@ -617,10 +567,5 @@ async fn manager_shutdown_escalates_term_trappers() {
     read_until(&trapper, "armed").await;
     s.shutdown().await;
     assert_eq!(finished.status(), TaskStatus::Completed { exit_code: 0 });
-    assert_eq!(
-        done(&trapper).await,
-        TaskStatus::Killed {
-            signal: Some("SIGKILL".into())
-        }
-    );
+    assert_eq!(done(&trapper).await, killed_by("SIGKILL"));
 }

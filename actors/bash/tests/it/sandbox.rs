@@ -6,6 +6,8 @@ use std::sync::{Arc, Mutex};
 
 use crate::common;
 use actix::prelude::*;
+use dsh_bash::Enforcement::{Full, Partial};
+use dsh_bash::SandboxMode::{DangerFullAccess, ReadOnly, WorkspaceWrite};
 use dsh_bash::sandbox::{Wrap, WrapFacts, canonical_root};
 use dsh_bash::*;
 use dsh_test_support::SOON;
@@ -24,7 +26,7 @@ impl Default for FakeWrap {
     fn default() -> Self {
         Self {
             prefix: Vec::new(),
-            enforcement: Enforcement::Full,
+            enforcement: Full,
             denial: vec!["read-only file system".into(), "permission denied".into()],
             runner: vec!["fake-runner: ".into()],
         }
@@ -119,7 +121,24 @@ impl Setup {
     }
 
     fn read_only() -> Self {
-        Self::new(SandboxMode::ReadOnly, None, FakeProvider::default())
+        Self::new(ReadOnly, None, FakeProvider::default())
+    }
+
+    /// Starts `command` in the background under a per-call `mode` rooted at the cwd.
+    async fn begin_under(&self, command: &str, mode: SandboxMode) -> BashProcess {
+        self.start(with_policy(command, mode, &cwd()))
+            .await
+            .unwrap()
+    }
+
+    /// Runs `command` under a per-call `mode` rooted at the cwd.
+    async fn run_under(&self, command: &str, mode: SandboxMode) -> BashRunResult {
+        self.run(with_policy(command, mode, &cwd())).await.unwrap()
+    }
+
+    /// Starts `command` under the default policy in the background.
+    async fn begin(&self, command: &str) -> BashProcess {
+        self.start(BashExecRequest::new(command)).await.unwrap()
     }
 
     async fn start(&self, request: BashExecRequest) -> Result<BashProcess, ExecError> {
@@ -151,6 +170,18 @@ async fn settled(handle: &BashProcess) -> Option<SandboxFacts> {
     handle.sandbox()
 }
 
+/// Asserts that `handle` settles with `facts`.
+async fn assert_settled(handle: &BashProcess, facts: SandboxFacts) {
+    assert_eq!(settled(handle).await, Some(facts));
+}
+
+/// Asserts that `result`, of `echo free`, ran unconfined without asking the provider.
+fn assert_ran_unwrapped(s: &Setup, result: &BashRunResult) {
+    assert_eq!(result.stdout.text, "free\n");
+    assert_eq!(result.sandbox, Some(facts(DangerFullAccess, false, None)));
+    assert!(s.provider.calls().is_empty());
+}
+
 fn read_all(handle: &BashProcess) -> String {
     handle.read_output().delta
 }
@@ -162,17 +193,14 @@ async fn exact_argv_and_per_call_policy() {
     let command = r#"echo 'a b' "c'd""#;
     let result = s.run(BashExecRequest::new(command)).await.unwrap();
     assert_eq!(result.stdout.text, "a b c'd\n");
-    assert_eq!(
-        result.sandbox,
-        Some(facts(SandboxMode::ReadOnly, false, Some(Enforcement::Full)))
-    );
+    assert_eq!(result.sandbox, Some(facts(ReadOnly, false, Some(Full))));
     let calls = s.provider.calls();
     assert_eq!(calls.len(), 1);
     assert_eq!(calls[0].0, vec!["bash", "-c", command]);
     assert_eq!(
         calls[0].1,
         SandboxPolicy {
-            mode: SandboxMode::ReadOnly,
+            mode: ReadOnly,
             workspace_root: cwd()
         }
     );
@@ -187,31 +215,24 @@ async fn the_wrapped_argv_is_what_spawns() {
         prefix: vec!["env".into(), "DSH_WRAP_X=1".into()],
         ..FakeWrap::default()
     });
-    let s = Setup::new(SandboxMode::ReadOnly, None, provider);
+    let s = Setup::new(ReadOnly, None, provider);
     let result = s
         .run(BashExecRequest::new(r#"printf "%s" "$DSH_WRAP_X""#))
         .await
         .unwrap();
     assert_eq!(result.stdout.text, "1");
-    assert_eq!(
-        result.sandbox,
-        Some(facts(SandboxMode::ReadOnly, false, Some(Enforcement::Full)))
-    );
+    assert_eq!(result.sandbox, Some(facts(ReadOnly, false, Some(Full))));
     s.shutdown().await;
 }
 
 /// Catalogue: SB-03.
 #[actix_rt::test]
 async fn workspace_write_root_defaults_to_cwd() {
-    let s = Setup::new(SandboxMode::WorkspaceWrite, None, FakeProvider::default());
+    let s = Setup::new(WorkspaceWrite, None, FakeProvider::default());
     let result = s.run(BashExecRequest::new("true")).await.unwrap();
     assert_eq!(
         result.sandbox,
-        Some(facts(
-            SandboxMode::WorkspaceWrite,
-            false,
-            Some(Enforcement::Full)
-        ))
+        Some(facts(WorkspaceWrite, false, Some(Full)))
     );
     assert_eq!(s.provider.calls()[0].1.workspace_root, cwd());
     s.shutdown().await;
@@ -221,7 +242,7 @@ async fn workspace_write_root_defaults_to_cwd() {
 #[actix_rt::test]
 async fn configured_workspace_root_wins() {
     let s = Setup::new(
-        SandboxMode::WorkspaceWrite,
+        WorkspaceWrite,
         Some(Path::new("/ws")),
         FakeProvider::default(),
     );
@@ -239,7 +260,7 @@ async fn configured_workspace_root_wins() {
 async fn provider_is_consulted_per_wrap() {
     let s = Setup::read_only();
     s.run(BashExecRequest::new("true")).await.unwrap();
-    let handle = s.start(BashExecRequest::new("true")).await.unwrap();
+    let handle = s.begin("true").await;
     settled(&handle).await;
     assert_eq!(s.provider.calls().len(), 2);
     s.shutdown().await;
@@ -249,7 +270,7 @@ async fn provider_is_consulted_per_wrap() {
 #[actix_rt::test]
 async fn sandbox_unavailable_propagates() {
     let s = Setup::new(
-        SandboxMode::ReadOnly,
+        ReadOnly,
         None,
         FakeProvider {
             unavailable: true,
@@ -274,22 +295,17 @@ async fn sandbox_unavailable_propagates() {
 /// Catalogue: SB-08.
 #[actix_rt::test]
 async fn danger_full_access_runs_unwrapped() {
-    let s = Setup::new(SandboxMode::DangerFullAccess, None, FakeProvider::default());
+    let s = Setup::new(DangerFullAccess, None, FakeProvider::default());
     let result = s.run(BashExecRequest::new("echo free")).await.unwrap();
-    assert_eq!(result.stdout.text, "free\n");
-    assert_eq!(
-        result.sandbox,
-        Some(facts(SandboxMode::DangerFullAccess, false, None))
-    );
-    assert!(s.provider.calls().is_empty());
+    assert_ran_unwrapped(&s, &result);
     s.shutdown().await;
 }
 
 /// Catalogue: SB-09.
 #[actix_rt::test]
 async fn danger_full_access_starts_unwrapped_without_facts() {
-    let s = Setup::new(SandboxMode::DangerFullAccess, None, FakeProvider::default());
-    let handle = s.start(BashExecRequest::new("echo free-bg")).await.unwrap();
+    let s = Setup::new(DangerFullAccess, None, FakeProvider::default());
+    let handle = s.begin("echo free-bg").await;
     assert_eq!(settled(&handle).await, None);
     assert!(read_all(&handle).contains("free-bg"));
     assert!(s.provider.calls().is_empty());
@@ -301,7 +317,7 @@ async fn danger_full_access_starts_unwrapped_without_facts() {
 async fn capability_fact_and_resolve_stamp() {
     let s = Setup::read_only();
     let policy = SandboxPolicy {
-        mode: SandboxMode::ReadOnly,
+        mode: ReadOnly,
         workspace_root: cwd(),
     };
     let executor = SandboxBashExecutor::new(
@@ -311,7 +327,7 @@ async fn capability_fact_and_resolve_stamp() {
         policy.clone(),
     )
     .unwrap();
-    assert_eq!(executor.sandbox_mode(), SandboxMode::ReadOnly);
+    assert_eq!(executor.sandbox_mode(), ReadOnly);
     let spec = (s.resolver)(BashExecRequest::new("true")).unwrap();
     assert_eq!(spec.sandbox_policy, Some(policy));
     s.shutdown().await;
@@ -322,7 +338,7 @@ async fn capability_fact_and_resolve_stamp() {
 async fn explicit_policy_outranks_the_default() {
     let s = Setup::read_only();
     let project = Path::new("/session/project");
-    let explicit = with_policy("true", SandboxMode::WorkspaceWrite, project);
+    let explicit = with_policy("true", WorkspaceWrite, project);
     let spec = (s.resolver)(explicit.clone()).unwrap();
     assert_eq!(
         spec.sandbox_policy.as_ref().unwrap().workspace_root,
@@ -335,11 +351,11 @@ async fn explicit_policy_outranks_the_default() {
         policies,
         vec![
             SandboxPolicy {
-                mode: SandboxMode::WorkspaceWrite,
+                mode: WorkspaceWrite,
                 workspace_root: project.into()
             },
             SandboxPolicy {
-                mode: SandboxMode::ReadOnly,
+                mode: ReadOnly,
                 workspace_root: cwd()
             },
         ]
@@ -351,17 +367,10 @@ async fn explicit_policy_outranks_the_default() {
 #[actix_rt::test]
 async fn an_escalated_run_reports_its_actual_mode() {
     let s = Setup::read_only();
-    let result = s
-        .run(with_policy("true", SandboxMode::WorkspaceWrite, &cwd()))
-        .await
-        .unwrap();
+    let result = s.run_under("true", WorkspaceWrite).await;
     assert_eq!(
         result.sandbox,
-        Some(facts(
-            SandboxMode::WorkspaceWrite,
-            false,
-            Some(Enforcement::Full)
-        ))
+        Some(facts(WorkspaceWrite, false, Some(Full)))
     );
     s.shutdown().await;
 }
@@ -370,20 +379,8 @@ async fn an_escalated_run_reports_its_actual_mode() {
 #[actix_rt::test]
 async fn escalation_to_danger_bypasses_the_provider() {
     let s = Setup::read_only();
-    let result = s
-        .run(with_policy(
-            "echo free",
-            SandboxMode::DangerFullAccess,
-            &cwd(),
-        ))
-        .await
-        .unwrap();
-    assert_eq!(result.stdout.text, "free\n");
-    assert_eq!(
-        result.sandbox,
-        Some(facts(SandboxMode::DangerFullAccess, false, None))
-    );
-    assert!(s.provider.calls().is_empty());
+    let result = s.run_under("echo free", DangerFullAccess).await;
+    assert_ran_unwrapped(&s, &result);
     s.shutdown().await;
 }
 
@@ -392,26 +389,14 @@ async fn escalation_to_danger_bypasses_the_provider() {
 async fn overlapping_tasks_keep_their_own_modes() {
     let s = Setup::read_only();
     let escalated = s
-        .start(with_policy(
+        .begin_under(
             r#"sleep 0.3; echo "x: Permission denied" >&2; exit 1"#,
-            SandboxMode::WorkspaceWrite,
-            &cwd(),
-        ))
-        .await
-        .unwrap();
-    let plain = s.start(BashExecRequest::new("true")).await.unwrap();
-    assert_eq!(
-        settled(&plain).await,
-        Some(facts(SandboxMode::ReadOnly, false, Some(Enforcement::Full)))
-    );
-    assert_eq!(
-        settled(&escalated).await,
-        Some(facts(
-            SandboxMode::WorkspaceWrite,
-            true,
-            Some(Enforcement::Full)
-        ))
-    );
+            WorkspaceWrite,
+        )
+        .await;
+    let plain = s.begin("true").await;
+    assert_settled(&plain, facts(ReadOnly, false, Some(Full))).await;
+    assert_settled(&escalated, facts(WorkspaceWrite, true, Some(Full))).await;
     s.shutdown().await;
 }
 
@@ -419,14 +404,7 @@ async fn overlapping_tasks_keep_their_own_modes() {
 #[actix_rt::test]
 async fn escalated_danger_background_has_no_facts() {
     let s = Setup::read_only();
-    let handle = s
-        .start(with_policy(
-            "echo bg-free",
-            SandboxMode::DangerFullAccess,
-            &cwd(),
-        ))
-        .await
-        .unwrap();
+    let handle = s.begin_under("echo bg-free", DangerFullAccess).await;
     assert_eq!(settled(&handle).await, None);
     assert!(read_all(&handle).contains("bg-free"));
     assert!(s.provider.calls().is_empty());
@@ -468,10 +446,7 @@ async fn a_real_permission_failure_is_reported_as_a_denial() {
         "{result:?}"
     );
     assert_ne!(result.exit_code, Some(0));
-    assert_eq!(
-        result.sandbox,
-        Some(facts(SandboxMode::ReadOnly, true, Some(Enforcement::Full)))
-    );
+    assert_eq!(result.sandbox, Some(facts(ReadOnly, true, Some(Full))));
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     s.shutdown().await;
 }
@@ -481,19 +456,12 @@ async fn a_real_permission_failure_is_reported_as_a_denial() {
 async fn partial_enforcement_passes_through() {
     let provider = FakeProvider::default();
     provider.queued.lock().unwrap().push(FakeWrap {
-        enforcement: Enforcement::Partial,
+        enforcement: Partial,
         ..FakeWrap::default()
     });
-    let s = Setup::new(SandboxMode::ReadOnly, None, provider);
+    let s = Setup::new(ReadOnly, None, provider);
     let result = s.run(BashExecRequest::new("true")).await.unwrap();
-    assert_eq!(
-        result.sandbox,
-        Some(facts(
-            SandboxMode::ReadOnly,
-            false,
-            Some(Enforcement::Partial)
-        ))
-    );
+    assert_eq!(result.sandbox, Some(facts(ReadOnly, false, Some(Partial))));
     s.shutdown().await;
 }
 
@@ -509,10 +477,7 @@ async fn a_spawn_failure_stamps_facts() {
     assert_eq!(handle.status(), TaskStatus::Killed { signal: None });
     assert!(read_all(&handle).contains("spawn failed:"));
     // Facts live on the handle itself (there is no shared per-process map to leak).
-    assert_eq!(
-        handle.sandbox(),
-        Some(facts(SandboxMode::ReadOnly, false, Some(Enforcement::Full)))
-    );
+    assert_eq!(handle.sandbox(), Some(facts(ReadOnly, false, Some(Full))));
     s.shutdown().await;
 }
 
@@ -520,16 +485,8 @@ async fn a_spawn_failure_stamps_facts() {
 #[actix_rt::test]
 async fn a_background_denial_is_stamped_at_settlement() {
     let s = Setup::read_only();
-    let handle = s
-        .start(BashExecRequest::new(
-            r#"echo "x: Permission denied" >&2; exit 1"#,
-        ))
-        .await
-        .unwrap();
-    assert_eq!(
-        settled(&handle).await,
-        Some(facts(SandboxMode::ReadOnly, true, Some(Enforcement::Full)))
-    );
+    let handle = s.begin(r#"echo "x: Permission denied" >&2; exit 1"#).await;
+    assert_settled(&handle, facts(ReadOnly, true, Some(Full))).await;
     s.shutdown().await;
 }
 
@@ -571,16 +528,13 @@ async fn runner_failure_outranks_denial_in_the_foreground() {
 #[actix_rt::test]
 async fn a_background_runner_failure_stamps_runner_failed() {
     let s = Setup::read_only();
-    let handle = s
-        .start(BashExecRequest::new(RUNNER_AND_DENIAL))
-        .await
-        .unwrap();
+    let handle = s.begin(RUNNER_AND_DENIAL).await;
     assert_eq!(
         settled(&handle).await,
         Some(SandboxFacts {
-            mode: SandboxMode::ReadOnly,
+            mode: ReadOnly,
             denied: false,
-            enforcement: Some(Enforcement::Full),
+            enforcement: Some(Full),
             runner_failed: true,
         })
     );
@@ -593,36 +547,23 @@ async fn overlapping_tasks_keep_their_own_wrap_facts() {
     let provider = FakeProvider::default();
     provider.queued.lock().unwrap().extend([
         FakeWrap {
-            enforcement: Enforcement::Partial,
+            enforcement: Partial,
             denial: vec!["permission denied".into()],
             ..FakeWrap::default()
         },
         FakeWrap {
-            enforcement: Enforcement::Full,
+            enforcement: Full,
             denial: vec!["read-only file system".into()],
             ..FakeWrap::default()
         },
     ]);
-    let s = Setup::new(SandboxMode::ReadOnly, None, provider);
+    let s = Setup::new(ReadOnly, None, provider);
     let slow = s
-        .start(BashExecRequest::new(
-            r#"sleep 0.4; echo "x: Permission denied" >&2; exit 1"#,
-        ))
-        .await
-        .unwrap();
-    let quick = s.start(BashExecRequest::new("true")).await.unwrap();
-    assert_eq!(
-        settled(&quick).await,
-        Some(facts(SandboxMode::ReadOnly, false, Some(Enforcement::Full)))
-    );
-    assert_eq!(
-        settled(&slow).await,
-        Some(facts(
-            SandboxMode::ReadOnly,
-            true,
-            Some(Enforcement::Partial)
-        ))
-    );
+        .begin(r#"sleep 0.4; echo "x: Permission denied" >&2; exit 1"#)
+        .await;
+    let quick = s.begin("true").await;
+    assert_settled(&quick, facts(ReadOnly, false, Some(Full))).await;
+    assert_settled(&slow, facts(ReadOnly, true, Some(Partial))).await;
     s.shutdown().await;
 }
 
@@ -630,12 +571,7 @@ async fn overlapping_tasks_keep_their_own_wrap_facts() {
 #[actix_rt::test]
 async fn a_signal_death_is_never_a_denial() {
     let s = Setup::read_only();
-    let handle = s
-        .start(BashExecRequest::new(
-            r#"echo "Permission denied" >&2; sleep 30"#,
-        ))
-        .await
-        .unwrap();
+    let handle = s.begin(r#"echo "Permission denied" >&2; sleep 30"#).await;
     let mut seen = String::new();
     assert!(
         poll_until(SOON, || {
@@ -645,10 +581,7 @@ async fn a_signal_death_is_never_a_denial() {
         .await
     );
     assert!(handle.kill());
-    assert_eq!(
-        settled(&handle).await,
-        Some(facts(SandboxMode::ReadOnly, false, Some(Enforcement::Full)))
-    );
+    assert_settled(&handle, facts(ReadOnly, false, Some(Full))).await;
     s.shutdown().await;
 }
 
@@ -656,7 +589,7 @@ async fn a_signal_death_is_never_a_denial() {
 #[actix_rt::test]
 async fn disposal_kills_wrapped_tasks() {
     let s = Setup::read_only();
-    let handle = s.start(BashExecRequest::new("sleep 30")).await.unwrap();
+    let handle = s.begin("sleep 30").await;
     let pid = handle.pid().unwrap();
     s.shutdown().await;
     let status = tokio::time::timeout(SOON, handle.done()).await.unwrap();

@@ -8,8 +8,9 @@
 //! [`STILL`] while requests were left to send (the old server read everything at once, growing
 //! without bound, so the count never stood still before the end).
 
-use crate::common::{exit_status, sandbox_usable, start_dsh};
+use crate::common::{exit_status, start_dsh};
 use crate::jsonl_server;
+use crate::mcp_raw::{Client, approval_answer, escalation, sandboxed_workspace, text};
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
@@ -18,7 +19,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use dsh_test_support::procfs::{live_with_cmdline, status_field};
+use dsh_test_support::procfs::{assert_none_with_cmdline, live_with_cmdline, status_field};
 use dsh_test_support::wait::wait_until;
 use jsonl_server::{SOON, Server, bash, unique_marker};
 use serde_json::{Value, json};
@@ -290,11 +291,7 @@ fn a_paused_jsonl_server_still_stops_at_sigterm() {
     // The grace, plus at most a few seconds for a client that does not read its last lines.
     assert_eq!(flood.exit_code(Duration::from_secs(30)), Some(0));
     println!("exited {:?} after SIGTERM", signalled.elapsed());
-    assert!(
-        wait_until(SOON, || live_with_cmdline(&marker).is_empty()),
-        "left running: {:?}",
-        live_with_cmdline(&marker)
-    );
+    assert_none_with_cmdline(&marker, SOON);
 }
 
 #[test]
@@ -323,11 +320,7 @@ fn a_paused_jsonl_server_notices_the_client_closing_its_stdout() {
     );
     drop(stdout);
     assert_eq!(flood.exit_code(SOON), Some(0));
-    assert!(
-        wait_until(SOON, || live_with_cmdline(&marker).is_empty()),
-        "left running: {:?}",
-        live_with_cmdline(&marker)
-    );
+    assert_none_with_cmdline(&marker, SOON);
 }
 
 #[test]
@@ -363,41 +356,35 @@ fn at_the_jsonl_cap_cancels_get_through_and_held_calls_run_in_order() {
     server.send(&json!({"cancel": "e"}));
     assert_eq!(server.text("e"), "Error: command aborted");
     server.finish();
-    assert!(
-        wait_until(SOON, || live_with_cmdline(&marker).is_empty()),
-        "left running: {:?}",
-        live_with_cmdline(&marker)
-    );
+    assert_none_with_cmdline(&marker, SOON);
 }
 
-#[test]
-fn at_the_jsonl_cap_an_approval_answer_gets_through() {
-    if !sandbox_usable() {
-        return;
-    }
-    let ws = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-    let cwd = ws.path().to_str().unwrap();
-    let marker = unique_marker(7450);
-    let mut server = Server::start(&[
+/// A cap of two calls in flight, under `--sandbox read-only` in `cwd`.
+fn capped_read_only(cwd: &str) -> [&str; 6] {
+    [
         "--max-in-flight",
         "2",
         "--sandbox",
         "read-only",
         "--cwd",
         cwd,
-    ])
-    .expect("start");
+    ]
+}
+
+#[test]
+fn at_the_jsonl_cap_an_approval_answer_gets_through() {
+    let Some((ws, cwd)) = sandboxed_workspace() else {
+        return;
+    };
+    let marker = unique_marker(7450);
+    let mut server = Server::start(&capped_read_only(&cwd)).expect("start");
     server.call_as(
         "s",
         "filler",
         "bash",
         bash(&format!("sleep {marker}"), json!({})),
     );
-    let escalation = bash(
-        "touch granted",
-        json!({"sandbox_permissions": "workspace-write", "justification": "it writes a file"}),
-    );
-    server.call_as("s", "g", "bash", escalation);
+    server.call_as("s", "g", "bash", escalation("touch granted"));
     let question = server.line_where(|l| l.get("approval").is_some() && l["id"] == "g");
     // Both calls in flight wait (one for the answer); a later call is held behind them.
     server.call_as("s", "h", "bash", bash("echo held", json!({})));
@@ -410,104 +397,29 @@ fn at_the_jsonl_cap_an_approval_answer_gets_through() {
     server.finish();
 }
 
-/// A raw MCP client for the cap tests.
-struct Mcp {
-    child: Child,
-    stdin: ChildStdin,
-    lines: std::sync::mpsc::Receiver<Value>,
-    seen: Vec<Value>,
-}
-
-impl Mcp {
-    fn start(args: &[&str], capabilities: Value) -> Self {
-        let mut child = start_dsh(&[&["mcp"], args].concat(), Stdio::inherit());
-        let stdin = child.stdin.take().unwrap();
-        let lines = dsh_test_support::wait::line_channel(child.stdout.take().unwrap(), |line| {
-            serde_json::from_str(&line).unwrap()
-        });
-        let mut mcp = Self {
-            child,
-            stdin,
-            lines,
-            seen: Vec::new(),
-        };
-        mcp.send(
-            json!({"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": capabilities,
-            "clientInfo": {"name": "cap", "version": "1"}}}),
-        );
-        mcp.wait_for(|m| m["id"] == "init");
-        mcp.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-        mcp
-    }
-
-    fn send(&mut self, message: Value) {
-        writeln!(self.stdin, "{message}").unwrap();
-        self.stdin.flush().unwrap();
-    }
-
-    fn call(&mut self, id: i64, arguments: Value) {
-        self.send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-            "params": {"name": "bash", "arguments": arguments}}));
-    }
-
-    fn cancel(&mut self, id: i64) {
-        self.send(
-            json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
-            "params": {"requestId": id, "reason": "test"}}),
-        );
-    }
-
-    /// The first message (seen before or arriving) for which `want` holds.
-    fn wait_for(&mut self, want: impl Fn(&Value) -> bool) -> Value {
-        if let Some(i) = self.seen.iter().position(&want) {
-            return self.seen.remove(i);
-        }
-        loop {
-            let message = self.lines.recv_timeout(SOON).expect("a message");
-            if want(&message) {
-                return message;
-            }
-            self.seen.push(message);
-        }
-    }
-
-    /// The response to request `id`.
-    fn response(&mut self, id: i64) -> Value {
-        self.wait_for(|m| m["id"] == id && m.get("method").is_none())
-    }
-
-    fn finish(mut self) {
-        drop(self.stdin);
-        let status = exit_status(&mut self.child, SOON, "dsh mcp");
-        assert_eq!(status.code(), Some(0));
-    }
-}
-
-fn text(response: &Value) -> &str {
-    response["result"]["content"][0]["text"]
-        .as_str()
-        .unwrap_or_default()
-}
-
 #[test]
 fn at_the_mcp_cap_cancels_get_through_and_held_calls_run_in_order() {
     let marker = unique_marker(7500);
-    let mut mcp = Mcp::start(&["--max-in-flight", "2", "--grace-ms", "300"], json!({}));
+    // The raw client's server has a grace of 300 ms.
+    let mut mcp = Client::session("2025-06-18", json!({}), &["--max-in-flight", "2"]);
     let file = tempfile::tempdir().unwrap();
     let never = file.path().join("never");
     let sleeper = bash(&format!("sleep {marker}"), json!({}));
-    mcp.call(1, sleeper.clone());
-    mcp.call(2, sleeper.clone());
+    mcp.send_call(1, "bash", sleeper.clone());
+    mcp.send_call(2, "bash", sleeper.clone());
     assert!(
         wait_until(SOON, || live_with_cmdline(&marker).len() == 2),
         "both sleepers run"
     );
     // At the cap: held, in order; reading goes on while fewer than 2 are held.
-    mcp.call(3, bash(&format!("touch {}", never.display()), json!({})));
+    mcp.send_call(
+        3,
+        "bash",
+        bash(&format!("touch {}", never.display()), json!({})),
+    );
     // A held call that is cancelled never runs.
     mcp.cancel(3);
-    mcp.call(4, bash("echo four", json!({})));
+    mcp.send_call(4, "bash", bash("echo four", json!({})));
     // A running call that is cancelled is stopped, and the held call takes its place.
     mcp.cancel(1);
     assert_eq!(text(&mcp.response(4)), "four\n");
@@ -520,27 +432,23 @@ fn at_the_mcp_cap_cancels_get_through_and_held_calls_run_in_order() {
     );
     assert!(!never.exists(), "the cancelled held call ran");
     // A duplicate of an id in flight is refused, not run twice.
-    mcp.call(5, sleeper.clone());
-    mcp.call(5, bash("echo twice", json!({})));
+    mcp.send_call(5, "bash", sleeper.clone());
+    mcp.send_call(5, "bash", bash("echo twice", json!({})));
     let refused = mcp.response(5);
     assert_eq!(refused["error"]["code"], -32600, "{refused}");
     mcp.cancel(5);
     mcp.cancel(2);
-    mcp.call(6, bash("echo six", json!({})));
+    mcp.send_call(6, "bash", bash("echo six", json!({})));
     assert_eq!(text(&mcp.response(6)), "six\n");
     mcp.finish();
-    assert!(
-        wait_until(SOON, || live_with_cmdline(&marker).is_empty()),
-        "left running: {:?}",
-        live_with_cmdline(&marker)
-    );
+    assert_none_with_cmdline(&marker, SOON);
 }
 
 /// A `tools/call` that rmcp answers itself, without the tool (here: a protocol version in `_meta`
 /// it does not serve), leaves the count like any other: many of them never use up the cap.
 #[test]
 fn mcp_requests_refused_before_the_tool_leave_the_count() {
-    let mut mcp = Mcp::start(&["--max-in-flight", "2"], json!({}));
+    let mut mcp = Client::session("2025-06-18", json!({}), &["--max-in-flight", "2"]);
     for id in 0..6 {
         mcp.send(
             json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
@@ -550,51 +458,34 @@ fn mcp_requests_refused_before_the_tool_leave_the_count() {
         let refused = mcp.response(id);
         assert!(refused.get("error").is_some(), "{refused}");
     }
-    mcp.call(9, bash("echo still", json!({})));
+    mcp.send_call(9, "bash", bash("echo still", json!({})));
     assert_eq!(text(&mcp.response(9)), "still\n");
     mcp.finish();
 }
 
 #[test]
 fn at_the_mcp_cap_an_elicitation_answer_gets_through() {
-    if !sandbox_usable() {
+    let Some((ws, cwd)) = sandboxed_workspace() else {
         return;
-    }
-    let ws = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-    let cwd = ws.path().to_str().unwrap().to_owned();
+    };
     let marker = unique_marker(7550);
-    let mut mcp = Mcp::start(
-        &[
-            "--max-in-flight",
-            "2",
-            "--sandbox",
-            "read-only",
-            "--cwd",
-            &cwd,
-        ],
+    let mut mcp = Client::session(
+        "2025-06-18",
         json!({"elicitation": {}}),
+        &capped_read_only(&cwd),
     );
-    mcp.call(7, bash(&format!("sleep {marker}"), json!({})));
-    mcp.call(
-        1,
-        json!({"command": "touch granted", "description": "test",
-               "sandbox_permissions": "workspace-write", "justification": "it writes a file"}),
-    );
+    mcp.send_call(7, "bash", bash(&format!("sleep {marker}"), json!({})));
+    mcp.send_call(1, "bash", escalation("touch granted"));
     let ask = mcp.wait_for(|m| m["method"] == "elicitation/create");
     // Both calls in flight wait (one for the answer); a later call is held behind them.
-    mcp.call(2, bash("echo held", json!({})));
-    mcp.send(json!({"jsonrpc": "2.0", "id": ask["id"],
-        "result": {"action": "accept", "content": {"approve": true}}}));
+    mcp.send_call(2, "bash", bash("echo held", json!({})));
+    mcp.send(json!({"jsonrpc": "2.0", "id": ask["id"], "result": approval_answer("accept")}));
     assert_eq!(text(&mcp.response(1)), "(no output)");
     assert!(ws.path().join("granted").exists());
     assert_eq!(text(&mcp.response(2)), "held\n");
     mcp.cancel(7);
     mcp.finish();
-    assert!(
-        wait_until(SOON, || live_with_cmdline(&marker).is_empty()),
-        "left running: {:?}",
-        live_with_cmdline(&marker)
-    );
+    assert_none_with_cmdline(&marker, SOON);
 }
 
 #[test]

@@ -5,6 +5,7 @@
 //! The client lives in a virtual environment: `$DSH_TEST_PYTHON` if set (`.ci/run` sets it), else
 //! `target/mcp-venv`, created here from tests/mcp/requirements.txt when missing.
 
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -42,12 +43,16 @@ fn python() -> PathBuf {
     python
 }
 
-#[test]
-fn a_real_mcp_client_uses_all_three_tools_sees_notices_and_cancels() {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/client.py");
+/// Runs the Python client `script` (under tests/mcp) against this dsh with `args`, asserts it
+/// succeeded, and returns the JSON report it printed last.
+fn run_client(script: &str, args: &[&OsStr]) -> Value {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/mcp")
+        .join(script);
     let output = Command::new(python())
         .arg(script)
         .arg(env!("CARGO_BIN_EXE_dsh"))
+        .args(args)
         .output()
         .expect("run the MCP client");
     let stdout = String::from_utf8_lossy(&output.stdout);
@@ -56,8 +61,12 @@ fn a_real_mcp_client_uses_all_three_tools_sees_notices_and_cancels() {
         output.status.success(),
         "client failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
     );
-    let report: Value =
-        serde_json::from_str(stdout.trim().lines().last().unwrap_or("")).expect("JSON report");
+    serde_json::from_str(stdout.trim().lines().last().unwrap_or("")).expect("JSON report")
+}
+
+#[test]
+fn a_real_mcp_client_uses_all_three_tools_sees_notices_and_cancels() {
+    let report = run_client("client.py", &[]);
     let checks: Vec<&str> = report["checks"]
         .as_array()
         .unwrap()
@@ -93,23 +102,15 @@ fn the_default_python_client_gets_roots_and_approvals_through_input_rounds() {
         .verdict()
         .is_ok();
     let (first, second) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/rounds.py");
-    let output = Command::new(python())
-        .arg(script)
-        .arg(env!("CARGO_BIN_EXE_dsh"))
-        .arg(first.path().canonicalize().unwrap())
-        .arg(second.path().canonicalize().unwrap())
-        .arg(if sandboxed { "1" } else { "0" })
-        .output()
-        .expect("run the MCP client");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success(),
-        "client failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    let (first, second) = (
+        first.path().canonicalize().unwrap(),
+        second.path().canonicalize().unwrap(),
     );
-    let report: Value =
-        serde_json::from_str(stdout.trim().lines().last().unwrap_or("")).expect("JSON report");
+    let sandboxed_flag = OsStr::new(if sandboxed { "1" } else { "0" });
+    let report = run_client(
+        "rounds.py",
+        &[first.as_os_str(), second.as_os_str(), sandboxed_flag],
+    );
     let mut expected = vec!["roots", "roots_changed"];
     if sandboxed {
         expected.extend([

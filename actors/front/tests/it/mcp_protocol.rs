@@ -10,7 +10,10 @@ use dsh_test_support::procfs::{assert_all_gone, live_with_cmdline};
 use dsh_test_support::wait::wait_until;
 use serde_json::{Value, json};
 
-use crate::mcp_raw::{Client, SOON, bash, error_code, wait_exit};
+use crate::mcp_raw::{
+    Client, ESCALATION_ANSWERS, NO_APPROVAL_CHANNEL, SOON, approval_answer,
+    assert_asks_for_escalation, bash, error_code, escalation, sandboxed_workspace, text, wait_exit,
+};
 
 #[test]
 fn bad_json_rpc_gets_the_right_error_codes() {
@@ -504,60 +507,27 @@ fn the_client_closing_our_stdin_kills_a_running_call_at_once_and_answers_nothing
 /// the "no approval channel" text.
 #[test]
 fn sandbox_escalations_are_approved_through_elicitation() {
-    if dsh::LocalSandboxProvider::new(dsh::LocalSandboxConfig::default())
-        .unwrap()
-        .verdict()
-        .is_err()
-    {
-        eprintln!("skipped: no sandbox backend is usable here");
+    let Some((ws, cwd)) = sandboxed_workspace() else {
         return;
-    }
-    let ws = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-    let cwd = ws.path().to_str().unwrap().to_owned();
-    let escalate = |file: &str| {
-        json!({"command": format!("touch {file}"), "description": "test",
-               "sandbox_permissions": "workspace-write", "justification": "it writes a file"})
     };
+    let escalate = |file: &str| escalation(&format!("touch {file}"));
     let mut client = Client::session(
         "2025-06-18",
         json!({"elicitation": {}}),
         &["--sandbox", "read-only", "--cwd", &cwd],
     );
-    for (id, file, action, expected) in [
-        (1, "accepted", "accept", "(no output)"),
-        (
-            2,
-            "declined",
-            "decline",
-            "Error: the user rejected escalating this command to \"workspace-write\"",
-        ),
-        (
-            3,
-            "cancelled",
-            "cancel",
-            "Error: approval for escalating to \"workspace-write\" was cancelled",
-        ),
-    ] {
+    for (id, (action, expected)) in (1..).zip(ESCALATION_ANSWERS) {
+        // Each answer's command touches a file named after it.
+        let file = action;
         client.send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
             "params": {"name": "bash", "arguments": escalate(file)}}));
         let ask = client.wait_for(|m| m["method"] == "elicitation/create");
         let question = ask["params"]["message"].as_str().unwrap();
-        let (command, mode, reason) = (
-            question.find(&format!("touch {file}")),
-            question.find("workspace-write"),
-            question.find("it writes a file"),
-        );
-        assert!(
-            command.is_some() && mode.is_some() && reason > command && reason > mode,
-            "the question shows the command and the mode, then the justification: {ask}"
-        );
-        let mut answer = json!({"action": action});
-        if action == "accept" {
-            answer["content"] = json!({"approve": true});
-        }
+        assert_asks_for_escalation(question, &format!("touch {file}"), &ask);
+        let answer = approval_answer(action);
         client.send(json!({"jsonrpc": "2.0", "id": ask["id"], "result": answer}));
         let reply = client.response(id);
-        assert_eq!(reply["result"]["content"][0]["text"], expected, "{reply}");
+        assert_eq!(text(&reply), expected, "{reply}");
         assert_eq!(ws.path().join(file).exists(), action == "accept");
     }
     client.finish();
@@ -568,10 +538,7 @@ fn sandbox_escalations_are_approved_through_elicitation() {
         &["--sandbox", "read-only", "--cwd", &cwd],
     );
     let reply = plain.call(9, "bash", escalate("never"));
-    assert_eq!(
-        reply["result"]["content"][0]["text"],
-        "Error: sandbox escalation to \"workspace-write\" requires approval, but no approval channel is available"
-    );
+    assert_eq!(text(&reply), NO_APPROVAL_CHANNEL);
     plain.finish();
 }
 
@@ -629,8 +596,7 @@ fn the_clients_root_is_the_sandboxs_writable_workspace() {
     let root = workspace.path().canonicalize().unwrap();
     let uri = format!("file://{}", root.display());
     let mut client = Client::session("2025-06-18", json!({"roots": {}}), &[]);
-    let ask = client.wait_for(|m| m["method"] == "roots/list");
-    client.send(json!({"jsonrpc": "2.0", "id": ask["id"], "result": {"roots": [{"uri": uri}]}}));
+    client.answer_roots(&[&uri]);
     let made = client.call(1, "bash", bash("touch made && echo made"));
     let outside = format!("touch '{}/x'", beside.path().display());
     let denied = client.call(2, "bash", bash(&outside));
@@ -648,10 +614,7 @@ fn a_root_that_is_the_whole_file_system_is_not_a_writable_workspace() {
         return;
     };
     let mut client = Client::session("2025-06-18", json!({"roots": {}}), &[]);
-    let ask = client.wait_for(|m| m["method"] == "roots/list");
-    client.send(
-        json!({"jsonrpc": "2.0", "id": ask["id"], "result": {"roots": [{"uri": "file:///"}]}}),
-    );
+    client.answer_roots(&["file:///"]);
     let outside = format!("touch '{}/x'", beside.path().display());
     let denied = client.call(1, "bash", bash(&outside));
     client.finish();

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use dsh_test_support::wait::line_channel;
 
-use crate::common::{exit_status, start_dsh};
+use crate::common::{exit_status, sandbox_usable, start_dsh};
 use serde_json::{Value, json};
 
 pub const SOON: Duration = Duration::from_secs(30);
@@ -101,10 +101,30 @@ impl Client {
         self.wait_for(|m| m["id"] == id && m.get("method").is_none())
     }
 
-    pub fn call(&mut self, id: i64, tool: &str, arguments: Value) -> Value {
+    /// Waits for the server's `roots/list` request and answers it with the roots at `uris`.
+    pub fn answer_roots(&mut self, uris: &[&str]) {
+        let ask = self.wait_for(|m| m["method"] == "roots/list");
+        let roots: Vec<Value> = uris.iter().map(|uri| json!({"uri": uri})).collect();
+        self.send(json!({"jsonrpc": "2.0", "id": ask["id"], "result": {"roots": roots}}));
+    }
+
+    /// Sends a `tools/call` of `tool`, without waiting for its response.
+    pub fn send_call(&mut self, id: i64, tool: &str, arguments: Value) {
         self.send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
             "params": {"name": tool, "arguments": arguments}}));
+    }
+
+    pub fn call(&mut self, id: i64, tool: &str, arguments: Value) -> Value {
+        self.send_call(id, tool, arguments);
         self.response(id)
+    }
+
+    /// Cancels request `id` with `notifications/cancelled`.
+    pub fn cancel(&mut self, id: i64) {
+        self.send(
+            json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+            "params": {"requestId": id, "reason": "test"}}),
+        );
     }
 
     /// Closes stdin and waits for exit 0.
@@ -121,6 +141,69 @@ pub fn wait_exit(child: &mut Child) {
 pub fn bash(command: &str) -> Value {
     json!({"command": command, "description": "test"})
 }
+
+/// The first text block of a `tools/call` response.
+pub fn text(reply: &Value) -> &str {
+    reply["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no text: {reply}"))
+}
+
+/// A fresh workspace under the target directory and its path, where a sandbox backend is usable;
+/// `None` (said why) where none is.
+pub fn sandboxed_workspace() -> Option<(tempfile::TempDir, String)> {
+    if !sandbox_usable() {
+        return None;
+    }
+    let ws = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let cwd = ws.path().to_str().unwrap().to_owned();
+    Some((ws, cwd))
+}
+
+/// `bash` arguments running `command` with an escalation to `workspace-write`, justified.
+pub fn escalation(command: &str) -> Value {
+    json!({"command": command, "description": "test",
+           "sandbox_permissions": "workspace-write", "justification": "it writes a file"})
+}
+
+/// The elicitation result a user gives for `action` (`accept` approves).
+pub fn approval_answer(action: &str) -> Value {
+    let mut answer = json!({"action": action});
+    if action == "accept" {
+        answer["content"] = json!({"approve": true});
+    }
+    answer
+}
+
+/// Asserts that an approval `question` shows `command` and the mode, then the justification
+/// given by [`escalation`].
+pub fn assert_asks_for_escalation(question: &str, command: &str, context: &Value) {
+    let (command, mode, reason) = (
+        question.find(command),
+        question.find("workspace-write"),
+        question.find("it writes a file"),
+    );
+    assert!(
+        command.is_some() && mode.is_some() && reason > command && reason > mode,
+        "the question shows the command and the mode, then the justification: {context}"
+    );
+}
+
+/// The outcomes of an escalation answered with each action: the reply text expected.
+pub const ESCALATION_ANSWERS: [(&str, &str); 3] = [
+    ("accept", "(no output)"),
+    (
+        "decline",
+        "Error: the user rejected escalating this command to \"workspace-write\"",
+    ),
+    (
+        "cancel",
+        "Error: approval for escalating to \"workspace-write\" was cancelled",
+    ),
+];
+
+/// The reply to an escalation when the client offers no way to approve it.
+pub const NO_APPROVAL_CHANNEL: &str = "Error: sandbox escalation to \"workspace-write\" requires approval, but no approval channel is available";
 
 pub fn error_code(message: &Value) -> i64 {
     message["error"]["code"]

@@ -6,16 +6,27 @@ use dsh_test_support::procfs::{assert_all_gone, live_with_cmdline};
 use dsh_test_support::wait::wait_until;
 use serde_json::{Value, json};
 
-use crate::mcp_raw::{Client, SOON, bash, error_code, inline_meta};
+use crate::mcp_raw::{
+    Client, ESCALATION_ANSWERS, NO_APPROVAL_CHANNEL, SOON, approval_answer,
+    assert_asks_for_escalation, bash, error_code, escalation, inline_meta, sandboxed_workspace,
+    text,
+};
 
-fn text(reply: &Value) -> &str {
-    reply["result"]["content"][0]["text"]
-        .as_str()
-        .unwrap_or_else(|| panic!("no text: {reply}"))
+/// Asserts that `reply`, to `pwd`, names `dir`.
+fn assert_ran_in(reply: &Value, dir: &std::path::Path) {
+    assert_eq!(text(reply), format!("{}\n", dir.display()));
 }
 
 fn file_uri(dir: &std::path::Path) -> String {
     format!("file://{}", dir.display())
+}
+
+/// A server under `--sandbox read-only` in a fresh workspace (kept alive by the `TempDir`), where a
+/// sandbox backend is usable.
+fn read_only_client() -> Option<(tempfile::TempDir, Client)> {
+    let (ws, cwd) = sandboxed_workspace()?;
+    let client = Client::start(&["--sandbox", "read-only", "--cwd", &cwd]);
+    Some((ws, client))
 }
 
 #[test]
@@ -38,23 +49,23 @@ fn roots_become_the_workspace_through_an_input_round_and_follow_a_change() {
             {"uri": "https://example.com/not-a-dir"}, {"uri": file_uri(dir)}]}}})
     };
     let pwd = client.call_inline(2, bash("pwd"), roots.clone(), answer(&first));
-    assert_eq!(text(&pwd), format!("{}\n", first.display()));
+    assert_ran_in(&pwd, &first);
     // Known roots are not asked for again…
     let pwd = client.call_inline(3, bash("pwd"), roots.clone(), json!({}));
-    assert_eq!(text(&pwd), format!("{}\n", first.display()));
+    assert_ran_in(&pwd, &first);
     // …until the client says they changed.
     client.send(json!({"jsonrpc": "2.0", "method": "notifications/roots/list_changed"}));
     let asked = client.call_inline(4, bash("pwd"), roots.clone(), json!({}));
     assert_eq!(asked["result"]["resultType"], "input_required", "{asked}");
     let pwd = client.call_inline(5, bash("pwd"), roots.clone(), answer(&second));
-    assert_eq!(text(&pwd), format!("{}\n", second.display()));
+    assert_ran_in(&pwd, &second);
     client.finish();
 
     // A client that does not offer roots is not asked: the server's own directory.
     let mut client = Client::start(&[]);
     let pwd = client.call_inline(1, bash("pwd"), json!({}), json!({}));
     let here = std::env::current_dir().unwrap().canonicalize().unwrap();
-    assert_eq!(text(&pwd), format!("{}\n", here.display()));
+    assert_ran_in(&pwd, &here);
     client.finish();
 }
 
@@ -63,52 +74,21 @@ fn roots_become_the_workspace_through_an_input_round_and_follow_a_change() {
 /// state is good for one retry of the same call.
 #[test]
 fn escalations_are_approved_declined_and_cancelled_through_input_rounds() {
-    if dsh::LocalSandboxProvider::new(dsh::LocalSandboxConfig::default())
-        .unwrap()
-        .verdict()
-        .is_err()
-    {
-        eprintln!("skipped: no sandbox backend is usable here");
+    let Some((ws, mut client)) = read_only_client() else {
         return;
-    }
-    let ws = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-    let cwd = ws.path().to_str().unwrap().to_owned();
-    let escalate = |file: &str| {
-        json!({"command": format!("echo once >> {file}"), "description": "test",
-               "sandbox_permissions": "workspace-write", "justification": "it writes a file"})
     };
+    let escalate = |file: &str| escalation(&format!("echo once >> {file}"));
     let elicits = json!({"elicitation": {}});
-    let mut client = Client::start(&["--sandbox", "read-only", "--cwd", &cwd]);
-    for (id, file, action, expected) in [
-        (1, "accepted", "accept", "(no output)"),
-        (
-            2,
-            "declined",
-            "decline",
-            "Error: the user rejected escalating this command to \"workspace-write\"",
-        ),
-        (
-            3,
-            "cancelled",
-            "cancel",
-            "Error: approval for escalating to \"workspace-write\" was cancelled",
-        ),
-    ] {
+    for (id, (action, expected)) in (1..).zip(ESCALATION_ANSWERS) {
+        // Each answer's command writes a file named after it.
+        let file = action;
         let asked = client.call_inline(id, escalate(file), elicits.clone(), json!({}));
         let result = &asked["result"];
         assert_eq!(result["resultType"], "input_required", "{asked}");
         let ask = &result["inputRequests"]["approval"];
         assert_eq!(ask["method"], "elicitation/create", "{asked}");
         let question = ask["params"]["message"].as_str().unwrap();
-        let (command, mode, reason) = (
-            question.find(&format!("echo once >> {file}")),
-            question.find("workspace-write"),
-            question.find("it writes a file"),
-        );
-        assert!(
-            command.is_some() && mode.is_some() && reason > command && reason > mode,
-            "the question shows the command and the mode, then the justification: {asked}"
-        );
+        assert_asks_for_escalation(question, &format!("echo once >> {file}"), &asked);
         assert!(
             !ws.path().join(file).exists(),
             "nothing runs before the answer"
@@ -122,10 +102,7 @@ fn escalations_are_approved_declined_and_cancelled_through_input_rounds() {
             json!({"requestState": state}),
         );
         assert_eq!(error_code(&other), -32602, "{other}");
-        let mut answer = json!({"action": action});
-        if action == "accept" {
-            answer["content"] = json!({"approve": true});
-        }
+        let answer = approval_answer(action);
         let retry = json!({"requestState": state, "inputResponses": {"approval": answer}});
         let reply = client.call_inline(id + 20, escalate(file), elicits.clone(), retry.clone());
         assert_eq!(text(&reply), expected, "{reply}");
@@ -139,10 +116,7 @@ fn escalations_are_approved_declined_and_cancelled_through_input_rounds() {
     }
     // Without the capability in the request's `_meta`, there is no approval channel.
     let reply = client.call_inline(9, escalate("never"), json!({}), json!({}));
-    assert_eq!(
-        text(&reply),
-        "Error: sandbox escalation to \"workspace-write\" requires approval, but no approval channel is available"
-    );
+    assert_eq!(text(&reply), NO_APPROVAL_CHANNEL);
     client.finish();
 }
 
@@ -153,9 +127,7 @@ fn a_handshake_era_session_is_asked_with_requests_not_rounds() {
     let root = tempfile::tempdir().unwrap();
     let root = root.path().canonicalize().unwrap();
     let mut client = Client::session("2025-11-25", json!({"roots": {}, "elicitation": {}}), &[]);
-    let ask = client.wait_for(|m| m["method"] == "roots/list");
-    client.send(json!({"jsonrpc": "2.0", "id": ask["id"],
-        "result": {"roots": [{"uri": file_uri(&root)}]}}));
+    client.answer_roots(&[&file_uri(&root)]);
     let pwd = client.call(1, "bash", bash("pwd"));
     assert!(
         pwd["result"]
@@ -163,7 +135,7 @@ fn a_handshake_era_session_is_asked_with_requests_not_rounds() {
             .is_none_or(|t| t == "complete"),
         "{pwd}"
     );
-    assert_eq!(text(&pwd), format!("{}\n", root.display()));
+    assert_ran_in(&pwd, &root);
     client.finish();
 }
 
@@ -171,26 +143,17 @@ fn a_handshake_era_session_is_asked_with_requests_not_rounds() {
 /// and nothing is left running.
 #[test]
 fn cancelling_the_retried_call_kills_the_approved_command() {
-    if dsh::LocalSandboxProvider::new(dsh::LocalSandboxConfig::default())
-        .unwrap()
-        .verdict()
-        .is_err()
-    {
-        eprintln!("skipped: no sandbox backend is usable here");
-        return;
-    }
-    let ws = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-    let cwd = ws.path().to_str().unwrap().to_owned();
     let marker = format!("dsh-mcp-round-{}", std::process::id());
-    let escalate = json!({"command": format!("sleep 3600; echo {marker}"), "description": "test",
-        "sandbox_permissions": "workspace-write", "justification": "it needs to"});
+    let Some((_ws, mut client)) = read_only_client() else {
+        return;
+    };
+    let escalate = escalation(&format!("sleep 3600; echo {marker}"));
     let elicits = json!({"elicitation": {}});
-    let mut client = Client::start(&["--sandbox", "read-only", "--cwd", &cwd]);
     let asked = client.call_inline(1, escalate.clone(), elicits.clone(), json!({}));
     let state = asked["result"]["requestState"].as_str().unwrap().to_owned();
     let params = json!({"name": "bash", "arguments": escalate,
         "requestState": state,
-        "inputResponses": {"approval": {"action": "accept", "content": {"approve": true}}},
+        "inputResponses": {"approval": approval_answer("accept")},
         "_meta": inline_meta(elicits)});
     client.send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": params}));
     assert!(
@@ -198,10 +161,7 @@ fn cancelling_the_retried_call_kills_the_approved_command() {
         "the approved command never started"
     );
     let pids = live_with_cmdline(&marker);
-    client.send(
-        json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
-        "params": {"requestId": 2, "reason": "test"}}),
-    );
+    client.cancel(2);
     assert_all_gone(&pids, SOON);
     // The server goes on.
     let after = client.call_inline(3, bash("echo after"), json!({}), json!({}));

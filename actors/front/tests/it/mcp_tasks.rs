@@ -10,7 +10,10 @@ use dsh_test_support::procfs::{assert_all_gone, live_with_cmdline};
 use dsh_test_support::wait::wait_until;
 use serde_json::{Value, json};
 
-use crate::mcp_raw::{Client, SOON, error_code, inline_meta};
+use crate::mcp_raw::{
+    Client, ESCALATION_ANSWERS, SOON, approval_answer, error_code, escalation, inline_meta,
+    sandboxed_workspace,
+};
 
 fn with_tasks(mut capabilities: Value) -> Value {
     capabilities["extensions"] = json!({"io.modelcontextprotocol/tasks": {}});
@@ -34,7 +37,7 @@ fn poll(
     let deadline = Instant::now() + SOON;
     loop {
         *id += 1;
-        let got = request(client, *id, "tasks/get", json!({"taskId": task}), caps);
+        let got = get(client, *id, task, caps);
         let got = got
             .get("result")
             .cloned()
@@ -45,6 +48,20 @@ fn poll(
         assert!(Instant::now() < deadline, "task never got there: {got}");
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// `tasks/get` of `task`: the response.
+fn get(client: &mut Client, id: i64, task: &str, caps: &Value) -> Value {
+    request(client, id, "tasks/get", json!({"taskId": task}), caps)
+}
+
+/// Cancels `task` with `tasks/cancel` (request `id`), and polls it (ids from `*poll_id`) until it
+/// reports `cancelled`.
+fn cancel(client: &mut Client, id: i64, poll_id: &mut i64, task: &str, caps: &Value) {
+    let ack = request(client, id, "tasks/cancel", json!({"taskId": task}), caps);
+    assert_eq!(ack["result"]["resultType"], "complete", "{ack}");
+    let done = poll(client, poll_id, task, caps, |t| t["status"] != "working");
+    assert_eq!(done["status"], "cancelled", "{done}");
 }
 
 fn command(text: &str) -> Value {
@@ -105,22 +122,10 @@ fn a_long_call_becomes_a_task_that_completes_with_the_foreground_result() {
     // Short calls stay in the foreground, and a task is this session's: an unknown id is refused.
     let short = client.call_inline(3, command("echo quick"), caps.clone(), json!({}));
     assert_eq!(short["result"]["content"][0]["text"], "quick\n", "{short}");
-    let unknown = request(
-        &mut client,
-        4,
-        "tasks/get",
-        json!({"taskId": "elsewhere/task-1"}),
-        &caps,
-    );
+    let unknown = get(&mut client, 4, "elsewhere/task-1", &caps);
     assert_eq!(error_code(&unknown), -32602, "{unknown}");
     // A request that does not declare the extension cannot use tasks/*.
-    let undeclared = request(
-        &mut client,
-        5,
-        "tasks/get",
-        json!({"taskId": task}),
-        &json!({}),
-    );
+    let undeclared = get(&mut client, 5, &task, &json!({}));
     assert!(undeclared.get("error").is_some(), "{undeclared}");
     client.finish();
 }
@@ -141,19 +146,7 @@ fn a_cancelled_task_kills_its_command_and_leaves_nothing_running() {
         "the command never started"
     );
     let pids = live_with_cmdline(&marker);
-    let ack = request(
-        &mut client,
-        2,
-        "tasks/cancel",
-        json!({"taskId": task}),
-        &caps,
-    );
-    assert_eq!(ack["result"]["resultType"], "complete", "{ack}");
-    let mut id = 10;
-    let done = poll(&mut client, &mut id, &task, &caps, |t| {
-        t["status"] != "working"
-    });
-    assert_eq!(done["status"], "cancelled", "{done}");
+    cancel(&mut client, 2, &mut 10, &task, &caps);
     assert_all_gone(&pids, Duration::ZERO);
     assert!(live_with_cmdline(&marker).is_empty());
     client.finish();
@@ -161,16 +154,9 @@ fn a_cancelled_task_kills_its_command_and_leaves_nothing_running() {
 
 #[test]
 fn an_approval_inside_a_task_is_answered_with_tasks_update() {
-    if dsh::LocalSandboxProvider::new(dsh::LocalSandboxConfig::default())
-        .unwrap()
-        .verdict()
-        .is_err()
-    {
-        eprintln!("skipped: no sandbox backend is usable here");
+    let Some((ws, cwd)) = sandboxed_workspace() else {
         return;
-    }
-    let ws = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-    let cwd = ws.path().to_str().unwrap().to_owned();
+    };
     let mut client = Client::start(&[
         "--sandbox",
         "read-only",
@@ -180,16 +166,11 @@ fn an_approval_inside_a_task_is_answered_with_tasks_update() {
         "0",
     ]);
     let caps = with_tasks(json!({"elicitation": {}}));
-    for (file, action, expected) in [
-        ("accepted", "accept", "(no output)"),
-        (
-            "cancelled",
-            "cancel",
-            "Error: approval for escalating to \"workspace-write\" was cancelled",
-        ),
-    ] {
-        let escalate = json!({"command": format!("echo once >> {file}"), "description": "test",
-            "sandbox_permissions": "workspace-write", "justification": "it writes a file"});
+    let [accepted, _, cancelled] = ESCALATION_ANSWERS;
+    for (action, expected) in [accepted, cancelled] {
+        // Each answer's command writes a file named after it.
+        let file = action;
+        let escalate = escalation(&format!("echo once >> {file}"));
         let handle = client.call_inline(1, escalate, caps.clone(), json!({}));
         let task = handle["result"]["taskId"].as_str().unwrap().to_owned();
         let mut id = 10;
@@ -208,10 +189,7 @@ fn an_approval_inside_a_task_is_answered_with_tasks_update() {
             !ws.path().join(file).exists(),
             "nothing runs before the answer"
         );
-        let mut answer = json!({"action": action});
-        if action == "accept" {
-            answer["content"] = json!({"approve": true});
-        }
+        let answer = approval_answer(action);
         let update = json!({"taskId": task, "inputResponses": {"approval-1": answer}});
         let ack = request(&mut client, 2, "tasks/update", update.clone(), &caps);
         assert_eq!(ack["result"]["resultType"], "complete", "{ack}");
@@ -254,21 +232,9 @@ fn finished_task_records_are_dropped_oldest_first_beyond_the_retention_limit() {
         assert_eq!(done["result"]["content"][0]["text"], format!("{n}\n"));
         tasks.push(task);
     }
-    let first = request(
-        &mut client,
-        100,
-        "tasks/get",
-        json!({"taskId": tasks[0]}),
-        &caps,
-    );
+    let first = get(&mut client, 100, &tasks[0], &caps);
     assert_eq!(error_code(&first), -32602, "{first}");
-    let second = request(
-        &mut client,
-        101,
-        "tasks/get",
-        json!({"taskId": tasks[1]}),
-        &caps,
-    );
+    let second = get(&mut client, 101, &tasks[1], &caps);
     assert_eq!(second["result"]["status"], "completed", "{second}");
     client.finish();
 }
@@ -286,18 +252,6 @@ fn past_max_in_flight_running_tasks_a_call_stays_in_the_foreground() {
     let task = first["result"]["taskId"].as_str().unwrap().to_owned();
     let second = client.call_inline(2, command("echo two"), caps.clone(), json!({}));
     assert_eq!(second["result"]["content"][0]["text"], "two\n", "{second}");
-    let ack = request(
-        &mut client,
-        3,
-        "tasks/cancel",
-        json!({"taskId": task}),
-        &caps,
-    );
-    assert_eq!(ack["result"]["resultType"], "complete", "{ack}");
-    let mut id = 10;
-    let done = poll(&mut client, &mut id, &task, &caps, |t| {
-        t["status"] != "working"
-    });
-    assert_eq!(done["status"], "cancelled", "{done}");
+    cancel(&mut client, 3, &mut 10, &task, &caps);
     client.finish();
 }

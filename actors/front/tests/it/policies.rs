@@ -6,19 +6,9 @@ use crate::jsonl_server;
 
 use std::time::{Duration, Instant};
 
-use dsh_test_support::procfs::live_with_cmdline;
-use dsh_test_support::wait::wait_until;
+use dsh_test_support::procfs::assert_none_with_cmdline;
 use jsonl_server::{SOON, Server, bash, unique_marker};
 use serde_json::{Value, json};
-
-/// Nothing started with `marker` in its command line is left.
-fn assert_gone(marker: &str) {
-    assert!(
-        wait_until(SOON, || live_with_cmdline(marker).is_empty()),
-        "left behind: {:?}",
-        live_with_cmdline(marker)
-    );
-}
 
 fn text(reply: &Value) -> &str {
     reply["text"].as_str().unwrap_or_default()
@@ -117,7 +107,7 @@ fn queue_time_counts_toward_the_timeout_and_a_queued_call_can_be_cancelled() {
     server.call("after", "bash", bash("echo after", json!({})));
     assert_eq!(server.text("after"), "after\n");
     server.finish();
-    assert_gone(&marker);
+    assert_none_with_cmdline(&marker, SOON);
 }
 
 #[test]
@@ -163,7 +153,7 @@ fn per_session_limits_queue_then_refuse() {
     );
     assert_eq!(server.text("w"), "second\n[status: running]");
     server.finish();
-    assert_gone(&marker);
+    assert_none_with_cmdline(&marker, SOON);
 }
 
 #[test]

@@ -16,6 +16,8 @@ use jsonl_server::{SOON, Server, bash};
 use serde_json::{Value, json};
 
 const DENIED_RO: &str = "[sandbox: file access denied under read-only mode]";
+const DENIED_WW: &str = "[sandbox: file access denied under workspace-write mode]";
+const CANCELLED: &str = "Error: approval for escalating to \"workspace-write\" was cancelled";
 const HINT: &str = "[sandbox: escalation available — retry this exact command once with sandbox_permissions (the narrowest wider mode that suffices) + justification; the approval prompt asks the user]";
 
 /// A fresh directory outside `/tmp` (which workspace-write may write).
@@ -42,9 +44,12 @@ fn run_in(ws: &tempfile::TempDir, mode: &str, command: &str) -> Output {
     ])
 }
 
-/// `dsh jsonl --sandbox read-only --cwd <ws>`.
-fn read_only_server(ws: &tempfile::TempDir) -> Server {
-    Server::start(&["--sandbox", "read-only", "--cwd", path_str(ws.path())]).unwrap()
+/// `dsh jsonl --sandbox read-only --cwd <ws>` in a fresh [`landlock_workspace`] (kept alive by
+/// the `TempDir`); `None` (said why) where Landlock does not confine.
+fn read_only_server() -> Option<(tempfile::TempDir, Server)> {
+    let ws = landlock_workspace()?;
+    let server = Server::start(&["--sandbox", "read-only", "--cwd", path_str(ws.path())]).unwrap();
+    Some((ws, server))
 }
 
 fn text(output: &Output) -> String {
@@ -55,18 +60,50 @@ fn path_str(path: &Path) -> &str {
     path.to_str().unwrap()
 }
 
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// Asserts that a run's output shows `marker`.
+fn assert_shows(output: &Output, marker: &str) {
+    let printed = text(output);
+    assert!(printed.contains(marker), "{printed}");
+}
+
+/// Asserts that `dsh` refused to start (exit 2) saying `message`.
+fn assert_startup_error(output: &Output, message: &str) {
+    assert_eq!(output.status.code(), Some(2));
+    let said = stderr(output);
+    assert!(said.contains(message), "{said}");
+}
+
+/// Reads background task `task` with `bash_output` as request `id` (with `extra` arguments).
+fn read_task(server: &mut Server, id: &str, task: &str, extra: Value) -> String {
+    let mut arguments = json!({"task_id": task});
+    arguments
+        .as_object_mut()
+        .unwrap()
+        .extend(extra.as_object().unwrap().clone());
+    server.send(&json!({"id": id, "session": "s1", "tool": "bash_output", "arguments": arguments}));
+    server.text(id)
+}
+
 #[test]
 fn read_only_denies_touch_in_the_workspace_with_the_marker() {
     let Some(ws) = landlock_workspace() else {
         return;
     };
     let out = run_in(&ws, "read-only", "touch made-here");
-    let printed = text(&out);
-    assert!(
-        printed.contains(&format!("{DENIED_RO}\n{HINT}\n[exit code: 1]")),
-        "{printed}"
-    );
+    assert_shows(&out, &format!("{DENIED_RO}\n{HINT}\n[exit code: 1]"));
     assert!(!ws.path().join("made-here").exists());
+}
+
+/// Asserts that a workspace-write run made `inside` in `ws` and was denied `outside` in
+/// `elsewhere`, with the marker.
+fn assert_wrote_inside_only(out: &Output, ws: &tempfile::TempDir, elsewhere: &tempfile::TempDir) {
+    assert_shows(out, DENIED_WW);
+    assert!(ws.path().join("inside").exists());
+    assert!(!elsewhere.path().join("outside").exists());
 }
 
 #[test]
@@ -82,17 +119,11 @@ fn workspace_write_allows_the_workspace_and_tmp_and_denies_elsewhere() {
         path_str(elsewhere.path())
     );
     let out = run_in(&ws, "workspace-write", &command);
-    let printed = text(&out);
-    assert!(
-        printed.contains("[sandbox: file access denied under workspace-write mode]"),
-        "{printed}"
-    );
-    assert!(ws.path().join("inside").exists());
     assert_eq!(
         std::fs::read_to_string(tmp_file.path()).unwrap(),
         "tmp-ok\n"
     );
-    assert!(!elsewhere.path().join("outside").exists());
+    assert_wrote_inside_only(&out, &ws, &elsewhere);
 }
 
 #[test]
@@ -103,13 +134,7 @@ fn the_default_is_workspace_write_where_a_backend_works() {
     let elsewhere = outside_tmp();
     let command = format!("touch inside; touch {}/outside", path_str(elsewhere.path()));
     let out = run_dsh(&["run", "--cwd", path_str(ws.path()), "--", &command]);
-    assert!(
-        text(&out).contains("[sandbox: file access denied under workspace-write mode]"),
-        "{}",
-        text(&out)
-    );
-    assert!(ws.path().join("inside").exists());
-    assert!(!elsewhere.path().join("outside").exists());
+    assert_wrote_inside_only(&out, &ws, &elsewhere);
 }
 
 /// A `PATH` holding only `bash` (and what it needs): no `bwrap` can be found on it.
@@ -126,54 +151,50 @@ fn path_without_bwrap() -> tempfile::TempDir {
     dir
 }
 
+/// `dsh <args>` with [`path_without_bwrap`] as its `PATH`, logging warnings.
+fn run_without_bwrap(args: &[&str]) -> Output {
+    let path = path_without_bwrap();
+    Command::new(env!("CARGO_BIN_EXE_dsh"))
+        .args(args)
+        .env("PATH", path.path())
+        .env("RUST_LOG", "warn")
+        .output()
+        .unwrap()
+}
+
 #[test]
 fn an_explicit_confined_mode_fails_closed_at_startup_without_a_backend() {
-    let path = path_without_bwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_dsh"))
-        .args([
-            "run",
-            "--sandbox",
-            "read-only",
-            "--sandbox-backend",
-            "bwrap",
-            "--",
-            "true",
-        ])
-        .env("PATH", path.path())
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let said = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        said.contains(
-            "sandbox mode \"read-only\" is requested but no sandbox backend is usable on this host; \
-             refusing to run the command unconfined."
-        ),
-        "{said}"
+    let out = run_without_bwrap(&[
+        "run",
+        "--sandbox",
+        "read-only",
+        "--sandbox-backend",
+        "bwrap",
+        "--",
+        "true",
+    ]);
+    assert_startup_error(
+        &out,
+        "sandbox mode \"read-only\" is requested but no sandbox backend is usable on this host; \
+         refusing to run the command unconfined.",
     );
     assert!(text(&out).is_empty());
 }
 
 #[test]
 fn no_backend_and_no_mode_runs_unconfined_and_says_so_loudly() {
-    let path = path_without_bwrap();
     let ws = outside_tmp();
-    let out = Command::new(env!("CARGO_BIN_EXE_dsh"))
-        .args([
-            "run",
-            "--sandbox-backend",
-            "bwrap",
-            "--cwd",
-            path_str(ws.path()),
-            "--",
-            "touch made",
-        ])
-        .env("PATH", path.path())
-        .env("RUST_LOG", "warn")
-        .output()
-        .unwrap();
+    let out = run_without_bwrap(&[
+        "run",
+        "--sandbox-backend",
+        "bwrap",
+        "--cwd",
+        path_str(ws.path()),
+        "--",
+        "touch made",
+    ]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("NO SANDBOX"));
+    assert!(stderr(&out).contains("NO SANDBOX"));
     assert!(ws.path().join("made").exists());
 }
 
@@ -201,10 +222,9 @@ fn question(server: &mut Server, id: &str) -> u64 {
 
 #[test]
 fn jsonl_escalation_granted_rejected_and_cancelled() {
-    let Some(ws) = landlock_workspace() else {
+    let Some((ws, mut server)) = read_only_server() else {
         return;
     };
-    let mut server = read_only_server(&ws);
     // Denied first, with the hint.
     call_in_session(&mut server, "plain", bash("touch granted", json!({})));
     let denied = server.text("plain");
@@ -229,18 +249,12 @@ fn jsonl_escalation_granted_rejected_and_cancelled() {
     call_in_session(&mut server, "c", escalation("touch cancelled"));
     let n = question(&mut server, "c");
     server.send(&json!({"approve": n, "outcome": "cancelled"}));
-    assert_eq!(
-        server.text("c"),
-        "Error: approval for escalating to \"workspace-write\" was cancelled"
-    );
+    assert_eq!(server.text("c"), CANCELLED);
     // Cancelled by a cancel of the call while it waits.
     call_in_session(&mut server, "k", escalation("touch killed"));
     let withdrawn = question(&mut server, "k");
     server.send(&json!({"cancel": "k"}));
-    assert_eq!(
-        server.text("k"),
-        "Error: approval for escalating to \"workspace-write\" was cancelled"
-    );
+    assert_eq!(server.text("k"), CANCELLED);
     // The question went with the call: a late answer is an error line, and nothing runs.
     server.send(&json!({"id": "late", "approve": withdrawn, "outcome": "allowed-once"}));
     assert!(server.reply("late")["error"].as_str().is_some());
@@ -260,17 +274,13 @@ fn jsonl_escalation_granted_rejected_and_cancelled() {
 
 #[test]
 fn jsonl_end_of_input_cancels_a_waiting_approval() {
-    let Some(ws) = landlock_workspace() else {
+    let Some((ws, mut server)) = read_only_server() else {
         return;
     };
-    let mut server = read_only_server(&ws);
     call_in_session(&mut server, "eof", escalation("touch eof"));
     question(&mut server, "eof");
     server.close_input();
-    assert_eq!(
-        server.text("eof"),
-        "Error: approval for escalating to \"workspace-write\" was cancelled"
-    );
+    assert_eq!(server.text("eof"), CANCELLED);
     server.wait_exit();
     assert!(!ws.path().join("eof").exists());
 }
@@ -346,10 +356,9 @@ fn signal_scope_protects_the_server_from_its_commands() {
 
 #[test]
 fn a_confined_background_task_shows_the_denial_marker_once_settled() {
-    let Some(ws) = landlock_workspace() else {
+    let Some((ws, mut server)) = read_only_server() else {
         return;
     };
-    let mut server = read_only_server(&ws);
     call_in_session(
         &mut server,
         "bg",
@@ -364,9 +373,7 @@ fn a_confined_background_task_shows_the_denial_marker_once_settled() {
     let mut n = 0;
     let settled = wait_until(SOON, || {
         n += 1;
-        let id = format!("read-{n}");
-        server.send(&json!({"id": id, "session": "s1", "tool": "bash_output", "arguments": {"task_id": task}}));
-        last = server.text(&id);
+        last = read_task(&mut server, &format!("read-{n}"), &task, json!({}));
         !last.contains("[status: running]")
     });
     assert!(settled, "{last}");
@@ -378,8 +385,7 @@ fn a_confined_background_task_shows_the_denial_marker_once_settled() {
     );
     assert!(!ws.path().join("bg-made").exists());
     // Every later read ends with the markers too, after the task's output was read to its end.
-    server.send(&json!({"id": "again", "session": "s1", "tool": "bash_output", "arguments": {"task_id": task}}));
-    let again = server.text("again");
+    let again = read_task(&mut server, "again", &task, json!({}));
     assert_eq!(
         again,
         format!("(no new output)\n[status: completed, exit code: 1]\n{DENIED_RO}\n{HINT}")
@@ -398,13 +404,7 @@ fn network_deny_without_confinement_is_a_startup_error() {
         "--",
         "true",
     ]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(
-        String::from_utf8_lossy(&out.stderr)
-            .contains("--network deny needs a confined --sandbox mode"),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_startup_error(&out, "--network deny needs a confined --sandbox mode");
 }
 
 #[test]
@@ -427,36 +427,28 @@ fn danger_full_access_runs_unconfined_with_its_facts() {
 
 #[test]
 fn runner_settings_are_checked_at_startup_and_a_runner_confines() {
-    let out = run_dsh(&[
-        "run",
-        "--sandbox-runner-failure-signature",
-        "x: ",
-        "--",
-        "true",
-    ]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(
-        String::from_utf8_lossy(&out.stderr)
-            .contains("sandbox-local: runnerFailureSignatures requires runnerCommand")
-    );
-    let out = run_dsh(&["run", "--sandbox-runner", "/opt/runner", "--", "true"]);
-    assert!(String::from_utf8_lossy(&out.stderr).contains(
-        "sandbox-local: runnerCommand requires at least one runnerFailureSignatures entry"
-    ));
-    let out = run_dsh(&[
-        "run",
-        "--sandbox-runner",
-        "",
-        "--sandbox-runner-failure-signature",
-        "x: ",
-        "--",
-        "true",
-    ]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(
-        String::from_utf8_lossy(&out.stderr)
-            .contains("sandbox-local: runnerCommand entries must be non-empty")
-    );
+    for (settings, message) in [
+        (
+            &["--sandbox-runner-failure-signature", "x: "][..],
+            "sandbox-local: runnerFailureSignatures requires runnerCommand",
+        ),
+        (
+            &["--sandbox-runner", "/opt/runner"][..],
+            "sandbox-local: runnerCommand requires at least one runnerFailureSignatures entry",
+        ),
+        (
+            &[
+                "--sandbox-runner",
+                "",
+                "--sandbox-runner-failure-signature",
+                "x: ",
+            ][..],
+            "sandbox-local: runnerCommand entries must be non-empty",
+        ),
+    ] {
+        let out = run_dsh(&[&["run"][..], settings, &["--", "true"]].concat());
+        assert_startup_error(&out, message);
+    }
     let Some(bwrap) = dsh::actors::bash::sandbox::local::find_on_path("bwrap") else {
         eprintln!("skipped the working-runner half: bwrap is not on PATH");
         return;
@@ -481,7 +473,7 @@ fn runner_settings_are_checked_at_startup_and_a_runner_confines() {
         "--",
         &format!("touch {}/nope", path_str(elsewhere.path())),
     ]);
-    assert!(text(&out).contains(DENIED_RO), "{}", text(&out));
+    assert_shows(&out, DENIED_RO);
     assert!(!elsewhere.path().join("nope").exists());
 }
 
@@ -554,11 +546,12 @@ fn a_confined_call_moved_to_the_background_keeps_its_denial_marker() {
         .unwrap_or_else(|| panic!("not moved: {moved}"))
         .to_owned();
     std::fs::write(&gate, b"").unwrap();
-    server.send(
-        &json!({"id": "read", "session": "s1", "tool": "bash_output",
-        "arguments": {"task_id": task, "wait": true, "timeout_ms": 30000}}),
+    let read = read_task(
+        &mut server,
+        "read",
+        &task,
+        json!({"wait": true, "timeout_ms": 30000}),
     );
-    let read = server.text("read");
     assert!(
         read.ends_with(&format!(
             "[status: completed, exit code: 1]\n{DENIED_RO}\n{HINT}"

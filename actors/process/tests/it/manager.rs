@@ -4,21 +4,31 @@
 use std::time::{Duration, Instant};
 
 use crate::common::*;
+use crate::spawn::{run_once, spawn_error_once};
 use dsh_process::signal::pid_is_live;
 use dsh_process::*;
 use dsh_test_support::own_process;
 use dsh_test_support::procfs::{open_fds, status_field, zombie_children};
 
+/// Releases process `id`'s record, which must succeed.
+async fn release(h: &Harness, id: ProcessId) {
+    h.manager.send(Release { id }).await.unwrap().unwrap();
+}
+
+/// Asserts that the manager holds no live process and `settled` settled ones.
+async fn assert_none_live_and_settled(h: &Harness, settled: usize) {
+    let stats = h.manager.send(Stats).await.unwrap();
+    assert_eq!((stats.live, stats.settled), (0, settled));
+}
+
 /// Catalogue: PM-01.
 #[actix_rt::test]
 async fn registers_and_spawns() {
-    let h = Harness::new();
-    let out = h.run(h.spec("echo managed")).await;
+    let out = run_once("echo managed", |_| {}).await;
     assert_eq!(
         (out.exit_code, out.stdout.text.as_str()),
         (Some(0), "managed\n")
     );
-    h.shutdown().await;
 }
 
 /// Catalogue: PM-02.
@@ -42,8 +52,7 @@ async fn shutdown_kills_running_processes_and_awaits_exit() {
 async fn settled_process_leaves_the_live_set() {
     let h = Harness::new();
     assert_eq!(h.run(h.spec("true")).await.exit_code, Some(0));
-    let stats = h.manager.send(Stats).await.unwrap();
-    assert_eq!((stats.live, stats.settled), (0, 1));
+    assert_none_live_and_settled(&h, 1).await;
     h.shutdown().await;
 }
 
@@ -86,11 +95,11 @@ async fn a_nul_byte_in_the_command_or_environment_is_a_clear_spawn_error() {
 /// Catalogue: PM-04.
 #[actix_rt::test]
 async fn shutdown_tolerates_a_failed_spawn() {
-    let h = Harness::new();
-    let mut spec = h.spec("true");
-    spec.cwd = "/nonexistent-dir-dsh-manager-test".into();
-    assert!(h.spawn_error(spec).await.contains("ENOENT"));
-    h.shutdown().await;
+    let err = spawn_error_once("true", |spec| {
+        spec.cwd = "/nonexistent-dir-dsh-manager-test".into();
+    })
+    .await;
+    assert!(err.contains("ENOENT"));
 }
 
 /// Catalogue: PM-05.
@@ -120,11 +129,7 @@ async fn stale_and_unknown_ids_are_errors_never_another_process() {
     let h = Harness::new();
     let first = h.spawn(h.spec("true")).await.unwrap();
     h.wait(first.id).await;
-    h.manager
-        .send(Release { id: first.id })
-        .await
-        .unwrap()
-        .unwrap();
+    release(&h, first.id).await;
     // The slab reuses the slot at once; the old id must not reach the new process.
     let second = h.spawn(h.spec("sleep 60")).await.unwrap();
     let unknown = ProcessError::Unknown(first.id);
@@ -155,11 +160,7 @@ async fn stale_and_unknown_ids_are_errors_never_another_process() {
 async fn releasing_a_live_process_kills_it() {
     let h = Harness::new();
     let spawned = h.spawn(h.spec("sleep 60")).await.unwrap();
-    h.manager
-        .send(Release { id: spawned.id })
-        .await
-        .unwrap()
-        .unwrap();
+    release(&h, spawned.id).await;
     assert_gone(spawned.pid).await;
     h.shutdown().await;
 }
@@ -220,19 +221,25 @@ async fn shutdown_refuses_queued_spawns() {
     assert!(!pid_is_live(running.pid));
 }
 
-#[actix_rt::test]
-async fn shutdown_kills_a_descendant_left_holding_the_pipes() {
-    let h = Harness::new();
+/// Runs a command (after `prefix`) that exits leaving a background `sleep` holding its pipes, with a
+/// 100 ms grace: its outcome, and the holder's pid.
+async fn run_leaving_a_holder(h: &Harness, prefix: &str) -> (ProcessOutcome, i32) {
     let dir = tempfile::tempdir().unwrap();
     let pidfile = pid_file(&dir, "holder");
     let mut spec = h.spec(&format!(
-        "trap '' TERM; sleep 60 & echo $! > {}; echo done",
+        "{prefix}sleep 60 & echo $! > {}; echo done",
         pidfile.display()
     ));
     spec.grace = Duration::from_millis(100);
     let out = h.run(spec).await;
+    (out, read_pid_file(&pidfile).await)
+}
+
+#[actix_rt::test]
+async fn shutdown_kills_a_descendant_left_holding_the_pipes() {
+    let h = Harness::new();
+    let (out, holder) = run_leaving_a_holder(&h, "trap '' TERM; ").await;
     assert_eq!(out.settlement, Settlement::DrainGrace);
-    let holder = read_pid_file(&pidfile).await;
     assert!(pid_is_live(holder));
     assert_eq!(h.manager.send(Stats).await.unwrap().stragglers, 1);
     h.shutdown().await;
@@ -253,15 +260,8 @@ impl ProcessPolicy for KillStragglers {
 #[actix_rt::test]
 async fn a_policy_can_kill_stragglers_at_settlement() {
     let h = Harness::with_policy(Box::new(KillStragglers));
-    let dir = tempfile::tempdir().unwrap();
-    let pidfile = pid_file(&dir, "holder");
-    let mut spec = h.spec(&format!(
-        "sleep 60 & echo $! > {}; echo done",
-        pidfile.display()
-    ));
-    spec.grace = Duration::from_millis(100);
-    h.run(spec).await;
-    assert_gone(read_pid_file(&pidfile).await).await;
+    let (_, holder) = run_leaving_a_holder(&h, "").await;
+    assert_gone(holder).await;
     h.shutdown().await;
 }
 
@@ -297,22 +297,14 @@ async fn a_thousand_spawns_leak_no_descriptor_and_no_zombie() {
     for _ in 0..3 {
         let spawned = h.spawn(h.spec("echo warm")).await.unwrap();
         h.wait(spawned.id).await;
-        h.manager
-            .send(Release { id: spawned.id })
-            .await
-            .unwrap()
-            .unwrap();
+        release(&h, spawned.id).await;
     }
     let before = open_fds("self");
     for i in 0..1000 {
         let spawned = h.spawn(h.spec("echo x")).await.unwrap();
         let out = h.wait(spawned.id).await;
         assert_eq!(out.stdout.text, "x\n", "spawn {i}");
-        h.manager
-            .send(Release { id: spawned.id })
-            .await
-            .unwrap()
-            .unwrap();
+        release(&h, spawned.id).await;
     }
     assert_eq!(open_fds("self"), before, "file descriptors leaked");
     let deadline = Instant::now() + SOON;
@@ -324,8 +316,7 @@ async fn a_thousand_spawns_leak_no_descriptor_and_no_zombie() {
         );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    let stats = h.manager.send(Stats).await.unwrap();
-    assert_eq!((stats.live, stats.settled), (0, 0));
+    assert_none_live_and_settled(&h, 0).await;
     h.shutdown().await;
 }
 

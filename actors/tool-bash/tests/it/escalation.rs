@@ -47,23 +47,22 @@ impl Recorder {
     }
 }
 
-impl Handler<Run> for Recorder {
-    type Result = ResponseFuture<Result<BashRunResult, ExecError>>;
-    fn handle(&mut self, run: Run, _: &mut Self::Context) -> Self::Result {
-        self.note(&run.0);
-        let inner = self.inner.clone();
-        Box::pin(async move { inner.send(run).await.unwrap() })
-    }
+/// Notes the mode of each `$message` and forwards it to the sandbox executor.
+macro_rules! forward {
+    ($message:ident, $answer:ty) => {
+        impl Handler<$message> for Recorder {
+            type Result = ResponseFuture<Result<$answer, ExecError>>;
+            fn handle(&mut self, message: $message, _: &mut Self::Context) -> Self::Result {
+                self.note(&message.0);
+                let inner = self.inner.clone();
+                Box::pin(async move { inner.send(message).await.unwrap() })
+            }
+        }
+    };
 }
 
-impl Handler<Start> for Recorder {
-    type Result = ResponseFuture<Result<BashProcess, ExecError>>;
-    fn handle(&mut self, start: Start, _: &mut Self::Context) -> Self::Result {
-        self.note(&start.0);
-        let inner = self.inner.clone();
-        Box::pin(async move { inner.send(start).await.unwrap() })
-    }
-}
+forward!(Run, BashRunResult);
+forward!(Start, BashProcess);
 
 /// An agent whose notices are dropped.
 type Agent = dsh_test_support::actors::Recorder<Inject>;
@@ -153,12 +152,39 @@ impl Setup {
         }
     }
 
+    /// Sets session `session`'s sandbox mode override to `mode`.
+    async fn set_session_mode(&self, session: &str, mode: SandboxMode) {
+        self.tool
+            .send(SetSessionSandboxMode {
+                session: session.into(),
+                mode: Some(mode),
+            })
+            .await
+            .unwrap()
+            .unwrap();
+    }
+
     fn modes(&self) -> Vec<SandboxMode> {
         self.modes.lock().unwrap().clone()
     }
 
     async fn call(&self, call: ToolCall) -> ToolResult {
         self.tool.send(call).await.unwrap()
+    }
+
+    /// Calls `bash` escalating to `mode` as session `session`, every approval answered with
+    /// `answer`: the result, and the questions asked.
+    async fn escalate(
+        &self,
+        mode: &str,
+        session: &str,
+        answer: ApprovalOutcome,
+    ) -> (ToolResult, Log<ApprovalRequest>) {
+        let (recipient, asked) = approver(answer);
+        let call = bash(escalation_args(mode))
+            .with_caller(agent(session))
+            .with_approver(recipient);
+        (self.call(call).await, asked)
     }
 
     async fn shutdown(&self) {
@@ -179,6 +205,18 @@ fn escalation_args(mode: &str) -> Value {
         "sandbox_permissions": mode,
         "justification": "the command needs workspace writes",
     })
+}
+
+/// A `bash` call escalating to `workspace-write`.
+fn widening() -> ToolCall {
+    bash(escalation_args("workspace-write"))
+}
+
+/// A background `bash` call escalating to `workspace-write`.
+fn widening_in_background() -> ToolCall {
+    let mut arguments = escalation_args("workspace-write");
+    arguments["run_in_background"] = json!(true);
+    bash(arguments)
 }
 
 fn bash(arguments: Value) -> ToolCall {
@@ -265,7 +303,7 @@ async fn fields_advertised_and_pairing_validated() {
 #[actix_rt::test]
 async fn composition_and_widening_checks() {
     let plain = Setup::new(false, true);
-    let result = plain.call(bash(escalation_args("workspace-write"))).await;
+    let result = plain.call(widening()).await;
     assert!(result.is_error);
     assert_eq!(
         result.text,
@@ -274,21 +312,10 @@ async fn composition_and_widening_checks() {
     plain.shutdown().await;
 
     let s = Setup::new(true, true);
-    s.tool
-        .send(SetSessionSandboxMode {
-            session: "s-ww".into(),
-            mode: Some(SandboxMode::WorkspaceWrite),
-        })
-        .await
-        .unwrap()
-        .unwrap();
-    let (recipient, asked) = approver(ApprovalOutcome::AllowedOnce);
-    let result = s
-        .call(
-            bash(escalation_args("workspace-write"))
-                .with_caller(agent("s-ww"))
-                .with_approver(recipient),
-        )
+    s.set_session_mode("s-ww", SandboxMode::WorkspaceWrite)
+        .await;
+    let (result, asked) = s
+        .escalate("workspace-write", "s-ww", ApprovalOutcome::AllowedOnce)
         .await;
     assert_eq!(
         result.text,
@@ -310,9 +337,7 @@ async fn composition_and_widening_checks() {
 #[actix_rt::test]
 async fn fail_closed_when_approval_cannot_be_routed() {
     let unserviced = Setup::new(true, false);
-    let result = unserviced
-        .call(bash(escalation_args("workspace-write")).with_caller(agent("a")))
-        .await;
+    let result = unserviced.call(widening().with_caller(agent("a"))).await;
     assert_eq!(
         result.text,
         "Error: sandbox escalation to \"workspace-write\" requires approval, but no approval service is composed"
@@ -320,25 +345,18 @@ async fn fail_closed_when_approval_cannot_be_routed() {
     unserviced.shutdown().await;
 
     let s = Setup::new(true, true);
-    let result = s.call(bash(escalation_args("workspace-write"))).await;
+    let result = s.call(widening()).await;
     assert_eq!(
         result.text,
         "Error: sandbox escalation to \"workspace-write\" requires approval, but the call has no agent to route it through"
     );
-    let result = s
-        .call(bash(escalation_args("workspace-write")).with_caller(agent("a")))
-        .await;
+    let result = s.call(widening().with_caller(agent("a"))).await;
     assert_eq!(
         result.text,
         "Error: sandbox escalation to \"workspace-write\" requires approval, but no approval channel is available"
     );
-    let (recipient, _) = approver(ApprovalOutcome::Unavailable);
-    let result = s
-        .call(
-            bash(escalation_args("workspace-write"))
-                .with_caller(agent("a"))
-                .with_approver(recipient),
-        )
+    let (result, _) = s
+        .escalate("workspace-write", "a", ApprovalOutcome::Unavailable)
         .await;
     assert!(
         result.text.contains("no approval channel"),
@@ -346,9 +364,7 @@ async fn fail_closed_when_approval_cannot_be_routed() {
         result.text
     );
     let no_answerer = NoApprovalChannel.start().recipient();
-    let result = s
-        .call(bash(escalation_args("workspace-write")).with_approver(no_answerer))
-        .await;
+    let result = s.call(widening().with_approver(no_answerer)).await;
     assert!(
         result.text.contains("no approval channel"),
         "{}",
@@ -375,7 +391,7 @@ async fn rejected_and_cancelled_run_nothing() {
         let (recipient, asked) = approver(answer);
         let result = s
             .call(
-                bash(escalation_args("workspace-write"))
+                widening()
                     .with_caller(agent("a"))
                     .with_approver(recipient)
                     .with_id("7"),
@@ -403,7 +419,7 @@ async fn granted_foreground_and_background_run_under_the_approved_mode() {
     let (recipient, _) = approver(ApprovalOutcome::AllowedOnce);
     let result = s
         .call(
-            bash(escalation_args("workspace-write"))
+            widening()
                 .with_caller(agent("a"))
                 .with_approver(recipient.clone()),
         )
@@ -413,11 +429,9 @@ async fn granted_foreground_and_background_run_under_the_approved_mode() {
         result.structured.unwrap()["sandbox"]["mode"],
         "workspace-write"
     );
-    let mut background = escalation_args("workspace-write");
-    background["run_in_background"] = json!(true);
     let result = s
         .call(
-            bash(background)
+            widening_in_background()
                 .with_caller(agent("a"))
                 .with_approver(recipient),
         )
@@ -440,11 +454,9 @@ async fn a_cancel_after_the_grant_publishes_nothing() {
         .on_ask(move || on_ask.abort("cancelled while deciding"))
         .start();
     let recipient = recipient.recipient();
-    let mut background = escalation_args("workspace-write");
-    background["run_in_background"] = json!(true);
     let result = s
         .call(
-            bash(background)
+            widening_in_background()
                 .with_caller(agent("a"))
                 .with_approver(recipient)
                 .with_cancel(cancel),
@@ -474,7 +486,7 @@ async fn a_cancel_while_waiting_for_approval_ends_the_wait_as_cancelled() {
     let s = Setup::new(true, true);
     let cancel = AbortSignal::new();
     let asked = Arc::new(tokio::sync::Notify::new());
-    let call = bash(escalation_args("workspace-write"))
+    let call = widening()
         .with_caller(agent("a"))
         .with_approver(Silent(asked.clone()).start().recipient())
         .with_cancel(cancel.clone());
@@ -497,25 +509,13 @@ async fn a_cancel_while_waiting_for_approval_ends_the_wait_as_cancelled() {
 #[actix_rt::test]
 async fn the_session_override_drives_ordinary_calls_and_widening() {
     let s = Setup::new(true, true);
-    s.tool
-        .send(SetSessionSandboxMode {
-            session: "ww".into(),
-            mode: Some(SandboxMode::WorkspaceWrite),
-        })
-        .await
-        .unwrap()
-        .unwrap();
+    s.set_session_mode("ww", SandboxMode::WorkspaceWrite).await;
     let result = s
         .call(bash(json!({"command": "true", "description": "d"})).with_caller(agent("ww")))
         .await;
     assert!(!result.is_error, "{}", result.text);
-    let (recipient, _) = approver(ApprovalOutcome::AllowedOnce);
-    let result = s
-        .call(
-            bash(escalation_args("danger-full-access"))
-                .with_caller(agent("ww"))
-                .with_approver(recipient),
-        )
+    let (result, _) = s
+        .escalate("danger-full-access", "ww", ApprovalOutcome::AllowedOnce)
         .await;
     assert!(!result.is_error, "{}", result.text);
     assert_eq!(
@@ -551,13 +551,8 @@ fn the_canonical_value_omits_absent_optional_facts() {
 #[actix_rt::test]
 async fn an_answer_outside_the_vocabulary_is_an_error() {
     let s = Setup::new(true, true);
-    let (recipient, _) = approver(ApprovalOutcome::parse("rogue"));
-    let result = s
-        .call(
-            bash(escalation_args("workspace-write"))
-                .with_caller(agent("a"))
-                .with_approver(recipient),
-        )
+    let (result, _) = s
+        .escalate("workspace-write", "a", ApprovalOutcome::parse("rogue"))
         .await;
     assert_eq!(
         result.text,
@@ -586,30 +581,37 @@ fn settled_read(delta: &str, facts: SandboxFacts) -> TaskOutput {
 
 const EXIT_1: TaskStatus = TaskStatus::Completed { exit_code: 1 };
 
+/// A read of a task that exited 1 after a denial under `read-only`, rendered with `delta`, by a
+/// confining tool (`escalates`) or not.
+fn read_denied_read_only(delta: &str, escalates: bool) -> String {
+    render_read_with(
+        &settled_read(delta, denied(SandboxMode::ReadOnly)),
+        &EXIT_1,
+        escalates,
+    )
+}
+
+/// The facts of a sandbox runner that failed under `mode`.
+fn runner_failed(mode: SandboxMode, denied: bool) -> SandboxFacts {
+    SandboxFacts {
+        mode,
+        denied,
+        enforcement: Some(Enforcement::Full),
+        runner_failed: true,
+    }
+}
+
 /// Catalogue: TB-51.
 #[test]
 fn settled_sandbox_facts_in_reads() {
-    let text = render_read_with(
-        &settled_read("tail", denied(SandboxMode::ReadOnly)),
-        &EXIT_1,
-        true,
-    );
+    let text = read_denied_read_only("tail", true);
     assert!(text.contains("[sandbox: escalation available"), "{text}");
-    let text = render_read_with(
-        &settled_read("tail", denied(SandboxMode::ReadOnly)),
-        &EXIT_1,
-        false,
-    );
+    let text = read_denied_read_only("tail", false);
     assert_eq!(
         text,
         "tail\n[status: completed, exit code: 1]\n[sandbox: file access denied under read-only mode]"
     );
-    let runner = SandboxFacts {
-        mode: SandboxMode::WorkspaceWrite,
-        denied: true,
-        enforcement: Some(Enforcement::Full),
-        runner_failed: true,
-    };
+    let runner = runner_failed(SandboxMode::WorkspaceWrite, true);
     let text = render_read_with(&settled_read("", runner), &EXIT_1, true);
     assert!(text.contains("sandbox runner itself failed under workspace-write mode"));
     assert!(!text.contains("file access denied"));
@@ -625,11 +627,7 @@ fn settled_sandbox_facts_in_reads() {
 /// Catalogue: LG-24.
 #[test]
 fn settled_background_denial_via_bash_output() {
-    let text = render_read_with(
-        &settled_read("", denied(SandboxMode::ReadOnly)),
-        &EXIT_1,
-        true,
-    );
+    let text = read_denied_read_only("", true);
     assert!(
         text.ends_with(&format!(
             "[status: completed, exit code: 1]\n[sandbox: file access denied under read-only mode]\n{ESCALATION_HINT}"
@@ -645,11 +643,7 @@ fn settled_background_denial_via_bash_output() {
 /// Catalogue: LG-25.
 #[test]
 fn denial_facts_without_a_confining_executor_have_no_hint() {
-    let text = render_read_with(
-        &settled_read("", denied(SandboxMode::ReadOnly)),
-        &EXIT_1,
-        false,
-    );
+    let text = read_denied_read_only("", false);
     assert!(
         text.ends_with("[sandbox: file access denied under read-only mode]"),
         "{text}"
@@ -660,12 +654,7 @@ fn denial_facts_without_a_confining_executor_have_no_hint() {
 /// Catalogue: LG-26.
 #[test]
 fn background_runner_failure_marker() {
-    let runner = SandboxFacts {
-        mode: SandboxMode::ReadOnly,
-        denied: false,
-        enforcement: Some(Enforcement::Full),
-        runner_failed: true,
-    };
+    let runner = runner_failed(SandboxMode::ReadOnly, false);
     let text = render_read_with(&settled_read("", runner), &EXIT_1, true);
     assert!(
         text.ends_with("[sandbox: the sandbox runner itself failed under read-only mode — the command did not run; this is a sandbox problem, not a command failure]"),
@@ -740,9 +729,7 @@ async fn error_codes_tell_a_sandbox_failure_from_a_bad_argument() {
     );
     assert_eq!(blank.error.as_ref().unwrap().code(), "INVALID_ARGUMENTS");
 
-    let refused = setup
-        .call(bash(escalation_args("workspace-write")).with_caller(agent("s")))
-        .await;
+    let refused = setup.call(widening().with_caller(agent("s"))).await;
     assert_eq!(
         refused.error.as_ref().unwrap().code(),
         "ESCALATION_REFUSED",

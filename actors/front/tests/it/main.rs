@@ -11,6 +11,7 @@
 mod common;
 mod jsonl_server;
 mod mcp_raw;
+mod serve_client;
 
 mod background_spawn_failure;
 mod backpressure;
@@ -32,6 +33,7 @@ mod on_timeout;
 mod policies;
 mod retention;
 mod sandbox_cli;
+mod serve;
 mod soak;
 mod soak_mixed;
 mod watchdog_process;

@@ -1,0 +1,174 @@
+//! `dsh serve` through the binary, over HTTP: a tool round trip with a token, 401s, identities
+//! that own their tasks across connections and not each other's, the idle lease, the refusals
+//! (evil `Origin`, oversized body, a network address without tokens) and SIGTERM.
+
+use std::process::Command;
+use std::time::Duration;
+
+use dsh_test_support::procfs::live_with_cmdline;
+use dsh_test_support::wait::wait_until;
+use serde_json::json;
+
+use crate::serve_client::{McpSession, SOON, Server, post};
+
+/// A marker no other process has: the test's name, this process and the time.
+fn marker(name: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    format!("serve-{name}-{}-{nanos}", std::process::id())
+}
+
+/// A long command carrying `marker` in its command line (its bash stays, with the marker).
+fn long_running(marker: &str) -> String {
+    format!("sleep 300; echo {marker}")
+}
+
+fn two_identities(dir: &tempfile::TempDir, extra: &[&str]) -> Server {
+    let tokens = Server::tokens(dir, &[("alice", "alice-token"), ("bob", "bob-token")]);
+    let mut args = vec!["--auth-tokens", tokens.as_str()];
+    args.extend_from_slice(extra);
+    Server::start(&args)
+}
+
+#[test]
+fn a_tool_round_trip_with_a_token_and_401_without_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = two_identities(&dir, &[]);
+    let health = ureq::get(format!("{}/healthz", server.base))
+        .call()
+        .unwrap();
+    assert_eq!(health.status(), 200);
+    let mut alice = McpSession::open(&server, "alice-token");
+    let text = alice.text(
+        "bash",
+        json!({"command": "echo \"hello $DSH_SESSION_ID\"", "description": "test"}),
+    );
+    assert_eq!(text.trim(), "hello alice");
+    let initialize = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "x", "version": "1"}}})
+    .to_string();
+    for token in [None, Some("wrong"), Some("alice-tokenx"), Some("")] {
+        let refused = post(&server, token, &[], &initialize);
+        assert_eq!(refused.status, 401, "{token:?}");
+        assert_eq!(refused.body, "", "a 401 says nothing");
+    }
+}
+
+#[test]
+fn identities_own_their_tasks_across_connections_and_not_each_others() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = two_identities(&dir, &[]);
+    let (a, b) = (marker("own-a"), marker("own-b"));
+    let mut alice = McpSession::open(&server, "alice-token");
+    let mut bob = McpSession::open(&server, "bob-token");
+    let alices = alice.background(&long_running(&a));
+    let bobs = bob.background(&long_running(&b));
+    for (session, task) in [(&mut bob, &alices), (&mut alice, &bobs)] {
+        for tool in ["bash_output", "bash_kill"] {
+            let text = session.text(tool, json!({"task_id": task}));
+            assert!(
+                text.contains(&format!("task {task} belongs to another session")),
+                "{tool}: {text}"
+            );
+        }
+    }
+    alice.close();
+    let mut again = McpSession::open(&server, "alice-token");
+    let output = again.text("bash_output", json!({"task_id": alices}));
+    assert!(!output.contains("belongs to another"), "{output}");
+    let killed = again.text("bash_kill", json!({"task_id": alices}));
+    assert!(!killed.contains("belongs to another"), "{killed}");
+    assert!(wait_until(SOON, || live_with_cmdline(&a).is_empty()));
+    assert_eq!(live_with_cmdline(&b).len(), 1, "bob's task is untouched");
+}
+
+#[test]
+fn an_identity_without_a_connection_for_the_idle_time_loses_its_tasks() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = two_identities(&dir, &["--identity-idle-ms", "300"]);
+    let (a, b) = (marker("idle-a"), marker("idle-b"));
+    let alice = {
+        let mut alice = McpSession::open(&server, "alice-token");
+        alice.background(&long_running(&a));
+        alice
+    };
+    let mut bob = McpSession::open(&server, "bob-token");
+    bob.background(&long_running(&b));
+    assert!(wait_until(SOON, || live_with_cmdline(&a).len() == 1));
+    alice.close();
+    assert!(
+        wait_until(SOON, || live_with_cmdline(&a).is_empty()),
+        "the abandoned identity's task was killed"
+    );
+    assert_eq!(live_with_cmdline(&b).len(), 1, "bob is still connected");
+}
+
+#[test]
+fn an_evil_origin_and_an_oversized_body_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = two_identities(&dir, &["--max-line-bytes", "4096"]);
+    let initialize = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "x", "version": "1"}}})
+    .to_string();
+    let evil = post(
+        &server,
+        Some("alice-token"),
+        &[("Origin", "http://evil.example")],
+        &initialize,
+    );
+    assert_eq!(evil.status, 403, "{}", evil.body);
+    let local = post(
+        &server,
+        Some("alice-token"),
+        &[("Origin", "http://localhost:3000")],
+        &initialize,
+    );
+    assert_eq!(local.status, 200, "{}", local.body);
+    let padded = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "padding": "x".repeat(8192),
+        "clientInfo": {"name": "x", "version": "1"}}})
+    .to_string();
+    let big = post(&server, Some("alice-token"), &[], &padded);
+    assert_eq!(big.status, 413, "{}", big.body);
+}
+
+#[test]
+fn a_network_address_without_tokens_is_refused_at_startup() {
+    let out = Command::new(env!("CARGO_BIN_EXE_dsh"))
+        .args(["serve", "--listen", "0.0.0.0:0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("refusing to listen on 0.0.0.0:0 without --auth-tokens"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn sigterm_kills_every_identitys_tasks() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = two_identities(&dir, &[]);
+    let (a, b) = (marker("term-a"), marker("term-b"));
+    McpSession::open(&server, "alice-token").background(&long_running(&a));
+    McpSession::open(&server, "bob-token").background(&long_running(&b));
+    assert!(wait_until(SOON, || live_with_cmdline(&a).len() == 1
+        && live_with_cmdline(&b).len() == 1));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(server.child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let exited = wait_until(SOON, || server.child.try_wait().unwrap().is_some());
+    assert!(exited, "the server exits on SIGTERM");
+    assert!(wait_until(Duration::from_secs(10), || live_with_cmdline(
+        &a
+    )
+    .is_empty()
+        && live_with_cmdline(&b).is_empty()));
+}

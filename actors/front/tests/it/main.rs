@@ -34,6 +34,7 @@ mod policies;
 mod retention;
 mod sandbox_cli;
 mod serve;
+mod serve_sdk;
 mod soak;
 mod soak_mixed;
 mod watchdog_process;

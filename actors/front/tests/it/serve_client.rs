@@ -29,8 +29,13 @@ impl Server {
             .spawn()
             .expect("start dsh serve");
         let mut stderr = BufReader::new(child.stderr.take().unwrap());
+        // Warnings (a dead runtime's leftovers) may come first: the startup line names the URL.
         let mut line = String::new();
-        stderr.read_line(&mut line).unwrap();
+        while !line.starts_with("dsh serve: ") {
+            line.clear();
+            let read = stderr.read_line(&mut line).unwrap();
+            assert!(read > 0, "dsh serve exited before its startup line");
+        }
         let base = line
             .split_whitespace()
             .find_map(|word| word.strip_suffix("/mcp;"))

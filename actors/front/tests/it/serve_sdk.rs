@@ -1,6 +1,8 @@
-//! `dsh serve` driven by the official TypeScript MCP SDK over Streamable HTTP
-//! (tests/mcp-ts/http_client.mjs, `StreamableHTTPClientTransport` with a bearer token): list, a
-//! foreground call, a background task, and the same identity reading it on a new connection.
+//! `dsh serve` driven by the official SDKs over Streamable HTTP with a bearer token: the TypeScript
+//! SDK (tests/mcp-ts/http_client.mjs, `StreamableHTTPClientTransport`: list, a foreground call, a
+//! background task, and the same identity reading it on a new connection) and the Python SDK
+//! (tests/mcp/http_client.py, `streamable_http_client`, in both modes: the 2025-11-25 handshake and
+//! 2026-07-28 stateless requests).
 
 use std::process::Command;
 
@@ -8,6 +10,7 @@ use dsh_test_support::procfs::live_with_cmdline;
 use dsh_test_support::wait::wait_until;
 use serde_json::Value;
 
+use crate::mcp_client::python;
 use crate::mcp_ts::node_project;
 use crate::serve_client::{SOON, Server};
 
@@ -50,4 +53,34 @@ fn the_typescript_sdk_round_trips_over_http_with_a_token_and_reconnects() {
         wait_until(SOON, || live_with_cmdline(&marker).is_empty()),
         "the server's end killed the task"
     );
+}
+
+#[test]
+fn the_python_sdk_round_trips_over_http_in_both_modes() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = Server::tokens(&dir, &[("alice", "alice-token")]);
+    let server = Server::start(&["--auth-tokens", &tokens]);
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/http_client.py");
+    for (mode, version) in [("legacy", "2025-11-25"), ("auto", "2026-07-28")] {
+        let output = Command::new(python())
+            .arg(&script)
+            .arg(format!("{}/mcp", server.base))
+            .arg("alice-token")
+            .arg(mode)
+            .output()
+            .expect("run the Python client");
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            output.status.success(),
+            "the Python client ({mode}) failed\nstdout:\n{stdout}\nstderr:\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let report: Value = serde_json::from_str(stdout.trim().lines().last().unwrap_or(""))
+            .unwrap_or_else(|e| panic!("not a JSON report ({e}): {stdout}"));
+        assert_eq!(report["protocol_version"], version);
+        assert_eq!(
+            report["checks"],
+            serde_json::json!(["list", "call", "background"])
+        );
+    }
 }

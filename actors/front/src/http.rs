@@ -6,13 +6,14 @@
 //! stateless requests with per-request `_meta` and input rounds. It also checks `Host`
 //! (loopback names while listening on loopback), `Origin` (loopback origins and
 //! `--allow-origin`) and the body size (`--max-line-bytes`, 413). Around it: the identity of
-//! each request (`http/auth.rs`, `http/tokens.rs`), which owns its sessions's tasks
-//! (`http/identities.rs`), and a bound on requests served at once (`--max-connections`,
-//! tower's concurrency limit). The flags and the refusal to listen beyond loopback without
+//! each request (`http/auth.rs`, `http/tokens.rs`), which owns its session's tasks
+//! (`http/identities.rs`), and the accept loop that bounds connections and times out slow
+//! headers (`http/listen.rs`). The flags and the refusal to listen beyond loopback without
 //! tokens are in `http/options.rs`.
 
 mod auth;
 mod identities;
+mod listen;
 mod options;
 mod tokens;
 
@@ -28,6 +29,7 @@ use tokio_util::sync::CancellationToken;
 use crate::flags::RuntimeFlags;
 use crate::http::auth::Auth;
 use crate::http::identities::{Connection, Identities};
+use crate::http::listen::ConnectionLimits;
 use crate::http::tokens::Tokens;
 use crate::mcp::{DshServer, SessionSettings, mcp_tools};
 use crate::signals::{self, Interrupts};
@@ -87,10 +89,11 @@ pub async fn main(flags: RuntimeFlags, options: ServeOptions) -> Result<i32, Str
             auth.clone(),
             auth::authenticate,
         ))
-        .route("/healthz", get(|| async { "ok\n" }))
-        .layer(tower::limit::ConcurrencyLimitLayer::new(
-            options.max_connections,
-        ));
+        .route("/healthz", get(|| async { "ok\n" }));
+    let limits = ConnectionLimits {
+        max_connections: options.max_connections,
+        header_timeout: Duration::from_millis(options.header_timeout_ms),
+    };
     let address = listener.local_addr().map_err(|err| err.to_string())?;
     let auth_state = match auth {
         Auth::Off => "off (every client is the identity `local`)",
@@ -98,11 +101,7 @@ pub async fn main(flags: RuntimeFlags, options: ServeOptions) -> Result<i32, Str
     };
     eprintln!("dsh serve: MCP at http://{address}/mcp; auth {auth_state}");
     tokio::select! {
-        served = axum::serve(listener, router).into_future() => {
-            if let Err(err) = served {
-                tracing::warn!(%err, "the HTTP server stopped");
-            }
-        }
+        () = listen::serve(listener, router, limits) => {}
         () = interrupts.next() => tracing::info!("interrupted; shutting down"),
     }
     stop.cancel();

@@ -12,8 +12,11 @@ pub const DEFAULT_LISTEN: &str = "127.0.0.1:7433";
 /// How long an identity with no connection keeps its tasks, unless `--identity-idle-ms` says.
 pub const DEFAULT_IDENTITY_IDLE_MS: u64 = 600_000;
 
-/// Most requests served at once unless `--max-connections` says (more wait their turn).
+/// Most connections open at once unless `--max-connections` says (more wait their turn).
 pub const DEFAULT_MAX_CONNECTIONS: usize = 256;
+
+/// How long a connection may take to send a request's headers unless `--header-timeout-ms` says.
+pub const DEFAULT_HEADER_TIMEOUT_MS: u64 = 30_000;
 
 /// The flags of `dsh serve`.
 #[derive(clap::Args, Debug)]
@@ -35,10 +38,15 @@ pub struct ServeOptions {
     /// Largest request body accepted; a larger one is answered 413.
     #[arg(long, default_value_t = stdio::DEFAULT_MAX_LINE_BYTES, value_name = "BYTES")]
     pub max_line_bytes: usize,
-    /// Most requests served at once, over all clients; more wait until one ends.
+    /// Most connections open at once, over all clients (an SSE stream holds one); more wait in
+    /// the listen backlog until one closes.
     #[arg(long, default_value_t = DEFAULT_MAX_CONNECTIONS, value_name = "N",
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub max_connections: usize,
+    /// A connection whose request headers take longer than this to arrive is closed.
+    #[arg(long, default_value_t = DEFAULT_HEADER_TIMEOUT_MS, value_name = "MS",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub header_timeout_ms: u64,
     /// Per identity: most MCP tasks and parked input rounds at once.
     #[arg(long, default_value_t = flow::DEFAULT_MAX_IN_FLIGHT, value_name = "N",
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]

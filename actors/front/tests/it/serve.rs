@@ -1,7 +1,10 @@
 //! `dsh serve` through the binary, over HTTP: a tool round trip with a token, 401s, identities
 //! that own their tasks across connections and not each other's, the idle lease, the refusals
-//! (evil `Origin`, oversized body, a network address without tokens) and SIGTERM.
+//! (evil `Origin`, oversized body, a network address without tokens), slow headers, the bound on
+//! connections, and SIGTERM.
 
+use std::io::{Read, Write};
+use std::net::TcpStream;
 use std::process::Command;
 use std::time::Duration;
 
@@ -171,4 +174,49 @@ fn sigterm_kills_every_identitys_tasks() {
     )
     .is_empty()
         && live_with_cmdline(&b).is_empty()));
+}
+
+/// Reads `stream` until the server closes it; what it sent.
+fn read_to_close(stream: &mut TcpStream) -> String {
+    stream.set_read_timeout(Some(SOON)).unwrap();
+    let mut seen = Vec::new();
+    stream
+        .read_to_end(&mut seen)
+        .expect("the server closes the connection");
+    String::from_utf8_lossy(&seen).into_owned()
+}
+
+#[test]
+fn headers_sent_a_byte_at_a_time_time_out_and_the_server_serves_others() {
+    let server = Server::start(&["--header-timeout-ms", "500"]);
+    let address = server.base.trim_start_matches("http://").to_owned();
+    let mut slow = TcpStream::connect(&address).unwrap();
+    slow.write_all(b"GET /heal").unwrap();
+    let health = ureq::get(format!("{}/healthz", server.base))
+        .call()
+        .unwrap();
+    assert_eq!(health.status(), 200, "others are served meanwhile");
+    let answered = read_to_close(&mut slow);
+    assert!(!answered.contains("200 OK"), "{answered}");
+}
+
+#[test]
+fn past_max_connections_a_client_waits_until_one_closes() {
+    let server = Server::start(&["--max-connections", "1", "--header-timeout-ms", "2000"]);
+    let address = server.base.trim_start_matches("http://").to_owned();
+    let mut idle = TcpStream::connect(&address).unwrap();
+    idle.write_all(b"G").unwrap();
+    let health = ureq::get(format!("{}/healthz", server.base))
+        .call()
+        .unwrap();
+    assert_eq!(health.status(), 200);
+    // The one connection allowed was the idle one: the request above was served only after the
+    // server closed it.
+    idle.set_read_timeout(Some(Duration::from_millis(1)))
+        .unwrap();
+    let mut byte = [0u8; 1];
+    assert!(
+        matches!(idle.read(&mut byte), Ok(0)),
+        "the idle connection is closed"
+    );
 }

@@ -34,6 +34,15 @@ struct Entry {
     idle_since: Option<Instant>,
 }
 
+/// Where an identity is in its life here.
+enum State {
+    /// Its session serves its connections.
+    Live(Entry),
+    /// Idle too long: its session is being released. A request now is refused (a task it
+    /// started could be killed by the release); once released, the identity starts afresh.
+    Releasing,
+}
+
 /// The identities and their sessions.
 pub struct Identities {
     runtime: Runtime,
@@ -42,7 +51,7 @@ pub struct Identities {
     settings: SessionSettings,
     task_after: Duration,
     idle: Duration,
-    live: Mutex<HashMap<Identity, Entry>>,
+    live: Mutex<HashMap<Identity, State>>,
 }
 
 impl Identities {
@@ -63,49 +72,57 @@ impl Identities {
         })
     }
 
-    /// `identity`'s session, opened if it has none, and a hold on it.
-    fn enter(&self, identity: &Identity) -> (Foreground, Arc<Held>) {
+    /// `identity`'s session, opened if it has none, and a hold on it; `None` while its session
+    /// is being released.
+    fn enter(&self, identity: &Identity) -> Option<(Foreground, Arc<Held>)> {
         let mut live = lock_unpoisoned(&self.live);
-        let entry = live.entry(identity.clone()).or_insert_with(|| Entry {
-            foreground: Foreground {
-                session: Session::open(
-                    &self.runtime,
-                    &self.arbiter,
-                    identity.0.clone(),
-                    self.settings,
-                ),
-                progress_interval: self.settings.progress_interval,
-                task_after: self.task_after,
-            },
-            held: Weak::new(),
-            idle_since: None,
+        let state = live.entry(identity.clone()).or_insert_with(|| {
+            State::Live(Entry {
+                foreground: Foreground {
+                    session: Session::open(
+                        &self.runtime,
+                        &self.arbiter,
+                        identity.0.clone(),
+                        self.settings,
+                    ),
+                    progress_interval: self.settings.progress_interval,
+                    task_after: self.task_after,
+                },
+                held: Weak::new(),
+                idle_since: None,
+            })
         });
+        let State::Live(entry) = state else {
+            return None;
+        };
         let held = entry.held.upgrade().unwrap_or_else(|| {
             let held = Arc::new(Held);
             entry.held = Arc::downgrade(&held);
             held
         });
         entry.idle_since = None;
-        (entry.foreground.clone(), held)
+        Some((entry.foreground.clone(), held))
     }
 
-    /// Takes out the identities idle for `--identity-idle-ms`, and starts the clock of those
-    /// that just lost their last connection.
-    fn expired(&self, now: Instant) -> Vec<Foreground> {
+    /// Marks releasing, and returns, the identities idle for `--identity-idle-ms`, and starts
+    /// the clock of those that just lost their last connection.
+    fn expired(&self, now: Instant) -> Vec<(Identity, Foreground)> {
         let mut live = lock_unpoisoned(&self.live);
         let mut expired = Vec::new();
-        live.retain(|_, entry| {
+        for (identity, state) in live.iter_mut() {
+            let State::Live(entry) = state else {
+                continue;
+            };
             if entry.held.strong_count() > 0 {
                 entry.idle_since = None;
-                return true;
+                continue;
             }
             let since = *entry.idle_since.get_or_insert(now);
-            if now.duration_since(since) < self.idle {
-                return true;
+            if now.duration_since(since) >= self.idle {
+                expired.push((identity.clone(), entry.foreground.clone()));
+                *state = State::Releasing;
             }
-            expired.push(entry.foreground.clone());
-            false
-        });
+        }
         expired
     }
 
@@ -115,12 +132,10 @@ impl Identities {
         let tick = (self.idle / 4).clamp(Duration::from_millis(10), Duration::from_secs(1));
         loop {
             tokio::time::sleep(tick).await;
-            for gone in self.expired(Instant::now()) {
-                tracing::info!(
-                    session = gone.session.handle.id(),
-                    "identity idle; releasing"
-                );
+            for (identity, gone) in self.expired(Instant::now()) {
+                tracing::info!(session = identity.0, "identity idle; releasing");
                 gone.session.handle.release().await;
+                lock_unpoisoned(&self.live).remove(&identity);
             }
         }
     }
@@ -130,6 +145,8 @@ impl Identities {
 const NO_IDENTITY: &str = "the request carries no identity";
 /// A request whose token names another identity than the one its MCP session began with.
 pub const OTHER_IDENTITY: &str = "this MCP session belongs to another identity";
+/// A request of an identity whose idle session is being released right now.
+pub const RELEASING: &str = "this identity was idle and its tasks are being released; retry";
 
 /// One connection's view of the identities: bound to the identity of its first request.
 pub struct Connection {
@@ -158,7 +175,10 @@ impl Sessions for Connection {
             Some((owner, foreground, _)) if owner == identity => Ok(foreground.clone()),
             Some(_) => Err(ErrorData::invalid_request(OTHER_IDENTITY, None)),
             None => {
-                let (foreground, held) = self.identities.enter(identity);
+                let (foreground, held) = self
+                    .identities
+                    .enter(identity)
+                    .ok_or_else(|| ErrorData::invalid_request(RELEASING, None))?;
                 *bound = Some((identity.clone(), foreground.clone(), held));
                 Ok(foreground)
             }

@@ -78,6 +78,21 @@ fn identities_own_their_tasks_across_connections_and_not_each_others() {
             );
         }
     }
+    let hijack = post(
+        &server,
+        Some("bob-token"),
+        &[("Mcp-Session-Id", &alice.id)],
+        &json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {
+            "name": "bash_kill", "arguments": {"task_id": alices}}})
+        .to_string(),
+    );
+    assert!(
+        hijack
+            .body
+            .contains("this MCP session belongs to another identity"),
+        "{}",
+        hijack.body
+    );
     alice.close();
     let mut again = McpSession::open(&server, "alice-token");
     let output = again.text("bash_output", json!({"task_id": alices}));

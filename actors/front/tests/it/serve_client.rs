@@ -109,7 +109,8 @@ pub fn post(server: &Server, token: Option<&str>, headers: &[(&str, &str)], body
 pub struct McpSession<'a> {
     server: &'a Server,
     token: String,
-    id: String,
+    /// Its `Mcp-Session-Id`.
+    pub id: String,
     next: u64,
 }
 

@@ -235,3 +235,29 @@ fn past_max_connections_a_client_waits_until_one_closes() {
         "the idle connection is closed"
     );
 }
+
+#[test]
+fn tokens_are_never_logged_even_at_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = Server::tokens(&dir, &[("alice", "alice-secret-token-4711")]);
+    let mut server = Server::start_with_log(&["--auth-tokens", &tokens], "trace");
+    let mut alice = McpSession::open(&server, "alice-secret-token-4711");
+    let text = alice.text(
+        "bash",
+        json!({"command": "echo logged", "description": "test"}),
+    );
+    assert_eq!(text, "logged\n");
+    post(&server, Some("wrong-token-4711"), &[], "{}");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(server.child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    server.child.wait().unwrap();
+    let log = server.log.lock().unwrap().clone();
+    assert!(
+        log.contains("CallToolRequest"),
+        "the trace was written: {log}"
+    );
+    assert!(!log.contains("4711"), "a token was logged");
+}

@@ -3,6 +3,7 @@
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -15,34 +16,51 @@ pub struct Server {
     pub child: Child,
     /// `http://127.0.0.1:<port>`.
     pub base: String,
+    /// What it wrote to stderr so far.
+    pub log: Arc<Mutex<String>>,
 }
 
 impl Server {
     /// Starts `dsh serve` on a free loopback port with `extra` flags; waits for its startup line.
     pub fn start(extra: &[&str]) -> Self {
+        Self::start_with_log(extra, "warn")
+    }
+
+    /// [`Server::start`] with `RUST_LOG` set to `filter`; its stderr is kept in `log`.
+    pub fn start_with_log(extra: &[&str], filter: &str) -> Self {
         let mut child = Command::new(env!("CARGO_BIN_EXE_dsh"))
             .args(["serve", "--listen", "127.0.0.1:0", "--grace-ms", "300"])
             .args(extra)
+            .env("RUST_LOG", filter)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
             .expect("start dsh serve");
         let mut stderr = BufReader::new(child.stderr.take().unwrap());
+        let log = Arc::new(Mutex::new(String::new()));
         // Warnings (a dead runtime's leftovers) may come first: the startup line names the URL.
         let mut line = String::new();
         while !line.starts_with("dsh serve: ") {
             line.clear();
             let read = stderr.read_line(&mut line).unwrap();
             assert!(read > 0, "dsh serve exited before its startup line");
+            log.lock().unwrap().push_str(&line);
         }
         let base = line
             .split_whitespace()
             .find_map(|word| word.strip_suffix("/mcp;"))
             .unwrap_or_else(|| panic!("no URL in {line:?}"))
             .to_owned();
-        std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
-        Self { child, base }
+        let kept = log.clone();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            while stderr.read_line(&mut line).is_ok_and(|n| n > 0) {
+                kept.lock().unwrap().push_str(&line);
+                line.clear();
+            }
+        });
+        Self { child, base, log }
     }
 
     /// A token file with these `(identity, token)` lines.

@@ -2,7 +2,7 @@
 //! SDK (tests/mcp-ts/http_client.mjs, `StreamableHTTPClientTransport`: list, a foreground call, a
 //! background task, and the same identity reading it on a new connection) and the Python SDK
 //! (tests/mcp/http_client.py, `streamable_http_client`, in both modes: the 2025-11-25 handshake and
-//! 2026-07-28 stateless requests).
+//! 2026-07-28 stateless requests, each with the client's root as the workspace).
 
 use std::process::Command;
 
@@ -56,17 +56,26 @@ fn the_typescript_sdk_round_trips_over_http_with_a_token_and_reconnects() {
 }
 
 #[test]
-fn the_python_sdk_round_trips_over_http_in_both_modes() {
+fn the_python_sdk_round_trips_over_http_in_both_modes_with_roots() {
     let dir = tempfile::tempdir().unwrap();
-    let tokens = Server::tokens(&dir, &[("alice", "alice-token")]);
+    let tokens = Server::tokens(&dir, &[("alice", "alice-token"), ("bob", "bob-token")]);
     let server = Server::start(&["--auth-tokens", &tokens]);
     let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/http_client.py");
-    for (mode, version) in [("legacy", "2025-11-25"), ("auto", "2026-07-28")] {
+    // One identity per mode: an identity's workspace, once its client named it, stays its own.
+    let modes = [
+        ("alice", "legacy", "2025-11-25"),
+        ("bob", "auto", "2026-07-28"),
+    ];
+    for (identity, mode, version) in modes {
+        let root = tempfile::tempdir().unwrap();
+        let root = root.path().canonicalize().unwrap();
         let output = Command::new(python())
             .arg(&script)
             .arg(format!("{}/mcp", server.base))
-            .arg("alice-token")
+            .arg(format!("{identity}-token"))
+            .arg(identity)
             .arg(mode)
+            .arg(&root)
             .output()
             .expect("run the Python client");
         let stdout = String::from_utf8_lossy(&output.stdout);

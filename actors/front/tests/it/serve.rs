@@ -1,7 +1,7 @@
 //! `dsh serve` through the binary, over HTTP: a tool round trip with a token, 401s, identities
 //! that own their tasks across connections and not each other's, the idle lease, the refusals
-//! (evil `Origin`, oversized body, a network address without tokens), slow headers, the bound on
-//! connections, and SIGTERM.
+//! (evil `Origin`, oversized body, malformed JSON-RPC, a network address without tokens), slow
+//! headers, the bound on connections, tokens kept out of the log, and SIGTERM.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -260,4 +260,26 @@ fn tokens_are_never_logged_even_at_trace() {
         "the trace was written: {log}"
     );
     assert!(!log.contains("4711"), "a token was logged");
+}
+
+#[test]
+fn malformed_json_rpc_is_refused_and_the_server_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = two_identities(&dir, &[]);
+    for body in [r#"{"jsonrpc": "2.0", "id": 1, "method":"#, "[1, 2]", "null"] {
+        let refused = post(&server, Some("alice-token"), &[], body);
+        // rmcp's answer to a body it cannot decode (not yet a JSON-RPC -32700).
+        assert!(
+            (400..500).contains(&refused.status),
+            "{body}: {} {}",
+            refused.status,
+            refused.body
+        );
+    }
+    let mut alice = McpSession::open(&server, "alice-token");
+    let text = alice.text(
+        "bash",
+        json!({"command": "echo still", "description": "test"}),
+    );
+    assert_eq!(text, "still\n");
 }

@@ -1,9 +1,10 @@
 //! `dsh serve` through the binary, over HTTP: a tool round trip with a token, 401s, identities
 //! that own their tasks across connections and not each other's, the idle lease, the refusals
 //! (evil `Origin`, oversized body, malformed JSON-RPC, a network address without tokens), slow
-//! headers, the bound on connections, tokens kept out of the log, and SIGTERM.
+//! headers, the bound on connections, tokens kept out of the log, a dropped SSE stream resumed
+//! with `Last-Event-ID`, and SIGTERM.
 
-use std::io::{Read, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::process::Command;
 use std::time::Duration;
@@ -282,4 +283,62 @@ fn malformed_json_rpc_is_refused_and_the_server_goes_on() {
         json!({"command": "echo still", "description": "test"}),
     );
     assert_eq!(text, "still\n");
+}
+
+/// Reads SSE lines from `reader` until one starts with `prefix`; that line's rest.
+fn sse_line(reader: &mut impl BufRead, prefix: &str) -> String {
+    let mut line = String::new();
+    loop {
+        line.clear();
+        let read = reader.read_line(&mut line).unwrap();
+        assert!(read > 0, "the stream ended before a {prefix:?} line");
+        if let Some(rest) = line.strip_prefix(prefix) {
+            return rest.trim().to_owned();
+        }
+    }
+}
+
+#[test]
+fn a_dropped_stream_is_resumed_with_last_event_id_and_loses_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = two_identities(&dir, &[]);
+    let alice = McpSession::open(&server, "alice-token");
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .timeout_global(Some(SOON))
+        .build()
+        .into();
+    let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
+        "name": "bash", "arguments": {"command": "sleep 1; echo resumed", "description": "test"}}});
+    let response = agent
+        .post(format!("{}/mcp", server.base))
+        .header("Content-Type", "application/json")
+        .header("Accept", "application/json, text/event-stream")
+        .header("MCP-Protocol-Version", "2025-11-25")
+        .header("Authorization", "Bearer alice-token")
+        .header("Mcp-Session-Id", &alice.id)
+        .send(call.to_string())
+        .unwrap();
+    let mut stream = BufReader::new(response.into_body().into_reader());
+    let last = sse_line(&mut stream, "id:");
+    drop(stream);
+    let resumed = agent
+        .get(format!("{}/mcp", server.base))
+        .header("Accept", "text/event-stream")
+        .header("MCP-Protocol-Version", "2025-11-25")
+        .header("Authorization", "Bearer alice-token")
+        .header("Mcp-Session-Id", &alice.id)
+        .header("Last-Event-ID", &last)
+        .call()
+        .unwrap();
+    let mut stream = BufReader::new(resumed.into_body().into_reader());
+    let answer = loop {
+        let data: serde_json::Value = match serde_json::from_str(&sse_line(&mut stream, "data:")) {
+            Ok(data) => data,
+            Err(_) => continue,
+        };
+        if data["id"] == 7 {
+            break data;
+        }
+    };
+    assert_eq!(answer["result"]["content"][0]["text"], "resumed\n");
 }

@@ -1,5 +1,6 @@
 //! `dsh serve` through the binary, over HTTP: a tool round trip with a token, 401s, identities
-//! that own their tasks across connections and not each other's, the idle lease, the refusals
+//! that own their tasks across connections and not each other's (and their per-session limits),
+//! the idle lease, the refusals
 //! (evil `Origin`, oversized body, malformed JSON-RPC, a network address without tokens), slow
 //! headers, the bound on connections, tokens kept out of the log, a dropped SSE stream resumed
 //! with `Last-Event-ID`, and SIGTERM.
@@ -341,4 +342,27 @@ fn a_dropped_stream_is_resumed_with_last_event_id_and_loses_nothing() {
         }
     };
     assert_eq!(answer["result"]["content"][0]["text"], "resumed\n");
+}
+
+#[test]
+fn per_session_limits_count_per_identity() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = two_identities(&dir, &["--max-running-per-session", "1"]);
+    let (a, b) = (marker("limit-a"), marker("limit-b"));
+    let mut alice = McpSession::open(&server, "alice-token");
+    alice.background(&long_running(&a));
+    // Another connection of the same identity is the same session: over its limit.
+    let mut again = McpSession::open(&server, "alice-token");
+    let refused = again.text(
+        "bash",
+        json!({"command": long_running(&a), "description": "test", "run_in_background": true}),
+    );
+    assert!(
+        refused.contains("too many running tasks for this session (limit 1)"),
+        "{refused}"
+    );
+    let mut bob = McpSession::open(&server, "bob-token");
+    bob.background(&long_running(&b));
+    assert!(wait_until(SOON, || live_with_cmdline(&a).len() == 1
+        && live_with_cmdline(&b).len() == 1));
 }

@@ -1,9 +1,8 @@
 //! `dsh serve` through the binary, over HTTP: a tool round trip with a token, 401s, identities
 //! that own their tasks across connections and not each other's (and their per-session limits),
-//! the idle lease, the refusals
-//! (evil `Origin`, oversized body, malformed JSON-RPC, a network address without tokens), slow
-//! headers, the bound on connections, tokens kept out of the log, a dropped SSE stream resumed
-//! with `Last-Event-ID`, and SIGTERM.
+//! the idle lease, the refusals (evil `Origin`, oversized body, malformed JSON-RPC, a network
+//! address without tokens), slow headers, the bound on connections, tokens kept out of the log, a
+//! dropped SSE stream resumed with `Last-Event-ID`, and SIGTERM.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;

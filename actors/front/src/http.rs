@@ -9,12 +9,14 @@
 //! each request (`http/auth.rs`, `http/tokens.rs`), which owns its session's tasks
 //! (`http/identities.rs`), and the accept loop that bounds connections and times out slow
 //! headers (`http/listen.rs`). The flags and the refusal to listen beyond loopback without
-//! tokens are in `http/options.rs`.
+//! tokens are in `http/options.rs`. Malformed JSON-RPC bodies are answered as on stdio
+//! (`http/screen.rs`).
 
 mod auth;
 mod identities;
 mod listen;
 mod options;
+mod screen;
 mod tokens;
 
 use std::sync::Arc;
@@ -85,6 +87,11 @@ pub async fn main(flags: RuntimeFlags, options: ServeOptions) -> Result<i32, Str
     );
     let router = Router::new()
         .nest_service("/mcp", mcp)
+        // Runs after the auth layer (the outer one): a stranger gets 401, never a parse error.
+        .layer(axum::middleware::from_fn_with_state(
+            options.max_line_bytes,
+            screen::screen_body,
+        ))
         .layer(axum::middleware::from_fn_with_state(
             auth.clone(),
             auth::authenticate,

@@ -22,7 +22,7 @@ mod approvals;
 mod foreground;
 mod in_flight;
 mod input_rounds;
-mod jsonrpc_errors;
+pub mod jsonrpc_errors;
 mod log_gate;
 mod logging;
 pub mod progress;

@@ -267,16 +267,27 @@ fn tokens_are_never_logged_even_at_trace() {
 fn malformed_json_rpc_is_refused_and_the_server_goes_on() {
     let dir = tempfile::tempdir().unwrap();
     let server = two_identities(&dir, &[]);
-    for body in [r#"{"jsonrpc": "2.0", "id": 1, "method":"#, "[1, 2]", "null"] {
+    let cases = [
+        (r#"{"jsonrpc": "2.0", "id": 1, "method":"#, 400, -32700),
+        ("[1, 2]", 400, -32600),
+        ("null", 400, -32600),
+        (
+            r#"{"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": 3}"#,
+            200,
+            -32602,
+        ),
+    ];
+    for (body, status, code) in cases {
         let refused = post(&server, Some("alice-token"), &[], body);
-        // rmcp's answer to a body it cannot decode (not yet a JSON-RPC -32700).
-        assert!(
-            (400..500).contains(&refused.status),
-            "{body}: {} {}",
-            refused.status,
-            refused.body
-        );
+        assert_eq!(refused.status, status, "{body}: {}", refused.body);
+        let answer: serde_json::Value = serde_json::from_str(&refused.body).unwrap();
+        assert_eq!(answer["error"]["code"], code, "{body}: {answer}");
     }
+    let stranger = post(&server, None, &[], "[1, 2]");
+    assert_eq!(
+        stranger.status, 401,
+        "a stranger learns nothing, not even a parse error"
+    );
     let mut alice = McpSession::open(&server, "alice-token");
     let text = alice.text(
         "bash",

@@ -12,9 +12,9 @@
 //! Logs go to stderr only (`RUST_LOG`, default `warn`); stdout belongs to the protocol.
 //!
 //! This crate (`dsh-front`) holds the front ends so the `dsh` library carries nothing only the command
-//! needs (clap, rmcp, tracing-subscriber): one folder per protocol (`mcp/`, `jsonl/`) beside what they
-//! share (`flags.rs`, `stdio.rs`, `outbox.rs`, `flow.rs`, `signals.rs`); see docs/ARCHITECTURE.md,
-//! "Front ends".
+//! needs (clap, rmcp, axum, tracing-subscriber): one folder per front end (`mcp/`, `jsonl/`, `http/`)
+//! beside what they share (`flags.rs`, `stdio.rs`, `outbox.rs`, `flow.rs`, `signals.rs`); see
+//! docs/ARCHITECTURE.md, "Front ends".
 
 mod bytes;
 mod doctor;

@@ -2,7 +2,7 @@
 //! that own their tasks across connections and not each other's (and their per-session limits),
 //! the idle lease, the refusals (evil `Origin`, oversized body, malformed JSON-RPC, a network
 //! address without tokens), slow headers, the bound on connections, tokens kept out of the log, a
-//! dropped SSE stream resumed with `Last-Event-ID`, and SIGTERM.
+//! dropped SSE stream resumed with `Last-Event-ID`, and SIGTERM and SIGKILL of the server.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -375,4 +375,19 @@ fn per_session_limits_count_per_identity() {
     bob.background(&long_running(&b));
     assert!(wait_until(SOON, || live_with_cmdline(&a).len() == 1
         && live_with_cmdline(&b).len() == 1));
+}
+
+#[test]
+fn sigkill_of_the_server_leaves_the_watchdog_to_kill_every_identitys_tasks() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = two_identities(&dir, &[]);
+    let (a, b) = (marker("kill-a"), marker("kill-b"));
+    McpSession::open(&server, "alice-token").background(&long_running(&a));
+    McpSession::open(&server, "bob-token").background(&long_running(&b));
+    assert!(wait_until(SOON, || live_with_cmdline(&a).len() == 1
+        && live_with_cmdline(&b).len() == 1));
+    server.child.kill().unwrap();
+    server.child.wait().unwrap();
+    assert!(wait_until(SOON, || live_with_cmdline(&a).is_empty()
+        && live_with_cmdline(&b).is_empty()));
 }

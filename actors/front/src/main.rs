@@ -3,6 +3,7 @@
 //! - `dsh run [flags] -- COMMAND…` runs one foreground `bash` call and prints what a model would see
 //!   (exit 0 for a result, 1 for an error result, 2 for bad usage);
 //! - `dsh mcp` serves the three tools over the Model Context Protocol on stdio;
+//! - `dsh serve` serves them over MCP Streamable HTTP to many clients, one runtime for all;
 //! - `dsh jsonl` serves them as newline-delimited JSON on stdin/stdout;
 //! - `dsh doctor` prints what this host gives dsh (cgroups, subreaper, pidfd, Landlock, bubblewrap);
 //! - `dsh __watchdog` (hidden) is the watchdog every runtime starts: it kills every command if the
@@ -11,14 +12,15 @@
 //! Logs go to stderr only (`RUST_LOG`, default `warn`); stdout belongs to the protocol.
 //!
 //! This crate (`dsh-front`) holds the front ends so the `dsh` library carries nothing only the command
-//! needs (clap, rmcp, tracing-subscriber): one folder per protocol (`mcp/`, `jsonl/`) beside what they
-//! share (`flags.rs`, `stdio.rs`, `outbox.rs`, `flow.rs`, `signals.rs`); see docs/ARCHITECTURE.md,
-//! "Front ends".
+//! needs (clap, rmcp, axum, tracing-subscriber): one folder per front end (`mcp/`, `jsonl/`, `http/`)
+//! beside what they share (`flags.rs`, `stdio.rs`, `outbox.rs`, `flow.rs`, `signals.rs`); see
+//! docs/ARCHITECTURE.md, "Front ends".
 
 mod bytes;
 mod doctor;
 mod flags;
 mod flow;
+mod http;
 mod json_field;
 mod jsonl;
 mod limits;
@@ -85,6 +87,14 @@ enum Mode {
         /// this long is answered with a task handle (polled with tasks/get); 0: always a task.
         #[arg(long, default_value_t = mcp::DEFAULT_TASK_AFTER_MS, value_name = "MS")]
         task_after_ms: u64,
+    },
+    /// Serve the tools over MCP Streamable HTTP at /mcp: one runtime for every client, background
+    /// tasks owned by each client's identity (see README, "dsh serve").
+    Serve {
+        #[command(flatten)]
+        flags: RuntimeFlags,
+        #[command(flatten)]
+        options: http::ServeOptions,
     },
     /// Serve the tools as JSON lines on stdin/stdout (see README for the protocol).
     Jsonl {
@@ -172,6 +182,7 @@ fn main() {
                 };
                 mcp::main(flags, options).await
             }
+            Mode::Serve { flags, options } => http::main(flags, options).await,
             Mode::Jsonl {
                 flags,
                 max_line_bytes,

@@ -33,3 +33,14 @@ pub fn forwarder(forward: impl FnMut(String) + 'static) -> Recipient<Inject> {
     .start()
     .recipient()
 }
+
+/// [`forwarder`] for a caller off the actix thread: the forwarder is started on `arbiter`.
+pub fn forwarder_in(
+    arbiter: &ArbiterHandle,
+    forward: impl FnMut(String) + Send + 'static,
+) -> Recipient<Inject> {
+    NoticeForwarder::start_in_arbiter(arbiter, move |_| NoticeForwarder {
+        forward: Box::new(forward),
+    })
+    .recipient()
+}

@@ -12,6 +12,7 @@
 mod common;
 mod jsonl_server;
 mod mcp_raw;
+mod serve_client;
 
 mod background_spawn_failure;
 mod backpressure;
@@ -35,6 +36,8 @@ mod policies;
 mod retention;
 mod sandbox_cli;
 mod sandbox_escape;
+mod serve;
+mod serve_sdk;
 mod soak;
 mod soak_mixed;
 mod watchdog_process;

@@ -14,7 +14,7 @@ use crate::common::reported_pids;
 use dsh_test_support::procfs::assert_all_gone;
 use serde_json::Value;
 
-fn python() -> PathBuf {
+pub(crate) fn python() -> PathBuf {
     if let Some(python) = std::env::var_os("DSH_TEST_PYTHON") {
         return PathBuf::from(python);
     }

@@ -27,7 +27,7 @@ fn have(tool: &str) -> bool {
 }
 
 /// The node project ready to run, or `None` (with the reason printed) when node or npm is absent.
-fn node_project() -> Option<PathBuf> {
+pub(crate) fn node_project() -> Option<PathBuf> {
     for tool in ["node", "npm"] {
         if !have(tool) {
             // CI sets DSH_REQUIRE_NODE so a missing Node fails the run instead of skipping silently.

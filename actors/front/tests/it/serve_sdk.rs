@@ -1,0 +1,95 @@
+//! `dsh serve` driven by the official SDKs over Streamable HTTP with a bearer token: the TypeScript
+//! SDK (tests/mcp-ts/http_client.mjs, `StreamableHTTPClientTransport`: list, a foreground call, a
+//! background task, and the same identity reading it on a new connection) and the Python SDK
+//! (tests/mcp/http_client.py, `streamable_http_client`, in both modes: the 2025-11-25 handshake and
+//! 2026-07-28 stateless requests, each with the client's root as the workspace).
+
+use std::process::Command;
+
+use dsh_test_support::procfs::live_with_cmdline;
+use dsh_test_support::wait::wait_until;
+use serde_json::Value;
+
+use crate::mcp_client::python;
+use crate::mcp_ts::node_project;
+use crate::serve_client::{SOON, Server};
+
+#[test]
+fn the_typescript_sdk_round_trips_over_http_with_a_token_and_reconnects() {
+    let Some(project) = node_project() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = Server::tokens(&dir, &[("alice", "alice-token")]);
+    let server = Server::start(&["--auth-tokens", &tokens]);
+    let marker = format!("serve-sdk-ts-{}", std::process::id());
+    let output = Command::new("node")
+        .arg(project.join("http_client.mjs"))
+        .arg(format!("{}/mcp", server.base))
+        .arg("alice-token")
+        .arg(&marker)
+        .current_dir(&project)
+        .output()
+        .expect("run node");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "the TypeScript client failed\nstdout:\n{stdout}\nstderr:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report: Value = serde_json::from_str(stdout.trim().lines().last().unwrap_or(""))
+        .unwrap_or_else(|e| panic!("not a JSON report ({e}): {stdout}"));
+    assert_eq!(
+        report["checks"],
+        serde_json::json!(["list", "call", "background", "reconnect"])
+    );
+    assert_eq!(
+        live_with_cmdline(&marker).len(),
+        1,
+        "the task outlived its connection"
+    );
+    drop(server);
+    assert!(
+        wait_until(SOON, || live_with_cmdline(&marker).is_empty()),
+        "the server's end killed the task"
+    );
+}
+
+#[test]
+fn the_python_sdk_round_trips_over_http_in_both_modes_with_roots() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = Server::tokens(&dir, &[("alice", "alice-token"), ("bob", "bob-token")]);
+    let server = Server::start(&["--auth-tokens", &tokens]);
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/http_client.py");
+    // One identity per mode: an identity's workspace, once its client named it, stays its own.
+    let modes = [
+        ("alice", "legacy", "2025-11-25"),
+        ("bob", "auto", "2026-07-28"),
+    ];
+    for (identity, mode, version) in modes {
+        let root = tempfile::tempdir().unwrap();
+        let root = root.path().canonicalize().unwrap();
+        let output = Command::new(python())
+            .arg(&script)
+            .arg(format!("{}/mcp", server.base))
+            .arg(format!("{identity}-token"))
+            .arg(identity)
+            .arg(mode)
+            .arg(&root)
+            .output()
+            .expect("run the Python client");
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            output.status.success(),
+            "the Python client ({mode}) failed\nstdout:\n{stdout}\nstderr:\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let report: Value = serde_json::from_str(stdout.trim().lines().last().unwrap_or(""))
+            .unwrap_or_else(|e| panic!("not a JSON report ({e}): {stdout}"));
+        assert_eq!(report["protocol_version"], version);
+        assert_eq!(
+            report["checks"],
+            serde_json::json!(["list", "call", "background"])
+        );
+    }
+}

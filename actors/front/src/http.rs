@@ -34,7 +34,7 @@ use crate::http::identities::{Connection, Identities};
 use crate::http::listen::ConnectionLimits;
 use crate::http::tokens::Tokens;
 use crate::mcp::{DshServer, SessionSettings, mcp_tools};
-use crate::signals::{self, Interrupts};
+use crate::signals;
 
 pub use crate::http::options::ServeOptions;
 
@@ -48,8 +48,7 @@ pub async fn main(flags: RuntimeFlags, options: ServeOptions) -> Result<i32, Str
     let listener = tokio::net::TcpListener::bind(options.listen)
         .await
         .map_err(|err| format!("--listen {}: {err}", options.listen))?;
-    let mut interrupts = Interrupts::install(flags.shutdown_grace());
-    let runtime = flags.start()?;
+    let (mut interrupts, runtime) = flags.start_interruptible()?;
     let settings = SessionSettings {
         max_in_flight: options.max_in_flight,
         max_finished_tasks: flags.max_finished_tasks,

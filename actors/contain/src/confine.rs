@@ -5,7 +5,7 @@
 //! order — shrinking the bounding set needs a capability, and the filter comes last so nothing of
 //! the setup runs under it); or a launcher the child execs (bubblewrap) confines the program and
 //! needs only the seccomp filter handed over on a descriptor. The parent prepares raw values
-//! ([`Prepared`]); the child applies them with plain syscalls ([`ChildConfinement::apply`]).
+//! (`Prepared`); the child applies them with plain syscalls (`ChildConfinement::apply`).
 
 use std::ffi::CString;
 use std::io;

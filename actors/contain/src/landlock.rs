@@ -2,7 +2,7 @@
 //!
 //! The sandbox executor confines one command, never dsh itself: the ruleset is created here, in the
 //! unconfined parent, and its descriptor is handed to [`crate::spawn()`] through
-//! [`crate::Program::with_landlock`]. The child — a `clone3` child that runs only plain syscalls
+//! [`crate::Program::with_confinement`] (see [`crate::confine`]). The child — a `clone3` child that runs only plain syscalls
 //! between clone and exec — calls `prctl(PR_SET_NO_NEW_PRIVS)` and `landlock_restrict_self(fd)` as
 //! its last steps before `execve` (after the v1 cgroup joins, which write to cgroup files). The
 //! domain belongs to the child task alone: dsh stays unconfined, and every descendant of the command

@@ -28,7 +28,7 @@
 //!
 //! The program is built once in the parent (with `seccompiler`, rust-vmm's filter compiler) and
 //! installed by the spawned child with one `seccomp(SECCOMP_SET_MODE_FILTER)` call after
-//! `no_new_privs` ([`install`], no allocation); bubblewrap reads the same program from a sealed
+//! `no_new_privs` (`install`, no allocation); bubblewrap reads the same program from a sealed
 //! memfd (`--seccomp FD`, [`Filter::launcher_fd`]).
 
 use std::collections::BTreeMap;

@@ -13,6 +13,11 @@ fn terminal(h: &Harness, cmd: &str) -> ProcessSpawnSpec {
     spec
 }
 
+/// Spawns `cmd` on a terminal.
+async fn spawn_terminal(h: &Harness, cmd: &str) -> SpawnedProcess {
+    h.spawn(terminal(h, cmd)).await.unwrap()
+}
+
 fn bytes(text: &str) -> Vec<InputItem> {
     vec![InputItem::Bytes(text.as_bytes().to_vec())]
 }
@@ -24,10 +29,7 @@ async fn waiting(output: &SharedOutput) -> InputState {
 #[actix_rt::test]
 async fn a_terminal_prompt_is_seen_waiting_and_answered() {
     let h = Harness::new();
-    let spawned = h
-        .spawn(terminal(&h, "read -p 'name? ' x; echo got $x"))
-        .await
-        .unwrap();
+    let spawned = spawn_terminal(&h, "read -p 'name? ' x; echo got $x").await;
     assert_eq!(waiting(&spawned.output).await, InputState::Waiting);
     assert_eq!(
         spawned.output.live(),
@@ -46,10 +48,7 @@ async fn a_terminal_prompt_is_seen_waiting_and_answered() {
 #[actix_rt::test]
 async fn a_hidden_prompt_is_reported_hidden() {
     let h = Harness::new();
-    let spawned = h
-        .spawn(terminal(&h, "read -s -p 'pw? ' x; echo; echo len ${#x}"))
-        .await
-        .unwrap();
+    let spawned = spawn_terminal(&h, "read -s -p 'pw? ' x; echo; echo len ${#x}").await;
     assert_eq!(waiting(&spawned.output).await, InputState::WaitingHidden);
     spawned.output.write(bytes("secret\r")).unwrap();
     let out = within(SOON, spawned.output.settled()).await.unwrap();
@@ -96,10 +95,7 @@ async fn an_open_stdin_is_seen_waiting_and_closed_with_end_of_input() {
 async fn ctrl_c_on_a_terminal_interrupts_the_foreground_program() {
     let h = Harness::new();
     let marker = "dsh-i22-ctrlc-4471";
-    let spawned = h
-        .spawn(terminal(&h, &format!("exec -a {marker} sleep 300")))
-        .await
-        .unwrap();
+    let spawned = spawn_terminal(&h, &format!("exec -a {marker} sleep 300")).await;
     within(SOON, async {
         while live_with_cmdline(marker).is_empty() {
             tokio::time::sleep(Duration::from_millis(10)).await;
@@ -116,13 +112,11 @@ async fn ctrl_c_on_a_terminal_interrupts_the_foreground_program() {
 #[actix_rt::test]
 async fn a_sleeping_or_computing_command_is_never_waiting() {
     let h = Harness::new();
-    let spawned = h
-        .spawn(terminal(
-            &h,
-            "sleep 0.5; i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done; echo end",
-        ))
-        .await
-        .unwrap();
+    let spawned = spawn_terminal(
+        &h,
+        "sleep 0.5; i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done; echo end",
+    )
+    .await;
     let mut states = spawned.output.input().unwrap().subscribe();
     let out = within(SOON, spawned.output.settled()).await.unwrap();
     assert_eq!(out.stdout.text, "end\n");
@@ -162,13 +156,7 @@ async fn more_than_the_queue_holds_is_refused() {
 #[actix_rt::test]
 async fn a_terminal_that_slept_while_waiting_wakes_up_as_it_was() {
     let h = Harness::new();
-    let spawned = h
-        .spawn(terminal(
-            &h,
-            "echo first line; read -p 'again? ' x; echo got $x",
-        ))
-        .await
-        .unwrap();
+    let spawned = spawn_terminal(&h, "echo first line; read -p 'again? ' x; echo got $x").await;
     assert_eq!(waiting(&spawned.output).await, InputState::Waiting);
     // Time itself is the condition here: the driver puts a terminal that waited quietly for
     // HIBERNATE_AFTER to sleep on one of its next checks (every 500 ms while waiting).
@@ -183,8 +171,8 @@ async fn a_terminal_that_slept_while_waiting_wakes_up_as_it_was() {
 #[actix_rt::test]
 async fn terminals_beyond_the_cap_are_refused_until_one_ends() {
     let h = Harness::with_max_terminals(2);
-    let first = h.spawn(terminal(&h, "read x")).await.unwrap();
-    let second = h.spawn(terminal(&h, "read x")).await.unwrap();
+    let first = spawn_terminal(&h, "read x").await;
+    let second = spawn_terminal(&h, "read x").await;
     let err = h.spawn(terminal(&h, "read x")).await.unwrap_err();
     assert_eq!(
         err.to_string(),
@@ -214,7 +202,7 @@ async fn terminals_beyond_the_cap_are_refused_until_one_ends() {
 #[actix_rt::test]
 async fn the_manager_takes_writes_by_process_id() {
     let h = Harness::new();
-    let spawned = h.spawn(terminal(&h, "read x; echo got $x")).await.unwrap();
+    let spawned = spawn_terminal(&h, "read x; echo got $x").await;
     assert_eq!(waiting(&spawned.output).await, InputState::Waiting);
     let write = |items| {
         h.manager.send(Write {

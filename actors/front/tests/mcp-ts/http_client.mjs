@@ -25,7 +25,7 @@ async function main() {
   const tools = await first.client.listTools();
   assert.deepEqual(
     tools.tools.map((t) => t.name),
-    ["bash", "bash_output", "bash_kill"],
+    ["bash", "bash_output", "bash_write", "bash_kill"],
   );
   checks.push("list");
   const echo = await first.client.callTool({

@@ -30,7 +30,7 @@ async def main(url, token, identity, mode, root):
     transport = streamable_http_client(url, http_client=http)
     async with Client(transport, mode=mode, list_roots_callback=list_roots) as client:
         tools = await client.list_tools()
-        assert [t.name for t in tools.tools] == ["bash", "bash_output", "bash_kill"], tools
+        assert [t.name for t in tools.tools] == ["bash", "bash_output", "bash_write", "bash_kill"], tools
         checks.append("list")
 
         result = await client.call_tool(

@@ -169,15 +169,22 @@ fn a_network_address_without_tokens_is_refused_at_startup() {
     );
 }
 
+/// Alice and Bob each start a long-running task on its own connection (markers `TAG-a` and
+/// `TAG-b`); returns the markers once both run.
+fn a_task_each(server: &Server, tag: &str) -> (String, String) {
+    let (a, b) = (marker(&format!("{tag}-a")), marker(&format!("{tag}-b")));
+    McpSession::open(server, "alice-token").background(&long_running(&a));
+    McpSession::open(server, "bob-token").background(&long_running(&b));
+    assert!(wait_until(SOON, || live_with_cmdline(&a).len() == 1
+        && live_with_cmdline(&b).len() == 1));
+    (a, b)
+}
+
 #[test]
 fn sigterm_kills_every_identitys_tasks() {
     let dir = tempfile::tempdir().unwrap();
     let mut server = two_identities(&dir, &[]);
-    let (a, b) = (marker("term-a"), marker("term-b"));
-    McpSession::open(&server, "alice-token").background(&long_running(&a));
-    McpSession::open(&server, "bob-token").background(&long_running(&b));
-    assert!(wait_until(SOON, || live_with_cmdline(&a).len() == 1
-        && live_with_cmdline(&b).len() == 1));
+    let (a, b) = a_task_each(&server, "term");
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(server.child.id() as i32),
         nix::sys::signal::Signal::SIGTERM,
@@ -381,11 +388,7 @@ fn per_session_limits_count_per_identity() {
 fn sigkill_of_the_server_leaves_the_watchdog_to_kill_every_identitys_tasks() {
     let dir = tempfile::tempdir().unwrap();
     let mut server = two_identities(&dir, &[]);
-    let (a, b) = (marker("kill-a"), marker("kill-b"));
-    McpSession::open(&server, "alice-token").background(&long_running(&a));
-    McpSession::open(&server, "bob-token").background(&long_running(&b));
-    assert!(wait_until(SOON, || live_with_cmdline(&a).len() == 1
-        && live_with_cmdline(&b).len() == 1));
+    let (a, b) = a_task_each(&server, "kill");
     server.child.kill().unwrap();
     server.child.wait().unwrap();
     assert!(wait_until(SOON, || live_with_cmdline(&a).is_empty()

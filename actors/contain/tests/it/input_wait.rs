@@ -21,6 +21,15 @@ fn answer(s: &mut Session, line: &str, reply: &str) {
     s.read_until(reply);
 }
 
+/// A REPL waits for input, computes `line` (which prints 42), and waits again.
+fn waits_computes_42_and_waits_again(s: &mut Session, line: &[u8]) {
+    s.wait_verdict(waiting);
+    s.output.clear();
+    s.write(line);
+    s.read_until("42");
+    s.wait_verdict(waiting);
+}
+
 fn hidden(v: Verdict) -> bool {
     v == Verdict::WaitingHidden
 }
@@ -87,21 +96,13 @@ fn node_repl_waits_in_epoll() {
     }
     let mut s = tty(&["node"]);
     s.read_until("> ");
-    s.wait_verdict(waiting);
-    s.output.clear();
-    s.write(b"6*7\r");
-    s.read_until("42");
-    s.wait_verdict(waiting);
+    waits_computes_42_and_waits_again(&mut s, b"6*7\r");
 }
 
 #[test]
 fn interactive_bash_waits() {
     let mut s = tty(&["bash", "--norc", "--noprofile", "-i"]);
-    s.wait_verdict(waiting);
-    s.output.clear();
-    s.write(b"echo $((6*7))\r");
-    s.read_until("42");
-    s.wait_verdict(waiting);
+    waits_computes_42_and_waits_again(&mut s, b"echo $((6*7))\r");
 }
 
 #[test]

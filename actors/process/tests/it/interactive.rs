@@ -18,6 +18,13 @@ async fn spawn_terminal(h: &Harness, cmd: &str) -> SpawnedProcess {
     h.spawn(terminal(h, cmd)).await.unwrap()
 }
 
+/// Spawns `cmd` with an open stdin.
+async fn spawn_open(h: &Harness, cmd: &str) -> SpawnedProcess {
+    let mut spec = h.spec(cmd);
+    spec.input = InputMode::Open;
+    h.spawn(spec).await.unwrap()
+}
+
 fn bytes(text: &str) -> Vec<InputItem> {
     vec![InputItem::Bytes(text.as_bytes().to_vec())]
 }
@@ -60,9 +67,7 @@ async fn a_hidden_prompt_is_reported_hidden() {
 #[actix_rt::test]
 async fn an_open_stdin_is_seen_waiting_and_closed_with_end_of_input() {
     let h = Harness::new();
-    let mut spec = h.spec("python3 -c 'print(\"in:\", input())' && cat; echo done");
-    spec.input = InputMode::Open;
-    let spawned = h.spawn(spec).await.unwrap();
+    let spawned = spawn_open(&h, "python3 -c 'print(\"in:\", input())' && cat; echo done").await;
     assert_eq!(waiting(&spawned.output).await, InputState::Waiting);
     spawned.output.write(bytes("hello\n")).unwrap();
     within(SOON, async {
@@ -135,9 +140,7 @@ async fn a_process_without_input_refuses_writes() {
 #[actix_rt::test]
 async fn more_than_the_queue_holds_is_refused() {
     let h = Harness::new();
-    let mut spec = h.spec("sleep 300");
-    spec.input = InputMode::Open;
-    let spawned = h.spawn(spec).await.unwrap();
+    let spawned = spawn_open(&h, "sleep 300").await;
     // The pipe takes 64 KiB and the queue 64 KiB; nobody reads.
     let chunk = vec![InputItem::Bytes(vec![b'x'; 16 * 1024])];
     let mut refused = None;

@@ -29,6 +29,12 @@ fn long_running(marker: &str) -> String {
     format!("sleep 300; echo {marker}")
 }
 
+/// The status of a GET of the server's /healthz.
+fn healthz(server: &Server) -> u16 {
+    let health = ureq::get(format!("{}/healthz", server.base)).call();
+    health.unwrap().status().as_u16()
+}
+
 fn two_identities(dir: &tempfile::TempDir, extra: &[&str]) -> Server {
     let tokens = Server::tokens(dir, &[("alice", "alice-token"), ("bob", "bob-token")]);
     let mut args = vec!["--auth-tokens", tokens.as_str()];
@@ -40,10 +46,7 @@ fn two_identities(dir: &tempfile::TempDir, extra: &[&str]) -> Server {
 fn a_tool_round_trip_with_a_token_and_401_without_one() {
     let dir = tempfile::tempdir().unwrap();
     let server = two_identities(&dir, &[]);
-    let health = ureq::get(format!("{}/healthz", server.base))
-        .call()
-        .unwrap();
-    assert_eq!(health.status(), 200);
+    assert_eq!(healthz(&server), 200);
     let mut alice = McpSession::open(&server, "alice-token");
     let text = alice.text(
         "bash",
@@ -211,10 +214,7 @@ fn headers_sent_a_byte_at_a_time_time_out_and_the_server_serves_others() {
     let address = server.base.trim_start_matches("http://").to_owned();
     let mut slow = TcpStream::connect(&address).unwrap();
     slow.write_all(b"GET /heal").unwrap();
-    let health = ureq::get(format!("{}/healthz", server.base))
-        .call()
-        .unwrap();
-    assert_eq!(health.status(), 200, "others are served meanwhile");
+    assert_eq!(healthz(&server), 200, "others are served meanwhile");
     let answered = read_to_close(&mut slow);
     assert!(!answered.contains("200 OK"), "{answered}");
 }
@@ -225,10 +225,7 @@ fn past_max_connections_a_client_waits_until_one_closes() {
     let address = server.base.trim_start_matches("http://").to_owned();
     let mut idle = TcpStream::connect(&address).unwrap();
     idle.write_all(b"G").unwrap();
-    let health = ureq::get(format!("{}/healthz", server.base))
-        .call()
-        .unwrap();
-    assert_eq!(health.status(), 200);
+    assert_eq!(healthz(&server), 200);
     // The one connection allowed was the idle one: the request above was served only after the
     // server closed it.
     idle.set_read_timeout(Some(Duration::from_millis(1)))

@@ -227,16 +227,9 @@ impl Server {
 
     /// Runs an admitted call; its reply is queued when it ends.
     fn start(&mut self, admitted: Admitted) {
-        let Admitted {
-            id,
-            key,
-            session,
-            tool,
-            arguments,
-            cancel,
-        } = admitted;
-        let mut call = ToolCall::new(tool, arguments)
-            .with_cancel(cancel)
+        let (id, key, session) = (admitted.id, admitted.key, admitted.session);
+        let mut call = ToolCall::new(admitted.tool, admitted.arguments)
+            .with_cancel(admitted.cancel)
             .with_approver(self.approver.clone().recipient());
         if let Some(id) = &id {
             call = call.with_id(id.get());

@@ -2,13 +2,19 @@
 //! `bash`, `bash_output` and `bash_kill`, `write.rs` for `bash_write`): a closed mailbox names the
 //! actor that is gone, and a read renders the same way whichever tool made it.
 
-use actix::MailboxError;
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::{Addr, MailboxError};
+use dsh_bash::AbortSignal;
+use dsh_tasks::{ReadTask, TaskRegistry, WaitOutcome, WaitTask};
 
 use crate::call::ToolResult;
 use crate::error::ToolError;
 use crate::outcome::{Read, ToolOutcome};
 use crate::render::render_read_input;
 use crate::task_id::TaskId;
+use crate::until::UntilPattern;
 
 /// A reply from another actor: a closed mailbox says which actor is gone; an error keeps its own
 /// type.
@@ -37,4 +43,37 @@ pub(crate) fn read_result(
     let text = render_read_input(&reply.output, status, input, escalation_offered);
     let read = Read::new(task_id, &reply.output, status).with_input(input);
     ToolResult::done(text, ToolOutcome::Read(read))
+}
+
+/// The end of `bash_output` and `bash_write` (named by `tool` in the log): with `wait`, wait for
+/// the task to wait for input, end, or match `until` (at most the timeout; `cancel` aborts it),
+/// then read the task as `caller`.
+pub(crate) async fn wait_then_read(
+    registry: &Addr<TaskRegistry>,
+    escalation_offered: bool,
+    task_id: TaskId,
+    caller: Option<String>,
+    wait: Option<(Duration, Option<UntilPattern>)>,
+    cancel: Option<AbortSignal>,
+    tool: &str,
+) -> Result<ToolResult, ToolError> {
+    if let Some((timeout, until)) = wait {
+        let wait = WaitTask {
+            id: task_id.to_string(),
+            caller: caller.clone(),
+            timeout,
+            until: until.map(|until| Arc::new(until) as Arc<dyn dsh_tasks::OutputCondition>),
+            // A task that waits for input will not finish without it: say so at once.
+            for_input: true,
+            cancel: Box::pin(async move { dsh_bash::wait_abort(cancel.as_ref()).await }),
+        };
+        let outcome = flatten(registry.send(wait).await, REGISTRY)?;
+        tracing::debug!(task = %task_id, ?outcome, "{tool} wait ended");
+        if outcome == WaitOutcome::Aborted {
+            return Err(ToolError::WaitAborted);
+        }
+    }
+    let id = task_id.to_string();
+    let reply = flatten(registry.send(ReadTask { id, caller }).await, REGISTRY)?;
+    Ok(read_result(task_id, &reply, escalation_offered))
 }

@@ -6,7 +6,6 @@
 //! (bad arguments, spawn errors, aborts, unknown or foreign tasks) are errors, rendered `Error: <message>`.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
@@ -14,10 +13,7 @@ use dsh_bash::{
     AbortSignal, BashExecRequest, InputMode, MoveReason, OutputPeek, Run, RunEnding, SandboxPolicy,
     SandboxPolicyResolver, Start, TerminalSize,
 };
-use dsh_tasks::{
-    KillTask, ReadTask, Register, Subscribe, TaskDone, TaskKillOutcome, TaskRegistry, WaitOutcome,
-    WaitTask,
-};
+use dsh_tasks::{KillTask, Register, Subscribe, TaskDone, TaskKillOutcome, TaskRegistry};
 
 use crate::args::{BashArgs, CommandInput, ReadArgs, duration_ms};
 use crate::call::{ToolCall, ToolResult};
@@ -31,7 +27,7 @@ use crate::outcome::{Ending, KillResult, Ran, ToolOutcome};
 use crate::render::{
     render_kill, render_moved, render_notice, render_result_with, render_started, render_waiting,
 };
-use crate::reply::{EXECUTOR, REGISTRY, flatten, read_result};
+use crate::reply::{EXECUTOR, REGISTRY, flatten, wait_then_read};
 use crate::request::{Offered, ToolRequest};
 use crate::task_id::TaskId;
 
@@ -257,34 +253,17 @@ async fn bash_output(
         until,
     } = args;
     let caller = call.caller.map(|c| c.session_id);
-    if let Some(timeout) = wait {
-        let cancel = call.cancel.clone();
-        let until = until.map(|until| Arc::new(until) as Arc<dyn dsh_tasks::OutputCondition>);
-        let wait = WaitTask {
-            id: task_id.to_string(),
-            caller: caller.clone(),
-            timeout,
-            until,
-            // A task that waits for input will not finish without it: say so at once.
-            for_input: true,
-            cancel: Box::pin(async move { dsh_bash::wait_abort(cancel.as_ref()).await }),
-        };
-        let outcome = flatten(registry.send(wait).await, REGISTRY)?;
-        tracing::debug!(task = %task_id, ?outcome, "bash_output wait ended");
-        if outcome == WaitOutcome::Aborted {
-            return Err(ToolError::WaitAborted);
-        }
-    }
-    let reply = flatten(
-        registry
-            .send(ReadTask {
-                id: task_id.to_string(),
-                caller,
-            })
-            .await,
-        REGISTRY,
-    )?;
-    Ok(read_result(task_id, &reply, escalation_offered))
+    let wait = wait.map(|timeout| (timeout, until));
+    wait_then_read(
+        registry,
+        escalation_offered,
+        task_id,
+        caller,
+        wait,
+        call.cancel,
+        "bash_output",
+    )
+    .await
 }
 
 async fn bash_kill(

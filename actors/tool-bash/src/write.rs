@@ -7,18 +7,14 @@
 //! the write is sent, so the prompt the write answers is never mistaken for the next one (the
 //! process layer marks the task busy as the write is queued). Input text is never logged.
 
-use std::sync::Arc;
-
 use actix::Addr;
-use dsh_tasks::{
-    ReadTask, TaskInputItem, TaskKey, TaskPipeKey, TaskRegistry, WaitOutcome, WaitTask, WriteTask,
-};
+use dsh_tasks::{TaskInputItem, TaskKey, TaskPipeKey, TaskRegistry, WriteTask};
 
 use crate::args::WriteArgs;
 use crate::call::{ToolCall, ToolResult};
 use crate::error::ToolError;
 use crate::keys::{Key, PipeInput};
-use crate::reply::{REGISTRY, flatten, read_result};
+use crate::reply::{REGISTRY, flatten, wait_then_read};
 
 /// What one key becomes for the task: its terminal bytes in both cursor modes, and its meaning on
 /// a pipe.
@@ -64,28 +60,14 @@ pub(crate) async fn bash_write(
     };
     flatten(registry.send(write).await, REGISTRY)?;
     tracing::debug!(task = %task_id, "bash_write: input queued");
-    let cancel = call.cancel.clone();
-    let wait = WaitTask {
-        id: task_id.to_string(),
-        caller: caller.clone(),
-        timeout: wait,
-        until: until.map(|until| Arc::new(until) as Arc<dyn dsh_tasks::OutputCondition>),
-        for_input: true,
-        cancel: Box::pin(async move { dsh_bash::wait_abort(cancel.as_ref()).await }),
-    };
-    let outcome = flatten(registry.send(wait).await, REGISTRY)?;
-    tracing::debug!(task = %task_id, ?outcome, "bash_write wait ended");
-    if outcome == WaitOutcome::Aborted {
-        return Err(ToolError::WaitAborted);
-    }
-    let reply = flatten(
-        registry
-            .send(ReadTask {
-                id: task_id.to_string(),
-                caller,
-            })
-            .await,
-        REGISTRY,
-    )?;
-    Ok(read_result(task_id, &reply, escalation_offered))
+    wait_then_read(
+        registry,
+        escalation_offered,
+        task_id,
+        caller,
+        Some((wait, until)),
+        call.cancel,
+        "bash_write",
+    )
+    .await
 }

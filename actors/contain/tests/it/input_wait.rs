@@ -14,6 +14,22 @@ fn waiting(v: Verdict) -> bool {
     v == Verdict::Waiting
 }
 
+/// Once `s` waits for input, writes the line `line` and reads until `reply`.
+fn answer(s: &mut Session, line: &str, reply: &str) {
+    s.wait_verdict(waiting);
+    s.write(format!("{line}\n").as_bytes());
+    s.read_until(reply);
+}
+
+/// A REPL waits for input, computes `line` (which prints 42), and waits again.
+fn waits_computes_42_and_waits_again(s: &mut Session, line: &[u8]) {
+    s.wait_verdict(waiting);
+    s.output.clear();
+    s.write(line);
+    s.read_until("42");
+    s.wait_verdict(waiting);
+}
+
 fn hidden(v: Verdict) -> bool {
     v == Verdict::WaitingHidden
 }
@@ -32,9 +48,7 @@ fn node_required() -> bool {
 fn bash_read_p_waits_then_runs_on() {
     let mut s = tty(&["bash", "-c", "read -p 'name? ' x; echo got=$x; sleep 30"]);
     s.read_until("name? ");
-    s.wait_verdict(waiting);
-    s.write(b"ann\n");
-    s.read_until("got=ann");
+    answer(&mut s, "ann", "got=ann");
     s.wait_verdict(|v| v == Verdict::NotWaiting(Reason::NotReading));
 }
 
@@ -55,9 +69,7 @@ fn bash_read_s_waits_for_hidden_input() {
 fn python_input_waits() {
     let mut s = tty(&["python3", "-c", "x = input('name? '); print('got=' + x)"]);
     s.read_until("name? ");
-    s.wait_verdict(waiting);
-    s.write(b"bob\n");
-    s.read_until("got=bob");
+    answer(&mut s, "bob", "got=bob");
 }
 
 #[test]
@@ -84,21 +96,13 @@ fn node_repl_waits_in_epoll() {
     }
     let mut s = tty(&["node"]);
     s.read_until("> ");
-    s.wait_verdict(waiting);
-    s.output.clear();
-    s.write(b"6*7\r");
-    s.read_until("42");
-    s.wait_verdict(waiting);
+    waits_computes_42_and_waits_again(&mut s, b"6*7\r");
 }
 
 #[test]
 fn interactive_bash_waits() {
     let mut s = tty(&["bash", "--norc", "--noprofile", "-i"]);
-    s.wait_verdict(waiting);
-    s.output.clear();
-    s.write(b"echo $((6*7))\r");
-    s.read_until("42");
-    s.wait_verdict(waiting);
+    waits_computes_42_and_waits_again(&mut s, b"echo $((6*7))\r");
 }
 
 #[test]
@@ -232,20 +236,14 @@ fn a_background_job_reading_the_terminal_while_the_foreground_computes_is_not_wa
 #[test]
 fn a_pipe_reader_waits_and_is_never_hidden() {
     let mut s = Session::pipe(&["bash", "-c", "read -s x; echo got=$x; read y; echo got=$y"]);
-    s.wait_verdict(waiting);
-    s.write(b"one\n");
-    s.read_until("got=one");
-    s.wait_verdict(waiting);
-    s.write(b"two\n");
-    s.read_until("got=two");
+    answer(&mut s, "one", "got=one");
+    answer(&mut s, "two", "got=two");
 }
 
 #[test]
 fn python_input_on_a_pipe_waits() {
     let mut s = Session::pipe(&["python3", "-c", "print('got=' + input())"]);
-    s.wait_verdict(waiting);
-    s.write(b"bob\n");
-    s.read_until("got=bob");
+    answer(&mut s, "bob", "got=bob");
 }
 
 #[test]

@@ -20,6 +20,7 @@ use crate::mcp::input_rounds::{self, Lifecycle, ROOTS};
 use crate::mcp::logging;
 use crate::mcp::roots::apply_workspace;
 use crate::mcp::runs::Run;
+use crate::mcp::tasks::Tasks;
 use crate::mcp::tools::{INSTRUCTIONS, server_info};
 
 /// Where a request's session comes from.
@@ -43,6 +44,13 @@ pub struct DshServer {
     pub tools: Arc<Vec<Tool>>,
     /// Where each request's session comes from.
     pub sessions: Arc<dyn Sessions>,
+}
+
+impl DshServer {
+    /// The MCP tasks of the session the request with this context belongs to.
+    fn tasks(&self, context: &RequestContext<RoleServer>) -> Result<Arc<Tasks>, ErrorData> {
+        Ok(self.sessions.of(&context.extensions)?.session.tasks.clone())
+    }
 }
 
 impl ServerHandler for DshServer {
@@ -88,9 +96,9 @@ impl ServerHandler for DshServer {
         request: GetTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetTaskResult, ErrorData> {
-        let served = self.sessions.of(&context.extensions)?;
-        let tasks = &served.session.tasks;
-        tasks.get(&request.task_id).map_err(invalid_params)
+        self.tasks(&context)?
+            .get(&request.task_id)
+            .map_err(invalid_params)
     }
 
     async fn update_task(
@@ -98,9 +106,7 @@ impl ServerHandler for DshServer {
         request: UpdateTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        let served = self.sessions.of(&context.extensions)?;
-        let tasks = &served.session.tasks;
-        tasks
+        self.tasks(&context)?
             .update(&request.task_id, &request.input_responses)
             .map_err(invalid_params)
     }
@@ -110,9 +116,9 @@ impl ServerHandler for DshServer {
         request: CancelTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        let served = self.sessions.of(&context.extensions)?;
-        let tasks = &served.session.tasks;
-        tasks.cancel(&request.task_id).map_err(invalid_params)
+        self.tasks(&context)?
+            .cancel(&request.task_id)
+            .map_err(invalid_params)
     }
 
     async fn list_tools(

@@ -3,6 +3,16 @@
 
 use std::process::Command;
 
+/// Asserts `text` has a line starting with each of `facts`.
+fn assert_lines(text: &str, facts: &[&str]) {
+    for fact in facts {
+        assert!(
+            text.lines().any(|line| line.starts_with(fact)),
+            "no line for {fact:?} in:\n{text}"
+        );
+    }
+}
+
 #[test]
 fn doctor_reports_every_fact_and_exits_0() {
     let output = Command::new(env!("CARGO_BIN_EXE_dsh"))
@@ -11,37 +21,33 @@ fn doctor_reports_every_fact_and_exits_0() {
         .expect("run dsh doctor");
     assert_eq!(output.status.code(), Some(0));
     let text = String::from_utf8(output.stdout).expect("UTF-8");
-    for fact in [
-        "cgroup v2",
-        "subreaper:",
-        "pidfd:",
-        "watchdog:",
-        "containment auto:",
-        "landlock:",
-        "bubblewrap:",
-        "sandbox:",
-        "sandbox default:",
-        "input detection: yes",
-    ] {
-        assert!(
-            text.lines().any(|line| line.starts_with(fact)),
-            "no line for {fact:?} in:\n{text}"
-        );
-    }
+    assert_lines(
+        &text,
+        &[
+            "cgroup v2",
+            "subreaper:",
+            "pidfd:",
+            "watchdog:",
+            "containment auto:",
+            "landlock:",
+            "bubblewrap:",
+            "sandbox:",
+            "sandbox default:",
+            "input detection: yes",
+        ],
+    );
     // With a backend, doctor says what confines a command besides files (docs/ARCHITECTURE.md,
     // "Sandbox").
     if !text.contains("sandbox: none usable") {
-        for fact in [
-            "sandbox capabilities: none",
-            "sandbox other processes: ",
-            "sandbox abstract unix sockets: ",
-            "sandbox seccomp: refuses changing another process's limits",
-        ] {
-            assert!(
-                text.lines().any(|line| line.starts_with(fact)),
-                "no line for {fact:?} in:\n{text}"
-            );
-        }
+        assert_lines(
+            &text,
+            &[
+                "sandbox capabilities: none",
+                "sandbox other processes: ",
+                "sandbox abstract unix sockets: ",
+                "sandbox seccomp: refuses changing another process's limits",
+            ],
+        );
     }
     let auto = text
         .lines()

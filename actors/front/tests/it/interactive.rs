@@ -12,10 +12,9 @@ use crate::jsonl_server;
 
 use serde_json::json;
 
-#[test]
-fn the_binary_returns_at_a_prompt_and_bash_write_answers_it() {
-    let marker = jsonl_server::unique_marker(2201);
-    let mut server = jsonl_server::Server::start(&[]).unwrap();
+/// Call `fg` runs a `tty: true` prompt that returns as background task bash-1, and call `w`
+/// answers it with `bob` and Enter.
+fn prompt_then_answer(server: &mut jsonl_server::Server) {
     server.call_as(
         "s",
         "fg",
@@ -32,6 +31,13 @@ fn the_binary_returns_at_a_prompt_and_bash_write_answers_it() {
         "bash_write",
         json!({"task_id": "bash-1", "input": "bob", "keys": ["Enter"]}),
     );
+}
+
+#[test]
+fn the_binary_returns_at_a_prompt_and_bash_write_answers_it() {
+    let marker = jsonl_server::unique_marker(2201);
+    let mut server = jsonl_server::Server::start(&[]).unwrap();
+    prompt_then_answer(&mut server);
     let answered = server.text("w");
     assert!(answered.contains("got bob"), "{answered}");
     assert!(
@@ -116,22 +122,7 @@ fn a_terminal_works_under_bubblewrap() {
         }
         Err(said) => panic!("the server refused to start: {said}"),
     };
-    server.call_as(
-        "s",
-        "fg",
-        "bash",
-        jsonl_server::bash("read -p 'name? ' x; echo got $x", json!({"tty": true})),
-    );
-    assert_eq!(
-        server.text("fg"),
-        "name?\n[waiting for input; moved to background task bash-1; answer with bash_write]"
-    );
-    server.call_as(
-        "s",
-        "w",
-        "bash_write",
-        json!({"task_id": "bash-1", "input": "bob", "keys": ["Enter"]}),
-    );
+    prompt_then_answer(&mut server);
     let reply = server.reply("w");
     assert_eq!(
         reply["text"],

@@ -72,6 +72,12 @@ fn marker() -> String {
     format!("dsh-escape-{}", unique_marker(7).replace('.', "-"))
 }
 
+/// A workspace and a marker for a case on `backend`; `None` (the case is skipped) when it is not
+/// usable here.
+fn setup(backend: Backend) -> Option<(tempfile::TempDir, String)> {
+    backend.usable().then(|| (workspace(), marker()))
+}
+
 /// `dsh run --sandbox workspace-write` under `backend` in `ws`, with `extra` flags; what it printed.
 fn run(backend: Backend, ws: &Path, extra: &[&str], command: &str) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_dsh"))
@@ -114,11 +120,9 @@ fn status_value(printed: &str, field: &str) -> u64 {
 }
 
 pub(crate) fn commands_hold_no_capabilities(backend: Backend) {
-    if !backend.usable() {
+    let Some((ws, m)) = setup(backend) else {
         return;
-    }
-    let ws = workspace();
-    let m = marker();
+    };
     let printed = run(
         backend,
         ws.path(),
@@ -138,11 +142,9 @@ pub(crate) fn commands_hold_no_capabilities(backend: Backend) {
 }
 
 pub(crate) fn raw_sockets_mounts_and_namespaces_are_refused(backend: Backend) {
-    if !backend.usable() {
+    let Some((ws, m)) = setup(backend) else {
         return;
-    }
-    let ws = workspace();
-    let m = marker();
+    };
     std::fs::create_dir(ws.path().join("mnt")).unwrap();
     let command = format!(
         "python3 -c 'import socket; socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)' \
@@ -162,11 +164,9 @@ pub(crate) fn raw_sockets_mounts_and_namespaces_are_refused(backend: Backend) {
 }
 
 pub(crate) fn everyday_work_in_the_workspace_still_passes(backend: Backend) {
-    if !backend.usable() {
+    let Some((ws, m)) = setup(backend) else {
         return;
-    }
-    let ws = workspace();
-    let m = marker();
+    };
     // A file the (root) test made with owner-only bits: its owner may still write it.
     let own = ws.path().join("owned.txt");
     std::fs::write(&own, "first\n").unwrap();
@@ -186,11 +186,9 @@ pub(crate) fn everyday_work_in_the_workspace_still_passes(backend: Backend) {
 pub(crate) fn no_process_outside_the_sandbox_shows_its_environment_or_descriptors(
     backend: Backend,
 ) {
-    if !backend.usable() {
+    let Some((ws, m)) = setup(backend) else {
         return;
-    }
-    let ws = workspace();
-    let m = marker();
+    };
     // A credential dsh scrubs from its commands' environment: only its own environ holds it. dsh
     // (the command's parent under Landlock) and the agent (this test) are outside the sandbox;
     // under bubblewrap the parent is bubblewrap's own first process, inside it. What a descriptor
@@ -229,11 +227,9 @@ pub(crate) fn no_process_outside_the_sandbox_shows_its_environment_or_descriptor
 }
 
 pub(crate) fn abstract_sockets_outside_the_sandbox_are_refused(backend: Backend) {
-    if !backend.usable() {
+    let Some((ws, m)) = setup(backend) else {
         return;
-    }
-    let ws = workspace();
-    let m = marker();
+    };
     let name = format!("{m}-socket");
     let listener =
         UnixListener::bind_addr(&SocketAddr::from_abstract_name(name.as_bytes()).unwrap()).unwrap();
@@ -279,11 +275,9 @@ fn limits_and_nice(pid: u32) -> (String, String) {
 }
 
 pub(crate) fn other_processes_limits_and_scheduling_are_refused(backend: Backend) {
-    if !backend.usable() {
+    let Some((ws, m)) = setup(backend) else {
         return;
-    }
-    let ws = workspace();
-    let m = marker();
+    };
     let mut server = Server::start(&[
         "--sandbox",
         "workspace-write",
@@ -330,11 +324,9 @@ pub(crate) fn other_processes_limits_and_scheduling_are_refused(backend: Backend
 }
 
 pub(crate) fn a_command_may_change_its_own_limits_and_niceness(backend: Backend) {
-    if !backend.usable() {
+    let Some((ws, m)) = setup(backend) else {
         return;
-    }
-    let ws = workspace();
-    let m = marker();
+    };
     // "Myself" is pid 0 to the filter: `ulimit`, `nice` and `taskset`/`ionice` of a new command
     // work; naming its own pid (`renice -p $$`) is refused like any other pid (the filter cannot
     // compare with the caller's pid: docs/ARCHITECTURE.md, "Sandbox").
@@ -355,11 +347,9 @@ pub(crate) fn a_command_may_change_its_own_limits_and_niceness(backend: Backend)
 }
 
 pub(crate) fn network_deny_also_stops_udp_and_raw_ip(backend: Backend) {
-    if !backend.usable() {
+    let Some((ws, m)) = setup(backend) else {
         return;
-    }
-    let ws = workspace();
-    let m = marker();
+    };
     let command = format!(
         "python3 -c '
 import socket

@@ -29,6 +29,12 @@ fn long_running(marker: &str) -> String {
     format!("sleep 300; echo {marker}")
 }
 
+/// The status of a GET of the server's /healthz.
+fn healthz(server: &Server) -> u16 {
+    let health = ureq::get(format!("{}/healthz", server.base)).call();
+    health.unwrap().status().as_u16()
+}
+
 fn two_identities(dir: &tempfile::TempDir, extra: &[&str]) -> Server {
     let tokens = Server::tokens(dir, &[("alice", "alice-token"), ("bob", "bob-token")]);
     let mut args = vec!["--auth-tokens", tokens.as_str()];
@@ -40,10 +46,7 @@ fn two_identities(dir: &tempfile::TempDir, extra: &[&str]) -> Server {
 fn a_tool_round_trip_with_a_token_and_401_without_one() {
     let dir = tempfile::tempdir().unwrap();
     let server = two_identities(&dir, &[]);
-    let health = ureq::get(format!("{}/healthz", server.base))
-        .call()
-        .unwrap();
-    assert_eq!(health.status(), 200);
+    assert_eq!(healthz(&server), 200);
     let mut alice = McpSession::open(&server, "alice-token");
     let text = alice.text(
         "bash",
@@ -133,20 +136,16 @@ fn an_evil_origin_and_an_oversized_body_are_refused() {
         "protocolVersion": "2025-11-25", "capabilities": {},
         "clientInfo": {"name": "x", "version": "1"}}})
     .to_string();
-    let evil = post(
-        &server,
-        Some("alice-token"),
-        &[("Origin", "http://evil.example")],
-        &initialize,
-    );
-    assert_eq!(evil.status, 403, "{}", evil.body);
-    let local = post(
-        &server,
-        Some("alice-token"),
-        &[("Origin", "http://localhost:3000")],
-        &initialize,
-    );
-    assert_eq!(local.status, 200, "{}", local.body);
+    // An evil Origin is refused; a local one is served.
+    for (origin, status) in [("http://evil.example", 403), ("http://localhost:3000", 200)] {
+        let reply = post(
+            &server,
+            Some("alice-token"),
+            &[("Origin", origin)],
+            &initialize,
+        );
+        assert_eq!(reply.status, status, "{origin}: {}", reply.body);
+    }
     let padded = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
         "protocolVersion": "2025-11-25", "capabilities": {}, "padding": "x".repeat(8192),
         "clientInfo": {"name": "x", "version": "1"}}})
@@ -169,15 +168,22 @@ fn a_network_address_without_tokens_is_refused_at_startup() {
     );
 }
 
+/// Alice and Bob each start a long-running task on its own connection (markers `TAG-a` and
+/// `TAG-b`); returns the markers once both run.
+fn a_task_each(server: &Server, tag: &str) -> (String, String) {
+    let (a, b) = (marker(&format!("{tag}-a")), marker(&format!("{tag}-b")));
+    McpSession::open(server, "alice-token").background(&long_running(&a));
+    McpSession::open(server, "bob-token").background(&long_running(&b));
+    assert!(wait_until(SOON, || live_with_cmdline(&a).len() == 1
+        && live_with_cmdline(&b).len() == 1));
+    (a, b)
+}
+
 #[test]
 fn sigterm_kills_every_identitys_tasks() {
     let dir = tempfile::tempdir().unwrap();
     let mut server = two_identities(&dir, &[]);
-    let (a, b) = (marker("term-a"), marker("term-b"));
-    McpSession::open(&server, "alice-token").background(&long_running(&a));
-    McpSession::open(&server, "bob-token").background(&long_running(&b));
-    assert!(wait_until(SOON, || live_with_cmdline(&a).len() == 1
-        && live_with_cmdline(&b).len() == 1));
+    let (a, b) = a_task_each(&server, "term");
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(server.child.id() as i32),
         nix::sys::signal::Signal::SIGTERM,
@@ -208,10 +214,7 @@ fn headers_sent_a_byte_at_a_time_time_out_and_the_server_serves_others() {
     let address = server.base.trim_start_matches("http://").to_owned();
     let mut slow = TcpStream::connect(&address).unwrap();
     slow.write_all(b"GET /heal").unwrap();
-    let health = ureq::get(format!("{}/healthz", server.base))
-        .call()
-        .unwrap();
-    assert_eq!(health.status(), 200, "others are served meanwhile");
+    assert_eq!(healthz(&server), 200, "others are served meanwhile");
     let answered = read_to_close(&mut slow);
     assert!(!answered.contains("200 OK"), "{answered}");
 }
@@ -222,10 +225,7 @@ fn past_max_connections_a_client_waits_until_one_closes() {
     let address = server.base.trim_start_matches("http://").to_owned();
     let mut idle = TcpStream::connect(&address).unwrap();
     idle.write_all(b"G").unwrap();
-    let health = ureq::get(format!("{}/healthz", server.base))
-        .call()
-        .unwrap();
-    assert_eq!(health.status(), 200);
+    assert_eq!(healthz(&server), 200);
     // The one connection allowed was the idle one: the request above was served only after the
     // server closed it.
     idle.set_read_timeout(Some(Duration::from_millis(1)))
@@ -381,11 +381,7 @@ fn per_session_limits_count_per_identity() {
 fn sigkill_of_the_server_leaves_the_watchdog_to_kill_every_identitys_tasks() {
     let dir = tempfile::tempdir().unwrap();
     let mut server = two_identities(&dir, &[]);
-    let (a, b) = (marker("kill-a"), marker("kill-b"));
-    McpSession::open(&server, "alice-token").background(&long_running(&a));
-    McpSession::open(&server, "bob-token").background(&long_running(&b));
-    assert!(wait_until(SOON, || live_with_cmdline(&a).len() == 1
-        && live_with_cmdline(&b).len() == 1));
+    let (a, b) = a_task_each(&server, "kill");
     server.child.kill().unwrap();
     server.child.wait().unwrap();
     assert!(wait_until(SOON, || live_with_cmdline(&a).is_empty()

@@ -14,6 +14,21 @@ use crate::mcp_client::python;
 use crate::mcp_ts::node_project;
 use crate::serve_client::{SOON, Server};
 
+/// Runs an SDK client (`what`), asserts it succeeded, and returns the JSON report on its last line.
+fn report_of(client: &mut Command, what: &str) -> Value {
+    let output = client
+        .output()
+        .unwrap_or_else(|e| panic!("run {what}: {e}"));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{what} failed\nstdout:\n{stdout}\nstderr:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_str(stdout.trim().lines().last().unwrap_or(""))
+        .unwrap_or_else(|e| panic!("not a JSON report ({e}): {stdout}"))
+}
+
 #[test]
 fn the_typescript_sdk_round_trips_over_http_with_a_token_and_reconnects() {
     let Some(project) = node_project() else {
@@ -23,22 +38,14 @@ fn the_typescript_sdk_round_trips_over_http_with_a_token_and_reconnects() {
     let tokens = Server::tokens(&dir, &[("alice", "alice-token")]);
     let server = Server::start(&["--auth-tokens", &tokens]);
     let marker = format!("serve-sdk-ts-{}", std::process::id());
-    let output = Command::new("node")
+    let mut client = Command::new("node");
+    client
         .arg(project.join("http_client.mjs"))
         .arg(format!("{}/mcp", server.base))
         .arg("alice-token")
         .arg(&marker)
-        .current_dir(&project)
-        .output()
-        .expect("run node");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "the TypeScript client failed\nstdout:\n{stdout}\nstderr:\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let report: Value = serde_json::from_str(stdout.trim().lines().last().unwrap_or(""))
-        .unwrap_or_else(|e| panic!("not a JSON report ({e}): {stdout}"));
+        .current_dir(&project);
+    let report = report_of(&mut client, "the TypeScript client");
     assert_eq!(
         report["checks"],
         serde_json::json!(["list", "call", "background", "reconnect"])
@@ -69,23 +76,15 @@ fn the_python_sdk_round_trips_over_http_in_both_modes_with_roots() {
     for (identity, mode, version) in modes {
         let root = tempfile::tempdir().unwrap();
         let root = root.path().canonicalize().unwrap();
-        let output = Command::new(python())
+        let mut client = Command::new(python());
+        client
             .arg(&script)
             .arg(format!("{}/mcp", server.base))
             .arg(format!("{identity}-token"))
             .arg(identity)
             .arg(mode)
-            .arg(&root)
-            .output()
-            .expect("run the Python client");
-        let stdout = String::from_utf8_lossy(&output.stdout);
-        assert!(
-            output.status.success(),
-            "the Python client ({mode}) failed\nstdout:\n{stdout}\nstderr:\n{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        let report: Value = serde_json::from_str(stdout.trim().lines().last().unwrap_or(""))
-            .unwrap_or_else(|e| panic!("not a JSON report ({e}): {stdout}"));
+            .arg(&root);
+        let report = report_of(&mut client, &format!("the Python client ({mode})"));
         assert_eq!(report["protocol_version"], version);
         assert_eq!(
             report["checks"],

@@ -13,6 +13,18 @@ fn terminal(h: &Harness, cmd: &str) -> ProcessSpawnSpec {
     spec
 }
 
+/// Spawns `cmd` on a terminal.
+async fn spawn_terminal(h: &Harness, cmd: &str) -> SpawnedProcess {
+    h.spawn(terminal(h, cmd)).await.unwrap()
+}
+
+/// Spawns `cmd` with an open stdin.
+async fn spawn_open(h: &Harness, cmd: &str) -> SpawnedProcess {
+    let mut spec = h.spec(cmd);
+    spec.input = InputMode::Open;
+    h.spawn(spec).await.unwrap()
+}
+
 fn bytes(text: &str) -> Vec<InputItem> {
     vec![InputItem::Bytes(text.as_bytes().to_vec())]
 }
@@ -24,10 +36,7 @@ async fn waiting(output: &SharedOutput) -> InputState {
 #[actix_rt::test]
 async fn a_terminal_prompt_is_seen_waiting_and_answered() {
     let h = Harness::new();
-    let spawned = h
-        .spawn(terminal(&h, "read -p 'name? ' x; echo got $x"))
-        .await
-        .unwrap();
+    let spawned = spawn_terminal(&h, "read -p 'name? ' x; echo got $x").await;
     assert_eq!(waiting(&spawned.output).await, InputState::Waiting);
     assert_eq!(
         spawned.output.live(),
@@ -46,10 +55,7 @@ async fn a_terminal_prompt_is_seen_waiting_and_answered() {
 #[actix_rt::test]
 async fn a_hidden_prompt_is_reported_hidden() {
     let h = Harness::new();
-    let spawned = h
-        .spawn(terminal(&h, "read -s -p 'pw? ' x; echo; echo len ${#x}"))
-        .await
-        .unwrap();
+    let spawned = spawn_terminal(&h, "read -s -p 'pw? ' x; echo; echo len ${#x}").await;
     assert_eq!(waiting(&spawned.output).await, InputState::WaitingHidden);
     spawned.output.write(bytes("secret\r")).unwrap();
     let out = within(SOON, spawned.output.settled()).await.unwrap();
@@ -61,9 +67,7 @@ async fn a_hidden_prompt_is_reported_hidden() {
 #[actix_rt::test]
 async fn an_open_stdin_is_seen_waiting_and_closed_with_end_of_input() {
     let h = Harness::new();
-    let mut spec = h.spec("python3 -c 'print(\"in:\", input())' && cat; echo done");
-    spec.input = InputMode::Open;
-    let spawned = h.spawn(spec).await.unwrap();
+    let spawned = spawn_open(&h, "python3 -c 'print(\"in:\", input())' && cat; echo done").await;
     assert_eq!(waiting(&spawned.output).await, InputState::Waiting);
     spawned.output.write(bytes("hello\n")).unwrap();
     within(SOON, async {
@@ -96,10 +100,7 @@ async fn an_open_stdin_is_seen_waiting_and_closed_with_end_of_input() {
 async fn ctrl_c_on_a_terminal_interrupts_the_foreground_program() {
     let h = Harness::new();
     let marker = "dsh-i22-ctrlc-4471";
-    let spawned = h
-        .spawn(terminal(&h, &format!("exec -a {marker} sleep 300")))
-        .await
-        .unwrap();
+    let spawned = spawn_terminal(&h, &format!("exec -a {marker} sleep 300")).await;
     within(SOON, async {
         while live_with_cmdline(marker).is_empty() {
             tokio::time::sleep(Duration::from_millis(10)).await;
@@ -116,13 +117,11 @@ async fn ctrl_c_on_a_terminal_interrupts_the_foreground_program() {
 #[actix_rt::test]
 async fn a_sleeping_or_computing_command_is_never_waiting() {
     let h = Harness::new();
-    let spawned = h
-        .spawn(terminal(
-            &h,
-            "sleep 0.5; i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done; echo end",
-        ))
-        .await
-        .unwrap();
+    let spawned = spawn_terminal(
+        &h,
+        "sleep 0.5; i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done; echo end",
+    )
+    .await;
     let mut states = spawned.output.input().unwrap().subscribe();
     let out = within(SOON, spawned.output.settled()).await.unwrap();
     assert_eq!(out.stdout.text, "end\n");
@@ -141,9 +140,7 @@ async fn a_process_without_input_refuses_writes() {
 #[actix_rt::test]
 async fn more_than_the_queue_holds_is_refused() {
     let h = Harness::new();
-    let mut spec = h.spec("sleep 300");
-    spec.input = InputMode::Open;
-    let spawned = h.spawn(spec).await.unwrap();
+    let spawned = spawn_open(&h, "sleep 300").await;
     // The pipe takes 64 KiB and the queue 64 KiB; nobody reads.
     let chunk = vec![InputItem::Bytes(vec![b'x'; 16 * 1024])];
     let mut refused = None;
@@ -162,13 +159,7 @@ async fn more_than_the_queue_holds_is_refused() {
 #[actix_rt::test]
 async fn a_terminal_that_slept_while_waiting_wakes_up_as_it_was() {
     let h = Harness::new();
-    let spawned = h
-        .spawn(terminal(
-            &h,
-            "echo first line; read -p 'again? ' x; echo got $x",
-        ))
-        .await
-        .unwrap();
+    let spawned = spawn_terminal(&h, "echo first line; read -p 'again? ' x; echo got $x").await;
     assert_eq!(waiting(&spawned.output).await, InputState::Waiting);
     // Time itself is the condition here: the driver puts a terminal that waited quietly for
     // HIBERNATE_AFTER to sleep on one of its next checks (every 500 ms while waiting).
@@ -183,8 +174,8 @@ async fn a_terminal_that_slept_while_waiting_wakes_up_as_it_was() {
 #[actix_rt::test]
 async fn terminals_beyond_the_cap_are_refused_until_one_ends() {
     let h = Harness::with_max_terminals(2);
-    let first = h.spawn(terminal(&h, "read x")).await.unwrap();
-    let second = h.spawn(terminal(&h, "read x")).await.unwrap();
+    let first = spawn_terminal(&h, "read x").await;
+    let second = spawn_terminal(&h, "read x").await;
     let err = h.spawn(terminal(&h, "read x")).await.unwrap_err();
     assert_eq!(
         err.to_string(),
@@ -214,7 +205,7 @@ async fn terminals_beyond_the_cap_are_refused_until_one_ends() {
 #[actix_rt::test]
 async fn the_manager_takes_writes_by_process_id() {
     let h = Harness::new();
-    let spawned = h.spawn(terminal(&h, "read x; echo got $x")).await.unwrap();
+    let spawned = spawn_terminal(&h, "read x; echo got $x").await;
     assert_eq!(waiting(&spawned.output).await, InputState::Waiting);
     let write = |items| {
         h.manager.send(Write {

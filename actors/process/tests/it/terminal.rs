@@ -164,26 +164,34 @@ fn top_reads_as_its_current_screen() {
     run.read_to_end();
 }
 
+/// Runs `argv` on a terminal to its end and asserts its text reads as `expected`.
+fn assert_reads_as(argv: &[&str], expected: &str) {
+    let mut run = Run::start(argv);
+    assert_eq!(run.read_to_end(), expected);
+}
+
 #[test]
 fn a_progress_bar_reads_as_its_final_state() {
-    let mut run = Run::start(&[
-        "python3",
-        "-c",
-        "import sys\nfor i in range(101):\n    sys.stdout.write('\\rdownloading %3d%%' % i); sys.stdout.flush()\nprint('\\ndone')",
-    ]);
-    let text = run.read_to_end();
-    assert_eq!(text, "downloading 100%\ndone\n");
+    assert_reads_as(
+        &[
+            "python3",
+            "-c",
+            "import sys\nfor i in range(101):\n    sys.stdout.write('\\rdownloading %3d%%' % i); sys.stdout.flush()\nprint('\\ndone')",
+        ],
+        "downloading 100%\ndone\n",
+    );
 }
 
 #[test]
 fn colours_from_a_real_program_are_stripped() {
-    let mut run = Run::start(&[
-        "sh",
-        "-c",
-        "printf '\\033[1;31merror:\\033[0m bad\\n'; ls --color=always -d /",
-    ]);
-    let text = run.read_to_end();
-    assert_eq!(text, "error: bad\n/\n");
+    assert_reads_as(
+        &[
+            "sh",
+            "-c",
+            "printf '\\033[1;31merror:\\033[0m bad\\n'; ls --color=always -d /",
+        ],
+        "error: bad\n/\n",
+    );
 }
 
 #[test]

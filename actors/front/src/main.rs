@@ -2,7 +2,7 @@
 //!
 //! - `dsh run [flags] -- COMMAND…` runs one foreground `bash` call and prints what a model would see
 //!   (exit 0 for a result, 1 for an error result, 2 for bad usage);
-//! - `dsh mcp` serves the three tools over the Model Context Protocol on stdio;
+//! - `dsh mcp` serves the four tools over the Model Context Protocol on stdio;
 //! - `dsh serve` serves them over MCP Streamable HTTP to many clients, one runtime for all;
 //! - `dsh jsonl` serves them as newline-delimited JSON on stdin/stdout;
 //! - `dsh doctor` prints what this host gives dsh (cgroups, subreaper, pidfd, Landlock, bubblewrap);
@@ -62,7 +62,7 @@ enum Mode {
         )]
         command: Vec<String>,
     },
-    /// Serve `bash`, `bash_output` and `bash_kill` over MCP on stdio (one connection = one agent session).
+    /// Serve `bash`, `bash_output`, `bash_write` and `bash_kill` over MCP on stdio (one connection = one agent session).
     Mcp {
         #[command(flatten)]
         flags: RuntimeFlags,

@@ -1,4 +1,4 @@
-//! `dsh mcp`: the three tools over the Model Context Protocol on stdio.
+//! `dsh mcp`: the four tools over the Model Context Protocol on stdio.
 //!
 //! One connection is one agent session with its own id, so `DSH_SESSION_ID` and task ownership work.
 //! Completion notices for the session are appended as an extra text block to its next tool result and

@@ -1,4 +1,4 @@
-//! dsh-tool-bash: the model-facing tools `bash`, `bash_output` and `bash_kill`.
+//! dsh-tool-bash: the model-facing tools `bash`, `bash_output`, `bash_write` and `bash_kill`.
 //!
 //! Pure schema, validation and text shaping over the executor seam and the task registry: every
 //! process concern lives behind them, so a sandboxed or remote executor changes nothing the model sees.

@@ -37,7 +37,7 @@ impl Sessions for Foreground {
     }
 }
 
-/// The three tools over MCP, for the sessions `sessions` names.
+/// The four tools over MCP, for the sessions `sessions` names.
 #[derive(Clone)]
 pub struct DshServer {
     /// The tools offered.

@@ -265,25 +265,9 @@ pub fn parse_read_args(arguments: &Value) -> Result<ReadArgs, ToolError> {
         ],
     )?;
     let task_id = parse_task_id(arguments)?;
-    let timeout = match object.get("timeout_ms") {
-        Some(value) => Some(positive_ms(value, "timeout_ms")?),
-        None => None,
-    };
-    let until = match object.get("until").and_then(Value::as_str) {
-        Some(pattern) => Some(
-            UntilPattern::new(pattern, UNTIL_SIZE_LIMIT)
-                .map_err(|err| invalid(format!("invalid until: {err}")))?,
-        ),
-        None => None,
-    };
+    let (timeout, until) = wait_args(object)?;
     let wait = object.get("wait").and_then(Value::as_bool).unwrap_or(false) || until.is_some();
-    // A wait is whole milliseconds, rounded up.
-    let wait = wait.then(|| {
-        timeout
-            .map(|t| Duration::from_millis(duration_ms(t).ceil() as u64))
-            .unwrap_or(DEFAULT_WAIT)
-            .min(MAX_WAIT)
-    });
+    let wait = wait.then(|| wait_bound(timeout, DEFAULT_WAIT));
     Ok(ReadArgs {
         task_id,
         wait,
@@ -329,21 +313,8 @@ pub fn parse_write_args(arguments: &Value) -> Result<WriteArgs, ToolError> {
         .map(|items| items.iter().filter_map(Value::as_str).collect())
         .unwrap_or_default();
     let keys = crate::keys::parse_keys(&names)?;
-    let timeout = match object.get("timeout_ms") {
-        Some(value) => Some(positive_ms(value, "timeout_ms")?),
-        None => None,
-    };
-    let until = match object.get("until").and_then(Value::as_str) {
-        Some(pattern) => Some(
-            UntilPattern::new(pattern, UNTIL_SIZE_LIMIT)
-                .map_err(|err| invalid(format!("invalid until: {err}")))?,
-        ),
-        None => None,
-    };
-    let wait = timeout
-        .map(|t| Duration::from_millis(duration_ms(t).ceil() as u64))
-        .unwrap_or(DEFAULT_WRITE_WAIT)
-        .min(MAX_WAIT);
+    let (timeout, until) = wait_args(object)?;
+    let wait = wait_bound(timeout, DEFAULT_WRITE_WAIT);
     Ok(WriteArgs {
         task_id,
         input: object
@@ -355,6 +326,32 @@ pub fn parse_write_args(arguments: &Value) -> Result<WriteArgs, ToolError> {
         wait,
         until,
     })
+}
+
+/// The optional `timeout_ms` and `until` that `bash_output` and `bash_write` share.
+fn wait_args(
+    object: &serde_json::Map<String, Value>,
+) -> Result<(Option<Duration>, Option<UntilPattern>), ToolError> {
+    let timeout = match object.get("timeout_ms") {
+        Some(value) => Some(positive_ms(value, "timeout_ms")?),
+        None => None,
+    };
+    let until = match object.get("until").and_then(Value::as_str) {
+        Some(pattern) => Some(
+            UntilPattern::new(pattern, UNTIL_SIZE_LIMIT)
+                .map_err(|err| invalid(format!("invalid until: {err}")))?,
+        ),
+        None => None,
+    };
+    Ok((timeout, until))
+}
+
+/// A wait of `timeout` (whole milliseconds, rounded up), else `default`, at most [`MAX_WAIT`].
+fn wait_bound(timeout: Option<Duration>, default: Duration) -> Duration {
+    timeout
+        .map(|t| Duration::from_millis(duration_ms(t).ceil() as u64))
+        .unwrap_or(default)
+        .min(MAX_WAIT)
 }
 
 /// Validates the `task_id` argument of `bash_output` and `bash_kill`.

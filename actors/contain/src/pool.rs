@@ -15,7 +15,7 @@
 //! `CLONE_INTO_CGROUP` at birth, so one recycled killed leaf made every later command of a runtime
 //! die in 0 ms (`actors/front/tests/it/long_day.rs` runs every kind of ending against one
 //! server). The pool checks a leaf in full when it comes back ([`LeafPool::release`]: the leaf's
-//! own record of the kill, the OOM counter, `cgroup.events`, `cgroup.procs`), and when it is
+//! own record of the kill, the OOM counter, `cgroup.events`, the v1 twins' `cgroup.procs`), and when it is
 //! issued again ([`LeafPool::acquire`]) re-reads `cgroup.events`: while parked only an outside
 //! writer can change it, and a process moved in shows there as `populated 1`.
 //! A killed task costs one fresh leaf (BENCHMARKS.md, "Cgroup leaves"). After a kill of the

@@ -5,8 +5,9 @@
 //! process before about 0.12 ms, whether or not that process is still alive; `mkdir` and `rmdir` of
 //! a leaf cost only 25–40 µs each. Creating leaves ahead of time does not help; reusing them does.
 //! So a settled process's leaf, once empty, goes back to a small pool and is handed to the next
-//! process with the same limits. An idle leaf keeps no descriptor open (it is reopened when issued,
-//! a few microseconds), so the runtime's descriptor count does not grow with its peak concurrency.
+//! process with the same limits. The first few idle leaves keep their descriptors open, so the spawn
+//! of the next command opens nothing; the rest keep none (reopened when issued, a few microseconds),
+//! so the runtime's descriptor count does not grow with its peak concurrency (`cgroup/parked.rs`).
 //!
 //! Only a leaf whose command ended by itself is recycled. A leaf whose processes were killed with
 //! `cgroup.kill`, or in which the kernel OOM-killed, is *spent* ([`Spent`]): it is removed once empty
@@ -26,6 +27,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::cgroup::{CgroupTree, Leaf, Limits, ParkedLeaf, Spent};
 use crate::error::{Error, Result};
+
+/// How many parked leaves keep their descriptors open: the v2 directory and its `cgroup.events`,
+/// plus one `cgroup.procs` per v1 twin. A runtime running one command at a time, the common case,
+/// always finds a warm one; the descriptors idle leaves hold stay bounded by this.
+pub const WARM_LEAVES: usize = 8;
 
 /// Emptied leaves waiting for their next process.
 #[derive(Debug)]
@@ -75,7 +81,7 @@ impl LeafPool {
         while let Some(parked) = self.take_parked(limits) {
             let leaf = match parked.unpark() {
                 Ok(leaf) => leaf,
-                // Its directory went (removed from outside): a fresh leaf replaces it.
+                // A cold leaf's directory went (removed from outside): a fresh leaf replaces it.
                 Err(err) => {
                     tracing::debug!(%err, "a parked cgroup leaf could not be reopened");
                     continue;
@@ -97,9 +103,11 @@ impl LeafPool {
 
     fn take_parked(&self, limits: Limits) -> Option<ParkedLeaf> {
         match &mut *self.idle() {
+            // A warm leaf first: it costs the spawn no `open`.
             Idle::Open(idle) => idle
                 .iter()
-                .position(|l| l.limits() == limits)
+                .position(|l| l.is_warm() && l.limits() == limits)
+                .or_else(|| idle.iter().position(|l| l.limits() == limits))
                 .map(|i| idle.swap_remove(i)),
             Idle::Retired => None,
         }
@@ -128,7 +136,8 @@ impl LeafPool {
         if let Idle::Open(shelf) = &mut *idle
             && shelf.len() < self.max_idle
         {
-            shelf.push(leaf.park());
+            let warm = shelf.iter().filter(|l| l.is_warm()).count() < WARM_LEAVES;
+            shelf.push(leaf.park(warm));
             return Ok(Released::Parked);
         }
         drop(idle);

@@ -1,5 +1,8 @@
-//! Emptied leaves parked in the pool without open descriptors, so idle leaves cost the runtime none
-//! (the pool's reason to exist is in `pool.rs`).
+//! Emptied leaves parked in the pool (the pool's reason to exist is in `pool.rs`): the first few
+//! *warm*, with the descriptors a live leaf keeps (its directory for `CLONE_INTO_CGROUP`, its
+//! `cgroup.events`, its v1 twins' `cgroup.procs`), so the next command's spawn opens nothing; the
+//! rest *cold*, as paths alone, so idle leaves beyond the warm few cost the runtime no descriptors
+//! and its descriptor count does not grow with its peak concurrency.
 
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
@@ -11,10 +14,18 @@ use nix::sys::stat::Mode;
 use super::{Leaf, Limits, OomSource, remove_dirs};
 use crate::error::{Error, Result};
 
-/// An emptied leaf waiting in the pool: its directories, without the descriptors a live leaf keeps
-/// open, so idle leaves cost the runtime no descriptors.
+/// An emptied leaf waiting in the pool.
 #[derive(Debug)]
-pub(crate) struct ParkedLeaf {
+pub(crate) enum ParkedLeaf {
+    /// Kept as it was, descriptors open.
+    Warm(Leaf),
+    /// Its directories alone; reopened when issued (a few microseconds).
+    Cold(ColdLeaf),
+}
+
+/// What a cold parked leaf keeps: no descriptors.
+#[derive(Debug)]
+pub(crate) struct ColdLeaf {
     v2: PathBuf,
     v1: Vec<PathBuf>,
     oom: Option<OomSource>,
@@ -24,30 +35,49 @@ pub(crate) struct ParkedLeaf {
 impl ParkedLeaf {
     /// The limits the leaf was created with.
     pub(crate) fn limits(&self) -> Limits {
-        self.limits
+        match self {
+            ParkedLeaf::Warm(leaf) => leaf.limits,
+            ParkedLeaf::Cold(cold) => cold.limits,
+        }
     }
 
-    /// Reopens the descriptors: the leaf as it was parked, for [`Leaf::check_still_idle`] to judge.
+    /// Whether it kept its descriptors.
+    pub(crate) fn is_warm(&self) -> bool {
+        matches!(self, ParkedLeaf::Warm(_))
+    }
+
+    /// The leaf as it was parked (a cold one's descriptors reopened), for
+    /// [`Leaf::check_still_idle`] to judge.
     pub(crate) fn unpark(self) -> Result<Leaf> {
-        Ok(Leaf {
-            v2_dir: open_dir(&self.v2)?,
-            events: std::sync::OnceLock::new(),
-            v1_procs: self
-                .v1
-                .iter()
-                .map(|dir| open_procs(dir))
-                .collect::<Result<_>>()?,
-            v2: self.v2,
-            v1: self.v1,
-            oom: self.oom,
-            limits: self.limits,
-            kill_sent: AtomicBool::new(false),
-        })
+        match self {
+            ParkedLeaf::Warm(leaf) => Ok(leaf),
+            ParkedLeaf::Cold(ColdLeaf {
+                v2,
+                v1,
+                oom,
+                limits,
+            }) => Ok(Leaf {
+                v2_dir: open_dir(&v2)?,
+                events: std::sync::OnceLock::new(),
+                v1_procs: v1
+                    .iter()
+                    .map(|dir| open_procs(dir))
+                    .collect::<Result<_>>()?,
+                v2,
+                v1,
+                oom,
+                limits,
+                kill_sent: AtomicBool::new(false),
+            }),
+        }
     }
 
     /// Removes the directories.
     pub(crate) fn remove(self) -> Result<()> {
-        remove_dirs(self.v1.iter().chain(std::iter::once(&self.v2)))
+        match self {
+            ParkedLeaf::Warm(leaf) => leaf.remove(),
+            ParkedLeaf::Cold(cold) => remove_dirs(cold.v1.iter().chain(std::iter::once(&cold.v2))),
+        }
     }
 }
 
@@ -67,14 +97,17 @@ fn open_procs(dir: &Path) -> Result<OwnedFd> {
 }
 
 impl Leaf {
-    /// Closes its descriptors for a stay in the pool. Only a leaf that passed
-    /// [`Leaf::check_reusable`] is parked, so a parked leaf was never killed.
-    pub(crate) fn park(self) -> ParkedLeaf {
-        ParkedLeaf {
+    /// Parks the leaf: warm (as it is) when `warm`, else cold (its descriptors closed). Only a leaf
+    /// that passed [`Leaf::check_reusable`] is parked, so a parked leaf was never killed.
+    pub(crate) fn park(self, warm: bool) -> ParkedLeaf {
+        if warm {
+            return ParkedLeaf::Warm(self);
+        }
+        ParkedLeaf::Cold(ColdLeaf {
             v2: self.v2,
             v1: self.v1,
             oom: self.oom,
             limits: self.limits,
-        }
+        })
     }
 }

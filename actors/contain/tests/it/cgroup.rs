@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use crate::common::*;
 use dsh_contain::{CgroupTree, Leaf, Limits, Released, Spent};
+use dsh_test_support::own_process;
+use dsh_test_support::procfs::open_fds;
 
 #[tokio::test]
 async fn every_escapee_dies_on_cgroup_kill_and_the_leaf_empties() {
@@ -215,6 +217,45 @@ async fn an_oom_killed_leaf_is_spent_and_its_successor_counts_from_zero() {
 /// The kernel behaviour the pool guards against (issue 19): a process created into a cgroup that
 /// was ever written `cgroup.kill` is SIGKILLed at birth. Twenty rounds of run, kill, release, and
 /// every command after a kill still runs to its own exit, in a leaf that was never killed.
+#[test]
+fn only_the_first_parked_leaves_keep_their_descriptors() {
+    // Counts this process's descriptors: it needs one to itself.
+    own_process!(only_the_first_parked_leaves_keep_their_descriptors);
+    let Some(facts) = cgroup_host() else { return };
+    let tree = CgroupTree::create(&facts, Limits::default()).expect("tree");
+    let pool = dsh_contain::LeafPool::new(64);
+    let warm = dsh_contain::pool::WARM_LEAVES;
+    let before = open_fds("self");
+    let leaves: Vec<Leaf> = (0..warm + 4)
+        .map(|_| pool.acquire(&tree, Limits::default()).expect("leaf"))
+        .collect();
+    let paths: Vec<_> = leaves.iter().map(|l| l.path().to_path_buf()).collect();
+    for leaf in leaves {
+        assert_eq!(pool.release(leaf).expect("release"), Released::Parked);
+    }
+    assert_eq!(pool.idle_count(), warm + 4);
+    // Each warm leaf keeps its directory and its `cgroup.events`; the four cold ones keep none.
+    assert_eq!(
+        open_fds("self"),
+        before + 2 * warm,
+        "descriptors of parked leaves"
+    );
+    // A warm leaf is issued first, and issuing it opens nothing.
+    let leaf = pool.acquire(&tree, Limits::default()).expect("leaf");
+    assert_eq!(open_fds("self"), before + 2 * warm);
+    assert_eq!(pool.release(leaf).expect("release"), Released::Parked);
+    pool.clear().expect("clear");
+    assert_eq!(
+        open_fds("self"),
+        before,
+        "cleared leaves keep no descriptor"
+    );
+    assert!(
+        paths.iter().all(|p| !p.exists()),
+        "cleared leaves are removed"
+    );
+}
+
 #[tokio::test]
 async fn a_killed_leaf_is_never_issued_again() {
     let Some(facts) = cgroup_host() else { return };

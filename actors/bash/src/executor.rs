@@ -10,13 +10,14 @@ use std::time::Duration;
 use actix::prelude::*;
 use dsh_process::{
     AbortSignal, InputMode, InputState, ProcessManager, ProcessSpawnSpec, QueuedNotice, Release,
-    Spawn, SpawnError, ensure_not_aborted, wait_abort,
+    Spawn, SpawnError, Wait, ensure_not_aborted, wait_abort,
 };
 use tokio::time::{Instant, sleep_until};
 
 use crate::background::BashProcess;
 use crate::config::{BashConfig, OnTimeout};
 use crate::errors::ExecError;
+use crate::leftovers::Leftovers;
 use crate::messages::{BashRunResult, MoveReason, MovedToBackground, Run, RunEnding, Start};
 use crate::request::BashExecSpec;
 use crate::sandbox::WrapFacts;
@@ -209,8 +210,25 @@ pub(crate) async fn run(
             }
         }
     };
+    let Some(mut outcome) = outcome else {
+        manager.do_send(Release { id: spawned.id });
+        return Err(ExecError::ManagerGone);
+    };
+    let left_running = if outcome.left_running.is_empty() {
+        None
+    } else {
+        // The output settles before the manager hears of it and remembers what was left running
+        // (in subreaper mode it first scans `/proc`): wait until it has, so the task's first look
+        // and a prompt `bash_kill` find it.
+        let _ = manager.send(Wait { id: spawned.id }).await;
+        Some(Leftovers::new(
+            manager.clone(),
+            spawned.pid,
+            std::mem::take(&mut outcome.left_running),
+            Duration::from_millis(config.grace_ms),
+        ))
+    };
     manager.do_send(Release { id: spawned.id });
-    let outcome = outcome.ok_or(ExecError::ManagerGone)?;
     Ok(BashRunResult {
         ending,
         exit_code: outcome.exit_code,
@@ -220,6 +238,7 @@ pub(crate) async fn run(
         stderr: outcome.stderr,
         oom_killed: outcome.oom_killed,
         sandbox: None,
+        left_running,
     })
 }
 
@@ -234,6 +253,7 @@ fn moved_result(moved: MovedToBackground, timeout_ms: u64) -> BashRunResult {
         stderr: Default::default(),
         oom_killed: false,
         sandbox: None,
+        left_running: None,
     }
 }
 

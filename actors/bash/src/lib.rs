@@ -10,6 +10,7 @@ mod background;
 mod config;
 mod errors;
 mod executor;
+mod leftovers;
 mod messages;
 mod peek;
 mod request;
@@ -24,6 +25,7 @@ pub use config::{
 };
 pub use errors::ExecError;
 pub use executor::{LocalBashExecutor, TERMINAL_ENV};
+pub use leftovers::{Leftovers, describe as describe_left_running};
 pub use messages::{BashRunResult, MoveReason, MovedToBackground, Run, RunEnding, Start};
 pub use peek::{OutputPeek, PeekSnapshot};
 pub use request::{BashExecRequest, BashExecSpec};

@@ -40,6 +40,9 @@ pub struct BashRunResult {
     pub oom_killed: bool,
     /// The sandbox facts; `None` from an executor that does not sandbox.
     pub sandbox: Option<dsh_tasks::SandboxFacts>,
+    /// What the command left running (a descendant still held its pipes at the end of the drain
+    /// grace), for the caller to register as a task it can stop.
+    pub left_running: Option<crate::Leftovers>,
 }
 
 /// How a foreground run ended. Exactly one holds; who fired first decides (the timer, the caller's

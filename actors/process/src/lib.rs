@@ -95,10 +95,13 @@ pub use input_driver::{AFTER_WRITE, CHECK_BACKED_OFF, CHECK_EVERY, HIBERNATE_AFT
 pub use lock::lock_unpoisoned;
 pub use manager::ProcessManager;
 pub use messages::{
-    AdmissionCost, Discard, GetAdmissionCost, Kill, KillAllNow, KillOutcome, ManagerStats, Read,
-    Release, Shutdown, Spawn, SpawnedProcess, Stats, Wait, Write,
+    AdmissionCost, Discard, GetAdmissionCost, Kill, KillAllNow, KillLeftovers, KillOutcome,
+    LeftoversAlive, ManagerStats, Read, Release, Shutdown, Spawn, SpawnedProcess, Stats, Wait,
+    Write,
 };
-pub use outcome::{CollectedOutput, ProcessOutcome, ReadResult, Settlement, StreamKind};
+pub use outcome::{
+    CollectedOutput, LeftProcess, ProcessOutcome, ReadResult, Settlement, StreamKind,
+};
 pub use policy::{
     Admission, AdmissionRequest, AdmitAll, Load, MaxConcurrent, MaxPerSession, PolicyStack,
     ProcessPolicy, SettledProcess, StragglerAction,

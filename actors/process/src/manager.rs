@@ -11,6 +11,8 @@ use std::sync::Arc;
 use actix::prelude::*;
 use tokio::sync::oneshot;
 
+use nix::sys::signal::Signal;
+
 use crate::abort::{AbortSignal, wait_abort};
 use crate::child_env::AmbientEnv;
 use crate::config::ManagerConfig;
@@ -19,8 +21,9 @@ use crate::driver::Driver;
 use crate::errors::{ProcessError, SpawnError};
 use crate::ids::ProcessId;
 use crate::messages::{
-    AdmissionCost, Discard, GetAdmissionCost, Kill, KillAllNow, KillOutcome, ManagerStats,
-    ProcessSettled, Read, Release, Shutdown, Spawn, SpawnedProcess, Stats, Wait, WithdrawAbandoned,
+    AdmissionCost, Discard, GetAdmissionCost, Kill, KillAllNow, KillLeftovers, KillOutcome,
+    LeftoversAlive, ManagerStats, ProcessSettled, Read, Release, Shutdown, Spawn, SpawnedProcess,
+    Stats, Wait, WithdrawAbandoned,
 };
 use crate::outcome::{ProcessOutcome, ReadResult};
 use crate::spawn::{Stdin, start_child};
@@ -239,6 +242,28 @@ impl Handler<Kill> for ProcessManager {
 
     fn handle(&mut self, Kill { id }: Kill, _: &mut Self::Context) -> Self::Result {
         self.table.kill(id)
+    }
+}
+
+impl Handler<KillLeftovers> for ProcessManager {
+    type Result = bool;
+
+    fn handle(&mut self, kill: KillLeftovers, ctx: &mut Self::Context) -> bool {
+        let signalled = self.table.signal_straggler(kill.pgid, Signal::SIGTERM);
+        if signalled {
+            ctx.run_later(kill.grace, move |manager, _| {
+                manager.table.signal_straggler(kill.pgid, Signal::SIGKILL);
+            });
+        }
+        signalled
+    }
+}
+
+impl Handler<LeftoversAlive> for ProcessManager {
+    type Result = bool;
+
+    fn handle(&mut self, LeftoversAlive { pgid }: LeftoversAlive, _: &mut Self::Context) -> bool {
+        self.table.straggler_alive(pgid)
     }
 }
 

@@ -74,6 +74,26 @@ pub enum KillOutcome {
     AlreadySettled,
 }
 
+/// Stop what a settled process left running ([`ProcessOutcome::left_running`], remembered under its
+/// leader's pid): SIGTERM now, SIGKILL after `grace` to whatever is still alive then. Answers whether
+/// anything of it was alive to signal.
+#[derive(Message, Debug)]
+#[rtype(result = "bool")]
+pub struct KillLeftovers {
+    /// The settled process's leader pid (its group).
+    pub pgid: i32,
+    /// How long SIGTERM has before SIGKILL.
+    pub grace: std::time::Duration,
+}
+
+/// Whether anything a settled process left running ([`KillLeftovers`]) is still alive.
+#[derive(Message, Debug)]
+#[rtype(result = "bool")]
+pub struct LeftoversAlive {
+    /// The settled process's leader pid (its group).
+    pub pgid: i32,
+}
+
 /// Resolves with the outcome once the process settles (and the manager has recorded it). Code that holds
 /// the [`SpawnedProcess`] can await [`SharedOutput::settled`] instead, which skips this actor's mailbox:
 /// the executor and background tasks do, because under a burst of spawns that mailbox is the slow hop.

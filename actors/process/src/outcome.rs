@@ -78,4 +78,17 @@ pub struct ProcessOutcome {
     pub signals_sent: Vec<Signal>,
     /// The kernel killed a process of it for memory (a `--task-max-memory` limit was hit).
     pub oom_killed: bool,
+    /// At [`Settlement::DrainGrace`]: the processes of it still running (lowest pid first), which the
+    /// manager keeps as a straggler under the leader's pid ([`crate::KillLeftovers`]). Empty
+    /// otherwise.
+    pub left_running: Vec<LeftProcess>,
+}
+
+/// A process a command left running after its leader exited.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LeftProcess {
+    /// Its pid.
+    pub pid: i32,
+    /// Its command line, arguments joined by spaces (empty for a kernel thread or one already gone).
+    pub command: String,
 }

@@ -215,6 +215,7 @@ mod tests {
             settlement: Settlement::Closed,
             signals_sent: Vec::new(),
             oom_killed: false,
+            left_running: Vec::new(),
         };
         // Settling consumes the signal: its end is dropped here.
         output.settle(signal, outcome);

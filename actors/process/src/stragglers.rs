@@ -1,13 +1,88 @@
 //! Processes that outlived their leader ("stragglers"): a descendant held the pipes past the drain
 //! grace, or left the group and kept running. The table remembers their groups and containment
-//! handles; this module kills them.
+//! handles; this module names them for the caller who left them ([`left_running`]), finds the ones
+//! still alive, and kills them.
 
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
 
-use crate::containment::SharedContainment;
-use crate::table::Straggler;
+use crate::containment::{Contained, Containment, SharedContainment};
+use crate::outcome::LeftProcess;
+
+/// A settled process of which something still ran: its group and its containment handle.
+pub(crate) struct Straggler {
+    pub pgid: i32,
+    pub contained: Contained,
+}
+
+/// How many characters of a left process's command line are kept.
+const COMMAND_CHARS: usize = 120;
+
+/// The processes of a settled command that still run, lowest pid first: the cgroup leaf's members
+/// (which include any that left the group), else the group's live members and, in subreaper mode,
+/// every process carrying the task's marker.
+pub(crate) fn left_running(pgid: i32, contained: &Contained) -> Vec<LeftProcess> {
+    let mut pids = match contained {
+        Contained::Leaf(leaf) => leaf.members().unwrap_or_default(),
+        Contained::Group => crate::signal::live_group_members(pgid),
+        Contained::Marker(marker) => {
+            let mut pids = crate::signal::live_group_members(pgid);
+            pids.extend(dsh_contain::subreaper::find_marked(marker));
+            pids
+        }
+    };
+    pids.sort_unstable();
+    pids.dedup();
+    pids.into_iter()
+        .map(|pid| LeftProcess {
+            pid,
+            command: command_line(pid),
+        })
+        .collect()
+}
+
+/// `/proc/<pid>/cmdline` with its arguments joined by spaces, cut to [`COMMAND_CHARS`].
+fn command_line(pid: i32) -> String {
+    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    let text = String::from_utf8_lossy(&raw);
+    let joined = text
+        .split('\0')
+        .filter(|arg| !arg.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ");
+    match joined.char_indices().nth(COMMAND_CHARS) {
+        Some((cut, _)) => format!("{}…", &joined[..cut]),
+        None => joined,
+    }
+}
+
+/// The remembered straggler led by `pgid`, if something of it is still alive (its group has live
+/// members, or its containment holds a process outside the group).
+pub(crate) fn find_alive<'a>(
+    stragglers: &'a [Straggler],
+    containment: &Containment,
+    pgid: i32,
+    group_exists: fn(i32) -> bool,
+) -> Option<&'a Straggler> {
+    stragglers.iter().find(|s| {
+        s.pgid == pgid
+            && (group_exists(pgid) || containment.remains_outside_group(pgid, &s.contained))
+    })
+}
+
+/// Forgets the stragglers of which nothing is alive any more, handing their containment back.
+pub(crate) fn prune(
+    stragglers: &mut Vec<Straggler>,
+    containment: &Containment,
+    group_exists: fn(i32) -> bool,
+) {
+    for gone in stragglers.extract_if(.., |s| {
+        !group_exists(s.pgid) && !containment.remains_outside_group(s.pgid, &s.contained)
+    }) {
+        containment.finish(gone.pgid, gone.contained);
+    }
+}
 
 /// How long shutdown waits for SIGKILLed stragglers to vanish from `/proc`.
 const STRAGGLER_REAP_WAIT: Duration = Duration::from_secs(2);

@@ -42,6 +42,7 @@ use crate::policy::{SettledProcess, StragglerAction};
 use crate::shared_output::SharedOutput;
 use crate::spawn::ProgramCache;
 use crate::spill::SpillDir;
+use crate::stragglers::Straggler;
 
 mod admission;
 mod fair_queue;
@@ -61,12 +62,6 @@ pub(crate) struct AfterSettle {
     /// A straggler group the policy wants killed now (if it still has live members).
     pub kill_straggler: Option<i32>,
     pub pacing: Pacing,
-}
-
-/// A settled process of which something still ran: its group and its containment handle.
-pub(crate) struct Straggler {
-    pub pgid: i32,
-    pub contained: Contained,
 }
 
 /// The answer to a wait.
@@ -260,25 +255,32 @@ impl ProcessTable {
 
     fn remember_straggler(&mut self, straggler: Straggler) {
         if self.stragglers.len() >= STRAGGLER_PRUNE_AT {
-            let exists = self.group_exists;
-            for gone in self.stragglers.extract_if(.., |s| {
-                !exists(s.pgid) && !self.containment.remains_outside_group(s.pgid, &s.contained)
-            }) {
-                self.containment.finish(gone.pgid, gone.contained);
-            }
+            crate::stragglers::prune(&mut self.stragglers, &self.containment, self.group_exists);
         }
         self.stragglers.push(straggler);
     }
 
     /// SIGKILLs everything of the straggler `pgid` now (the policy asked for it).
     pub(crate) fn kill_straggler(&self, pgid: i32) {
-        for straggler in self.stragglers.iter().filter(|s| s.pgid == pgid) {
-            self.containment.signal_straggler(
-                pgid,
-                &straggler.contained,
-                nix::sys::signal::Signal::SIGKILL,
-            );
-        }
+        self.signal_straggler(pgid, nix::sys::signal::Signal::SIGKILL);
+    }
+
+    /// Sends `signal` to what is left of the straggler led by `pgid`; whether one was remembered
+    /// and still had something alive.
+    pub(crate) fn signal_straggler(&self, pgid: i32, signal: nix::sys::signal::Signal) -> bool {
+        let exists = self.group_exists;
+        crate::stragglers::find_alive(&self.stragglers, &self.containment, pgid, exists)
+            .inspect(|s| {
+                self.containment
+                    .signal_straggler(pgid, &s.contained, signal)
+            })
+            .is_some()
+    }
+
+    /// Whether the straggler led by `pgid` is remembered and has something alive.
+    pub(crate) fn straggler_alive(&self, pgid: i32) -> bool {
+        let exists = self.group_exists;
+        crate::stragglers::find_alive(&self.stragglers, &self.containment, pgid, exists).is_some()
     }
 
     pub(crate) fn read(

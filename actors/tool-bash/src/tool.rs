@@ -237,7 +237,28 @@ async fn bash(
             ToolResult::failed(ToolError::CommandAborted).with_outcome(ToolOutcome::Ran(ran))
         );
     }
-    let text = render_result_with(&result, escalation_offered);
+    let mut text = render_result_with(&result, escalation_offered);
+    if let Some(left) = result.left_running.take() {
+        // What still holds the pipes becomes the caller's task: `bash_kill` is how a later call
+        // stops it (docs/CONTRACT.md, "Left running").
+        let line_start = if text.ends_with('\n') { "" } else { "\n" };
+        let processes = dsh_bash::describe_left_running(left.processes());
+        let them = if left.processes().len() == 1 {
+            "it"
+        } else {
+            "them"
+        };
+        let register = Register {
+            kind: "bash".into(),
+            label: format!("left running by: {}", args.command),
+            owner: call.caller,
+            producer: Box::new(left),
+        };
+        let task_id = TaskId::from(flatten(registry.send(register).await, REGISTRY)?);
+        text.push_str(&format!(
+            "{line_start}[left running: {processes}; stop {them} with bash_kill {task_id}]"
+        ));
+    }
     Ok(ToolResult::done(text, ToolOutcome::Ran(ran)))
 }
 

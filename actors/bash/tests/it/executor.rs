@@ -108,6 +108,7 @@ impl Handler<Run> for StubExecutor {
             stderr: CollectedOutput::default(),
             oom_killed: false,
             sandbox: None,
+            left_running: None,
         })
     }
 }

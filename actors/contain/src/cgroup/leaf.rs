@@ -226,7 +226,7 @@ impl Leaf {
     }
 
     /// The pids in the leaf's `cgroup.procs`.
-    fn members(&self) -> Result<Vec<i32>> {
+    pub fn members(&self) -> Result<Vec<i32>> {
         let path = self.v2.join("cgroup.procs");
         let procs = std::fs::read_to_string(&path).map_err(|e| Error::io("read", &path, e))?;
         Ok(procs

@@ -20,6 +20,14 @@ use dsh_test_support::wait::wait_until;
 use jsonl_server::{SOON, Server, bash};
 use serde_json::json;
 
+/// The task id of a reply that is `output` followed by
+/// `[left running: pid <pid> (<command>); stop it with bash_kill <task>]`.
+fn left_running_task(text: &str, output: &str, pid: i32, command: &str) -> Option<String> {
+    let prefix = format!("{output}[left running: pid {pid} ({command}); stop it with bash_kill ");
+    let task = text.strip_prefix(&prefix)?.strip_suffix(']')?;
+    task.starts_with("bash-").then(|| task.to_owned())
+}
+
 /// A plain call's round trip on a healthy server takes milliseconds; this bound only catches a server
 /// that stalls (it is generous for shared, noisy machines).
 const QUICK: Duration = Duration::from_secs(5);
@@ -207,11 +215,66 @@ impl Day {
 
     fn drained_straggler(&mut self) {
         let marker = self.marker();
-        // The sleeper keeps stdout open after the shell exits: the call returns at the drain grace.
+        // The sleeper keeps stdout open after the shell exits: the call returns at the drain grace,
+        // naming it, and it runs on as the caller's task (issue 21).
         let text = self.run(&format!("sleep {marker} & echo started"), json!({}));
-        assert_eq!(text, "started\n");
-        assert_eq!(live_with_cmdline(&marker).len(), 1, "the straggler runs on");
+        let live = live_with_cmdline(&marker);
+        assert_eq!(live.len(), 1, "{}: the straggler runs on", self.mode);
+        let task = left_running_task(&text, "started\n", live[0], &format!("sleep {marker}"))
+            .unwrap_or_else(|| panic!("{}: no left-running line in {text:?}", self.mode));
         self.still_serves("a drained straggler");
+        // A TERM-ignoring one too; `bash_kill` of its task stops it (SIGKILL after the grace).
+        let (command, armed) = self.armed_sleeper();
+        let text = self.run(&format!("({command}) & echo armed"), json!({}));
+        let live = live_with_cmdline(&armed);
+        assert_eq!(
+            live.len(),
+            1,
+            "{}: the TERM-ignoring straggler runs on",
+            self.mode
+        );
+        let shown = format!("{armed} {}", armed.trim_end_matches("-armed"));
+        let armed_task = left_running_task(&text, "armed\n", live[0], &shown)
+            .unwrap_or_else(|| panic!("{}: no left-running line in {text:?}", self.mode));
+        for task in [&task, &armed_task] {
+            let id = self.id("kill");
+            self.server.call(&id, "bash_kill", json!({"task_id": task}));
+            assert_eq!(
+                self.server.text(&id),
+                format!("killed background task {task}")
+            );
+            let end = self.wait_task(task);
+            assert!(
+                end.ends_with("[status: killed]"),
+                "{}: {task}: {end}",
+                self.mode
+            );
+        }
+        for gone in [&marker, &armed] {
+            assert!(
+                wait_until(SOON, || live_with_cmdline(gone).is_empty()),
+                "{}: bash_kill left {gone} running",
+                self.mode
+            );
+        }
+        // One that ends by itself ends its task as completed.
+        let marker = self.marker();
+        let text = self.run(
+            &format!("(exec -a {marker} sleep 1) & echo brief"),
+            json!({}),
+        );
+        let live = live_with_cmdline(&marker);
+        assert_eq!(live.len(), 1, "{}: the brief straggler runs on", self.mode);
+        let shown = format!("{marker} 1");
+        let task = left_running_task(&text, "brief\n", live[0], &shown)
+            .unwrap_or_else(|| panic!("{}: no left-running line in {text:?}", self.mode));
+        let end = self.wait_task(&task);
+        assert!(
+            end.ends_with("[status: completed, exit code: 0]"),
+            "{}: {task}: {end}",
+            self.mode
+        );
+        self.still_serves("stopping what was left running");
     }
 
     /// End of input: the server exits 0 and nothing any call started is left.

@@ -316,6 +316,13 @@ impl Driver {
             stdout.text = String::new();
             stderr.text = String::new();
         }
+        // Who holds the pipes, named for the caller, who may stop them later (`KillLeftovers`).
+        let left_running = match (settlement, &self.guard.contained) {
+            (Settlement::DrainGrace, Some(contained)) => {
+                crate::stragglers::left_running(self.pgid, contained)
+            }
+            _ => Vec::new(),
+        };
         let outcome = ProcessOutcome {
             exit_code,
             signal,
@@ -324,6 +331,7 @@ impl Driver {
             settlement,
             signals_sent: escalation.signals_sent(),
             oom_killed,
+            left_running,
         };
         let contained = self.guard.contained.take().unwrap_or(Contained::Group);
         let contained = self.guard.containment.recycle_if_empty(contained);

@@ -676,6 +676,7 @@ fn foreground(facts: Option<SandboxFacts>) -> BashRunResult {
         },
         oom_killed: false,
         sandbox: facts,
+        left_running: None,
     }
 }
 

@@ -16,6 +16,7 @@ fn base() -> BashRunResult {
         stderr: CollectedOutput::default(),
         oom_killed: false,
         sandbox: None,
+        left_running: None,
     }
 }
 

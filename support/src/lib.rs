@@ -6,6 +6,7 @@
 //! - [`wait`]: event-based waits with generous bounds, never fixed sleeps.
 //! - [`procfs`]: what `/proc` says about a pid.
 //! - [`scratch`]: temp dirs outside `/tmp`, for the sandbox tests.
+//! - [`terminal`]: a program started on a pseudo-terminal by hand, for the pty and emulator tests.
 //! - `actors` (feature `actors`): an agent that records what it is sent, an approver that answers
 //!   every question the same way.
 //! - `runtime` (feature `runtime`): the library's runtime set up for tests, with calls and a
@@ -31,6 +32,7 @@ pub mod procfs;
 #[cfg(feature = "runtime")]
 pub mod runtime;
 pub mod scratch;
+pub mod terminal;
 pub mod wait;
 
 pub use wait::{SOON, within};

@@ -86,6 +86,30 @@ impl TestAgent {
         }
     }
 
+    /// Starts an agent for `session` and a background `command` as it: the agent and the task id.
+    pub async fn with_task(rt: &Runtime, session: &str, command: &str) -> (Self, String) {
+        let agent = Self::new(session);
+        let id = start_bg(rt, Some(&agent.agent), command).await;
+        (agent, id)
+    }
+
+    /// Starts a background `command` as this agent and returns its task id.
+    pub async fn start_bg(&self, rt: &Runtime, command: &str) -> String {
+        start_bg(rt, Some(&self.agent), command).await
+    }
+
+    /// `bash_output` of task `id` as this agent.
+    pub async fn output(&self, rt: &Runtime, id: impl std::fmt::Display) -> ToolResult {
+        let arguments = json!({"task_id": id.to_string()});
+        call_as(rt, &self.agent, "bash_output", arguments).await
+    }
+
+    /// `bash_kill` of task `id` as this agent.
+    pub async fn kill(&self, rt: &Runtime, id: impl std::fmt::Display) -> ToolResult {
+        let arguments = json!({"task_id": id.to_string()});
+        call_as(rt, &self.agent, "bash_kill", arguments).await
+    }
+
     /// The texts of the notices so far.
     pub fn notice_texts(&self) -> Vec<String> {
         self.notices
@@ -166,6 +190,38 @@ pub async fn bash(rt: &Runtime, command: &str) -> ToolResult {
     call(rt, "bash", bash_args(command)).await
 }
 
+/// Runs `command` in the foreground with no agent, with the other `bash` arguments in `extra` (an
+/// object such as `{"workdir": "/tmp"}`).
+pub async fn bash_with(rt: &Runtime, command: &str, extra: Value) -> ToolResult {
+    let mut arguments = bash_args(command);
+    let Value::Object(extra) = extra else {
+        panic!("extra bash arguments must be an object: {extra}")
+    };
+    arguments.as_object_mut().expect("an object").extend(extra);
+    call(rt, "bash", arguments).await
+}
+
+/// Asserts that `result`'s text ends with `tail` (a status line such as
+/// `[status: completed, exit code: 0]`), showing the text if not.
+#[track_caller]
+pub fn assert_ends_with(result: &ToolResult, tail: &str) {
+    assert!(result.text.ends_with(tail), "{}", result.text);
+}
+
+/// Runs `command` in the foreground as agent `session`, in the plain runtime with its dsh home at
+/// `<temp dir>/dsh-home`, and finishes the runtime: the reply's text and that dsh home.
+pub async fn run_in_a_session(session: &str, command: &str) -> (String, std::path::PathBuf) {
+    let root = tempfile::tempdir().unwrap();
+    let home = root.path().join("dsh-home");
+    let (rt, _s) = runtime_with(|b| b.dsh_home(&home));
+    let agent = TestAgent::new(session);
+    let text = call_as(&rt, &agent.agent, "bash", bash_args(command))
+        .await
+        .text;
+    finish(rt).await;
+    (text, home)
+}
+
 /// Starts a background command and returns its task id.
 pub async fn start_bg(rt: &Runtime, agent: Option<&AgentRef>, command: &str) -> String {
     let args = json!({"command": command, "description": "background", "run_in_background": true});
@@ -179,6 +235,20 @@ pub async fn start_bg(rt: &Runtime, agent: Option<&AgentRef>, command: &str) -> 
         .strip_prefix("started background task ")
         .expect("ack")
         .to_owned()
+}
+
+/// The plain setup with a background `command` started in it with no agent: the runtime, its
+/// spill dir and the task id.
+pub async fn runtime_running(command: &str) -> (Runtime, tempfile::TempDir, String) {
+    let (rt, spill) = runtime();
+    let id = start_bg(&rt, None, command).await;
+    (rt, spill, id)
+}
+
+/// `bash_kill` of task `id` with no agent, which must find it running.
+pub async fn kill_running(rt: &Runtime, id: impl std::fmt::Display) {
+    let r = bash_kill(rt, &id).await;
+    assert_eq!(r.text, format!("killed background task {id}"));
 }
 
 /// Polls `bash_output` (as `agent`) until the accumulated text satisfies `done`.
@@ -208,6 +278,11 @@ pub async fn poll_output(
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// Polls `bash_output` (as `agent`) until the accumulated text contains `needle`.
+pub async fn poll_for(rt: &Runtime, agent: Option<&AgentRef>, id: &str, needle: &str) -> String {
+    poll_output(rt, agent, id, |seen| seen.contains(needle)).await
 }
 
 /// Shuts the runtime down and checks that no process it started is still running.

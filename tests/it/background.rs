@@ -10,12 +10,7 @@ use serde_json::json;
 #[actix_rt::test]
 async fn a_background_start_is_acknowledged_with_its_task_id() {
     let (rt, _s) = runtime();
-    let r = call(
-        &rt,
-        "bash",
-        json!({"command": "true", "description": "d", "run_in_background": true}),
-    )
-    .await;
+    let r = bash_with(&rt, "true", json!({"run_in_background": true})).await;
     let id = r
         .text
         .strip_prefix("started background task bash-")
@@ -27,14 +22,10 @@ async fn a_background_start_is_acknowledged_with_its_task_id() {
 /// Catalogue: LG-02.
 #[actix_rt::test]
 async fn each_poll_returns_only_the_new_output() {
-    let (rt, _s) = runtime();
-    let id = start_bg(&rt, None, "echo first; sleep 1; echo second").await;
-    let seen = poll_output(&rt, None, &id, |s| s.contains("first")).await;
+    let (rt, _s, id) = runtime_running("echo first; sleep 1; echo second").await;
+    let seen = poll_for(&rt, None, &id, "first").await;
     assert!(seen.contains("[status: running]"), "{seen}");
-    let after = poll_output(&rt, None, &id, |s| {
-        s.contains("[status: completed, exit code: 0]")
-    })
-    .await;
+    let after = poll_for(&rt, None, &id, "[status: completed, exit code: 0]").await;
     assert!(
         after.contains("second") && !after.contains("first"),
         "{after}"
@@ -54,7 +45,7 @@ async fn a_read_past_the_cap_says_what_was_lost() {
         "for i in $(seq 1 200); do printf 'line-%04d\\n' $i; done",
     )
     .await;
-    let seen = poll_output(&rt, None, &id, |s| s.contains("[status: completed")).await;
+    let seen = poll_for(&rt, None, &id, "[status: completed").await;
     assert!(
         seen.contains("[some output was dropped from memory; full output: /"),
         "{seen}"
@@ -65,16 +56,12 @@ async fn a_read_past_the_cap_says_what_was_lost() {
 /// Catalogue: LG-05.
 #[actix_rt::test]
 async fn bash_kill_kills_and_the_read_says_so() {
-    let (rt, _s) = runtime();
-    let id = start_bg(&rt, None, "sleep 60").await;
+    let (rt, _s, id) = runtime_running("sleep 60").await;
     assert_eq!(
         bash_kill(&rt, &id).await.text,
         format!("killed background task {id}")
     );
-    poll_output(&rt, None, &id, |s| {
-        s.contains("[status: killed by SIGTERM]")
-    })
-    .await;
+    poll_for(&rt, None, &id, "[status: killed by SIGTERM]").await;
     assert_eq!(
         bash_kill(&rt, &id).await.text,
         format!("task {id} had already finished")
@@ -126,8 +113,7 @@ async fn a_missing_or_invalid_task_id_is_an_error() {
 #[actix_rt::test]
 async fn notice_for_the_owner() {
     let (rt, _s) = runtime();
-    let agent = TestAgent::new("bg");
-    let id = start_bg(&rt, Some(&agent.agent), "true").await;
+    let (agent, id) = TestAgent::with_task(&rt, "bg", "true").await;
     let notices = agent.wait_notices(1).await;
     assert_eq!(
         notices,
@@ -143,8 +129,7 @@ async fn notice_for_the_owner() {
 #[actix_rt::test]
 async fn a_gone_agent_gets_no_notice_and_its_task_is_killed() {
     let (rt, _s) = runtime();
-    let agent = TestAgent::new("short-lived");
-    let id = start_bg(&rt, Some(&agent.agent), "sleep 60").await;
+    let (agent, id) = TestAgent::with_task(&rt, "short-lived", "sleep 60").await;
     agent.addr.send(Stop::new()).await.unwrap();
     // The registry notices the closed mailbox, kills the task and forgets it; no error anywhere.
     let deadline = std::time::Instant::now() + SOON;
@@ -167,9 +152,9 @@ async fn unowned_task_gets_no_notice() {
     let (rt, _s) = runtime();
     let bystander = TestAgent::new("bystander");
     let id = start_bg(&rt, None, "true").await;
-    poll_output(&rt, None, &id, |s| s.contains("[status: completed")).await;
+    poll_for(&rt, None, &id, "[status: completed").await;
     // A later owned task's notice arrives, proving notices flow; the unowned one produced none.
-    start_bg(&rt, Some(&bystander.agent), "true").await;
+    bystander.start_bg(&rt, "true").await;
     let notices = bystander.wait_notices(1).await;
     assert_eq!(notices.len(), 1);
     assert!(notices[0].contains("bash-2"));
@@ -180,64 +165,33 @@ async fn unowned_task_gets_no_notice() {
 #[actix_rt::test]
 async fn only_the_owning_session_reads_and_kills_an_owned_task() {
     let (rt, _s) = runtime();
-    let owner = TestAgent::new("owner");
-    let same_session = TestAgent::new("owner");
-    let other = TestAgent::new("other");
-    let owned = start_bg(&rt, Some(&owner.agent), "sleep 60").await;
+    let [owner, same_session, other] = ["owner", "owner", "other"].map(TestAgent::new);
     let open = start_bg(&rt, None, "sleep 60").await;
+    let owned = owner.start_bg(&rt, "sleep 60").await;
     let foreign = format!("Error: task {owned} belongs to another session");
     // LG-15: a different session is refused for read and kill.
-    assert_eq!(
-        call_as(&rt, &other.agent, "bash_output", json!({"task_id": owned}))
-            .await
-            .text,
-        foreign
-    );
-    assert_eq!(
-        call_as(&rt, &other.agent, "bash_kill", json!({"task_id": owned}))
-            .await
-            .text,
-        foreign
-    );
+    assert_eq!(other.output(&rt, &owned).await.text, foreign);
+    assert_eq!(other.kill(&rt, &owned).await.text, foreign);
     // LG-17: so is a caller with no agent.
     assert_eq!(
         bash_output(&rt, json!({"task_id": owned})).await.text,
         foreign
     );
     // LG-16: another agent object with the same session id is the owner.
-    assert!(
-        !call_as(
-            &rt,
-            &same_session.agent,
-            "bash_output",
-            json!({"task_id": owned})
-        )
-        .await
-        .is_error
-    );
+    assert!(!same_session.output(&rt, &owned).await.is_error);
     // LG-18: an unowned task is open to everyone.
-    assert!(
-        !call_as(&rt, &other.agent, "bash_output", json!({"task_id": open}))
-            .await
-            .is_error
-    );
+    assert!(!other.output(&rt, &open).await.is_error);
     assert!(!bash_kill(&rt, &open).await.is_error);
     // LG-19: ownership persists after completion.
-    assert!(
-        !call_as(&rt, &owner.agent, "bash_kill", json!({"task_id": owned}))
-            .await
-            .is_error
-    );
-    poll_output(&rt, Some(&owner.agent), &owned, |s| {
-        s.contains("[status: killed by SIGTERM]")
-    })
+    assert!(!owner.kill(&rt, &owned).await.is_error);
+    poll_for(
+        &rt,
+        Some(&owner.agent),
+        &owned,
+        "[status: killed by SIGTERM]",
+    )
     .await;
-    assert_eq!(
-        call_as(&rt, &other.agent, "bash_output", json!({"task_id": owned}))
-            .await
-            .text,
-        foreign
-    );
+    assert_eq!(other.output(&rt, &owned).await.text, foreign);
     finish(rt).await;
 }
 
@@ -248,19 +202,10 @@ async fn first_turn_session_identity() {
     dsh_test_support::own_process!(first_turn_session_identity);
     // SAFETY: own_process! above: this test has its process to itself.
     unsafe { std::env::set_var("DSH_STALE_PARENT", "stale") };
-    let root = tempfile::tempdir().unwrap();
-    let (rt, _s) = runtime_with(|b| b.dsh_home(root.path().join("dsh-home")));
-    let agent = TestAgent::new("session-env-id");
     let command = "printf '%s\\n' \"$DSH_HOME\" \"$DSH_SHELL\" \"$DSH_SESSION_ID\" \"${DSH_STALE_PARENT-unset}\"";
-    let r = call_as(&rt, &agent.agent, "bash", bash_args(command)).await;
-    assert_eq!(
-        r.text,
-        format!(
-            "{}\n1\nsession-env-id\nunset\n",
-            root.path().join("dsh-home").display()
-        )
-    );
-    finish(rt).await;
+    let (text, home) = run_in_a_session("session-env-id", command).await;
+    let expected = format!("{}\n1\nsession-env-id\nunset\n", home.display());
+    assert_eq!(text, expected);
 }
 
 /// Catalogue: TI-02, TI-03.
@@ -293,13 +238,7 @@ async fn background_start_notice_then_collection() {
         notices[0].starts_with("background bash task bash-1 finished"),
         "{notices:?}"
     );
-    let r = call_as(
-        &rt,
-        &agent.agent,
-        "bash_output",
-        json!({"task_id": "bash-1"}),
-    )
-    .await;
+    let r = agent.output(&rt, "bash-1").await;
     assert_eq!(r.text, "bg-ok\n[status: completed, exit code: 0]");
     finish(rt).await;
 }
@@ -307,57 +246,27 @@ async fn background_start_notice_then_collection() {
 #[actix_rt::test]
 async fn two_agents_get_exactly_their_own_notices_and_cannot_touch_each_other() {
     let (rt, _s) = runtime();
-    let alice = TestAgent::new("alice");
-    let bob = TestAgent::new("bob");
-    let a_done = start_bg(&rt, Some(&alice.agent), "echo a1").await;
-    let a_killed = start_bg(&rt, Some(&alice.agent), "sleep 60").await;
-    let b_done = start_bg(&rt, Some(&bob.agent), "exit 4").await;
-    let b_killed = start_bg(&rt, Some(&bob.agent), "sleep 60").await;
-    let b_done2 = start_bg(&rt, Some(&bob.agent), "echo b2").await;
+    let [alice, bob] = ["alice", "bob"].map(TestAgent::new);
+    let a_done = alice.start_bg(&rt, "echo a1").await;
+    let a_killed = alice.start_bg(&rt, "sleep 60").await;
+    let b_done = bob.start_bg(&rt, "exit 4").await;
+    let b_killed = bob.start_bg(&rt, "sleep 60").await;
+    let b_done2 = bob.start_bg(&rt, "echo b2").await;
     // Neither can read or kill the other's tasks.
     for (agent, foreign) in [(&alice, &b_killed), (&bob, &a_killed)] {
         let expected = format!("Error: task {foreign} belongs to another session");
-        assert_eq!(
-            call_as(
-                &rt,
-                &agent.agent,
-                "bash_output",
-                json!({"task_id": foreign})
-            )
-            .await
-            .text,
-            expected
-        );
-        assert_eq!(
-            call_as(&rt, &agent.agent, "bash_kill", json!({"task_id": foreign}))
-                .await
-                .text,
-            expected
-        );
+        assert_eq!(agent.output(&rt, &foreign).await.text, expected);
+        assert_eq!(agent.kill(&rt, &foreign).await.text, expected);
     }
     // Each kills its own sleeper: no notice for those.
-    assert!(
-        !call_as(&rt, &alice.agent, "bash_kill", json!({"task_id": a_killed}))
-            .await
-            .is_error
-    );
-    assert!(
-        !call_as(&rt, &bob.agent, "bash_kill", json!({"task_id": b_killed}))
-            .await
-            .is_error
-    );
-    poll_output(&rt, Some(&alice.agent), &a_killed, |s| {
-        s.contains("[status: killed")
-    })
-    .await;
-    poll_output(&rt, Some(&bob.agent), &b_killed, |s| {
-        s.contains("[status: killed by")
-    })
-    .await;
+    assert!(!alice.kill(&rt, &a_killed).await.is_error);
+    assert!(!bob.kill(&rt, &b_killed).await.is_error);
+    poll_for(&rt, Some(&alice.agent), &a_killed, "[status: killed").await;
+    poll_for(&rt, Some(&bob.agent), &b_killed, "[status: killed by").await;
     let alice_notices = alice.wait_notices(1).await;
     let bob_notices = bob.wait_notices(2).await;
     // A further owned task's notice is a barrier: anything that was due has arrived by then.
-    let barrier = start_bg(&rt, Some(&alice.agent), "true").await;
+    let barrier = alice.start_bg(&rt, "true").await;
     alice.wait_notices(2).await;
     let notice = |id: &str, status: &str| {
         format!("background bash task {id} finished {status}. Read its output with bash_output.")

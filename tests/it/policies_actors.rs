@@ -45,15 +45,14 @@ async fn a_host_policy_sees_who_asks_and_holds_background_work() {
             seen: seen.clone(),
         }))
     });
-    let agent = TestAgent::new("s1");
-    let first = start_bg(&rt, Some(&agent.agent), "echo one; sleep 60").await;
-    let second = start_bg(&rt, Some(&agent.agent), "echo two").await;
-    let r = call_as(&rt, &agent.agent, "bash_output", json!({"task_id": second})).await;
+    let (agent, first) = TestAgent::with_task(&rt, "s1", "echo one; sleep 60").await;
+    let second = agent.start_bg(&rt, "echo two").await;
+    let r = agent.output(&rt, &second).await;
     assert_eq!(r.text, "(no new output)\n[status: queued]");
     // Foreground calls still run.
     let r = call_as(&rt, &agent.agent, "bash", bash_args("echo fg")).await;
     assert_eq!(r.text, "fg\n");
-    call_as(&rt, &agent.agent, "bash_kill", json!({"task_id": first})).await;
+    agent.kill(&rt, &first).await;
     let r = wait_as(&rt, &agent.agent, &second).await;
     assert_eq!(r.text, "two\n[status: completed, exit code: 0]");
     let seen = seen.lock().unwrap().clone();

@@ -85,8 +85,7 @@ async fn always_restarts_until_killed() {
         "{}",
         r.text
     );
-    let r = call(&rt, "bash_kill", json!({"task_id": id})).await;
-    assert_eq!(r.text, format!("killed background task {id}"));
+    kill_running(&rt, &id).await;
     let r = wait_output(&rt, &id).await;
     assert!(r.text.contains("[status: killed"), "{}", r.text);
     assert!(!r.text.contains("run 50]"), "{}", r.text);

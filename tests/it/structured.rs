@@ -35,7 +35,7 @@ async fn foreground_background_read_and_kill_carry_structured_facts() {
     assert_eq!(s["signal"], "SIGTERM");
 
     let id = start_bg(&rt, None, "echo bg; sleep 30").await;
-    poll_output(&rt, None, &id, |seen| seen.contains("bg")).await;
+    poll_for(&rt, None, &id, "bg").await;
     let read = call(&rt, "bash_output", json!({"task_id": id})).await;
     let s = read.structured.unwrap();
     assert_eq!(

@@ -35,7 +35,12 @@ async fn foreground_results_carry_the_output_and_its_markers() {
 #[actix_rt::test]
 async fn timeout_reported_even_when_trapped_exit_0() {
     let (rt, _s) = runtime();
-    let r = call(&rt, "bash", json!({"command": "trap \"exit 0\" TERM; sleep 60 & wait", "description": "d", "timeoutMs": 100})).await;
+    let r = bash_with(
+        &rt,
+        "trap \"exit 0\" TERM; sleep 60 & wait",
+        json!({"timeoutMs": 100}),
+    )
+    .await;
     assert!(
         r.text.contains("[timed out after 100ms]") && !r.text.contains("[exit code:"),
         "{}",
@@ -48,11 +53,8 @@ async fn timeout_reported_even_when_trapped_exit_0() {
 #[actix_rt::test]
 async fn truncation_with_spill_path() {
     let (rt, _s) = runtime_with(|b| b.max_output_bytes(100));
-    let r = bash(
-        &rt,
-        "for i in $(seq 1 100); do printf 'line-%04d\\n' $i; done",
-    )
-    .await;
+    let lines = "for i in $(seq 1 100); do printf 'line-%04d\\n' $i; done";
+    let r = bash(&rt, lines).await;
     assert!(
         r.text.contains("[output truncated; full output: ") && r.text.contains("line-0100"),
         "{}",
@@ -73,12 +75,7 @@ async fn truncation_with_spill_path() {
 #[actix_rt::test]
 async fn workdir_honoured() {
     let (rt, _s) = runtime();
-    let r = call(
-        &rt,
-        "bash",
-        json!({"command": "pwd", "description": "d", "workdir": "/tmp"}),
-    )
-    .await;
+    let r = bash_with(&rt, "pwd", json!({"workdir": "/tmp"})).await;
     assert!(r.text.trim().ends_with("/tmp"));
     finish(rt).await;
 }
@@ -87,12 +84,7 @@ async fn workdir_honoured() {
 #[actix_rt::test]
 async fn a_spawn_failure_is_an_error_result() {
     let (rt, _s) = runtime();
-    let r = call(
-        &rt,
-        "bash",
-        json!({"command": "true", "description": "d", "workdir": "/nonexistent-dsh"}),
-    )
-    .await;
+    let r = bash_with(&rt, "true", json!({"workdir": "/nonexistent-dsh"})).await;
     assert!(
         r.is_error && r.text.contains("ENOENT") && r.text.contains("/nonexistent-dsh"),
         "{}",
@@ -196,7 +188,8 @@ async fn value_invalid_arguments() {
     ];
     for (args, expected) in cases {
         let r = call(&rt, "bash", args).await;
-        assert_eq!((r.text.as_str(), r.is_error), (expected, true));
+        assert!(r.is_error, "{}", r.text);
+        assert_eq!(r.text, expected);
     }
     finish(rt).await;
 }
@@ -240,20 +233,12 @@ async fn the_prompt_section_explains_the_exit_code_marker() {
 #[actix_rt::test]
 async fn a_background_command_is_acknowledged_then_collected() {
     let (rt, _s) = runtime();
-    let r = call(
-        &rt,
-        "bash",
-        json!({"command": "echo bg-ok", "description": "d", "run_in_background": true}),
-    )
-    .await;
+    let r = bash_with(&rt, "echo bg-ok", json!({"run_in_background": true})).await;
     assert_eq!(
         (r.text.as_str(), r.is_error),
         ("started background task bash-1", false)
     );
-    let seen = poll_output(&rt, None, "bash-1", |s| {
-        s.contains("[status: completed, exit code: 0]")
-    })
-    .await;
+    let seen = poll_for(&rt, None, "bash-1", "[status: completed, exit code: 0]").await;
     assert!(seen.contains("bg-ok"));
     finish(rt).await;
 }
@@ -261,29 +246,21 @@ async fn a_background_command_is_acknowledged_then_collected() {
 /// Catalogue: TB-28.
 #[actix_rt::test]
 async fn killable_via_bash_kill() {
-    let (rt, _s) = runtime();
-    let id = start_bg(&rt, None, "sleep 60").await;
+    let (rt, _s, id) = runtime_running("sleep 60").await;
     let r = bash_kill(&rt, &id).await;
     assert_eq!(
         (r.text.as_str(), r.is_error),
         ("killed background task bash-1", false)
     );
-    poll_output(&rt, None, &id, |s| {
-        s.contains("[status: killed by SIGTERM]")
-    })
-    .await;
+    poll_for(&rt, None, &id, "[status: killed by SIGTERM]").await;
     finish(rt).await;
 }
 
 /// Catalogue: TB-29.
 #[actix_rt::test]
 async fn self_signal_background_reported_killed() {
-    let (rt, _s) = runtime();
-    let id = start_bg(&rt, None, "kill -TERM $$").await;
-    poll_output(&rt, None, &id, |s| {
-        s.contains("[status: killed by SIGTERM]")
-    })
-    .await;
+    let (rt, _s, id) = runtime_running("kill -TERM $$").await;
+    poll_for(&rt, None, &id, "[status: killed by SIGTERM]").await;
     finish(rt).await;
 }
 
@@ -291,20 +268,16 @@ async fn self_signal_background_reported_killed() {
 #[actix_rt::test]
 async fn a_task_started_by_an_agent_belongs_to_its_session() {
     let (rt, _s) = runtime();
-    let owner = TestAgent::new("sess-owner");
-    let id = start_bg(&rt, Some(&owner.agent), "sleep 60").await;
+    let (owner, id) = TestAgent::with_task(&rt, "sess-owner", "sleep 60").await;
     assert_eq!(id, "bash-1");
     let r = bash_output(&rt, json!({"task_id": id})).await;
     assert_eq!(
         (r.text.as_str(), r.is_error),
         ("Error: task bash-1 belongs to another session", true)
     );
-    let r = call_as(&rt, &owner.agent, "bash_kill", json!({"task_id": id})).await;
+    let r = owner.kill(&rt, &id).await;
     assert!(!r.is_error);
-    poll_output(&rt, Some(&owner.agent), &id, |s| {
-        s.contains("[status: killed by SIGTERM]")
-    })
-    .await;
+    poll_for(&rt, Some(&owner.agent), &id, "[status: killed by SIGTERM]").await;
     finish(rt).await;
 }
 
@@ -350,12 +323,7 @@ async fn with_background_disabled_only_bash_is_offered_without_run_in_background
             .contains("Background execution is not available")
     );
     assert!(!defs[0].description.contains("run_in_background"));
-    let r = call(
-        &rt,
-        "bash",
-        json!({"command": "true", "description": "d", "run_in_background": true}),
-    )
-    .await;
+    let r = bash_with(&rt, "true", json!({"run_in_background": true})).await;
     assert_eq!(
         r.text,
         "Error: run_in_background is disabled for this deployment (enableRunInBackground: false)"
@@ -370,12 +338,7 @@ async fn with_background_disabled_only_bash_is_offered_without_run_in_background
 #[actix_rt::test]
 async fn absolute_workdir_is_used_as_given() {
     let (rt, _s) = runtime_with(|b| b.cwd("/"));
-    let r = call(
-        &rt,
-        "bash",
-        json!({"command": "pwd", "description": "d", "workdir": "/tmp"}),
-    )
-    .await;
+    let r = bash_with(&rt, "pwd", json!({"workdir": "/tmp"})).await;
     assert!(r.text.trim().ends_with("/tmp"));
     finish(rt).await;
 }
@@ -384,12 +347,7 @@ async fn absolute_workdir_is_used_as_given() {
 #[actix_rt::test]
 async fn relative_workdir_resolves_against_the_runtime_cwd() {
     let (rt, _s) = runtime_with(|b| b.cwd("/usr"));
-    let r = call(
-        &rt,
-        "bash",
-        json!({"command": "pwd", "description": "d", "workdir": "bin"}),
-    )
-    .await;
+    let r = bash_with(&rt, "pwd", json!({"workdir": "bin"})).await;
     assert!(r.text.trim().ends_with("/usr/bin"), "{}", r.text);
     assert_eq!(
         bash(&rt, "pwd").await.text,
@@ -430,16 +388,12 @@ async fn foreground_managed_env_is_exactly_the_current_facts() {
     dsh_test_support::own_process!(foreground_managed_env_is_exactly_the_current_facts);
     // SAFETY: own_process! above: this test has its process to itself.
     unsafe { std::env::set_var("DSH_STALE_PARENT", "stale") };
-    let home = tempfile::tempdir().unwrap();
-    let (rt, _s) = runtime_with(|b| b.dsh_home(home.path().join("dsh-home")));
-    let agent = TestAgent::new("request-fg");
-    let r = call_as(&rt, &agent.agent, "bash", bash_args(PRINT_DSH_ENV)).await;
+    let (text, home) = run_in_a_session("request-fg", PRINT_DSH_ENV).await;
     let expected = format!(
         "DSH_HOME={}\nDSH_SESSION_ID=request-fg\nDSH_SHELL=1\n",
-        home.path().join("dsh-home").display()
+        home.display()
     );
-    assert_eq!(r.text, expected);
-    finish(rt).await;
+    assert_eq!(text, expected);
 }
 
 /// Catalogue: TB-81.
@@ -456,10 +410,7 @@ async fn background_managed_env_and_model_env_ignored() {
     });
     let r = call_as(&rt, &agent.agent, "bash", args).await;
     assert_eq!(r.text, "started background task bash-1");
-    let seen = poll_output(&rt, Some(&agent.agent), "bash-1", |s| {
-        s.contains("[status: completed")
-    })
-    .await;
+    let seen = poll_for(&rt, Some(&agent.agent), "bash-1", "[status: completed").await;
     let expected = format!(
         "DSH_HOME={}\nDSH_SESSION_ID=request-bg\nDSH_SHELL=1\nunset\n",
         home.path().display()
@@ -507,15 +458,14 @@ async fn parent_and_child_agents_get_their_own_ids() {
 #[actix_rt::test]
 async fn extra_model_keys_are_not_forwarded() {
     let (rt, _s) = runtime();
-    let args = json!({
-        "command": "cat; echo \"${FOO:-unset}\"",
-        "description": "d",
+    let extra = json!({
         "env": {"FOO": "bar"},
         // `stdin` takes "closed" | "open" since issue 22; bytes for stdin are not an argument.
         "stdin_bytes": "injected",
         "stdoutMaxBytes": 1,
     });
-    assert_eq!(call(&rt, "bash", args).await.text, "unset\n");
+    let r = bash_with(&rt, "cat; echo \"${FOO:-unset}\"", extra).await;
+    assert_eq!(r.text, "unset\n");
     finish(rt).await;
 }
 
@@ -523,18 +473,11 @@ async fn extra_model_keys_are_not_forwarded() {
 #[actix_rt::test]
 async fn extra_model_keys_are_not_forwarded_in_the_background() {
     let (rt, _s) = runtime();
-    let args = json!({
-        "command": "cat; echo \"${FOO:-unset}\"",
-        "description": "d",
-        "run_in_background": true,
-        "env": {"FOO": "bar"},
-        "stdin_bytes": "injected",
-    });
-    assert_eq!(
-        call(&rt, "bash", args).await.text,
-        "started background task bash-1"
-    );
-    let seen = poll_output(&rt, None, "bash-1", |s| s.contains("[status: completed")).await;
+    let extra =
+        json!({"run_in_background": true, "env": {"FOO": "bar"}, "stdin_bytes": "injected"});
+    let r = bash_with(&rt, "cat; echo \"${FOO:-unset}\"", extra).await;
+    assert_eq!(r.text, "started background task bash-1");
+    let seen = poll_for(&rt, None, "bash-1", "[status: completed").await;
     assert!(
         seen.contains("unset\n[status: completed, exit code: 0]"),
         "{seen}"
@@ -560,8 +503,8 @@ async fn unknown_tools_get_a_clear_error() {
 #[actix_rt::test]
 async fn binary_and_huge_output_give_correct_results() {
     let (rt, _s) = runtime();
-    let r = bash(&rt, "printf '\\377\\000ok'").await;
-    assert_eq!(r.text, "\u{FFFD}\u{0}ok");
+    let binary = bash(&rt, "printf '\\377\\000ok'").await.text;
+    assert_eq!(binary, "\u{FFFD}\u{0}ok");
     let r = bash(&rt, "head -c 10000000 /dev/zero | tr '\\0' 'x'").await;
     assert!(
         r.text.starts_with(&"x".repeat(64_000))

@@ -29,16 +29,17 @@ async fn until_returns_on_a_match_that_spans_two_writes() {
     assert_eq!(r.text, "Listening on port 8080\n[status: running]");
     assert!(began.elapsed() < SOON, "{:?}", began.elapsed());
     // The wait consumed nothing of its own: the read after it did, as any read does.
-    let r = bash_output(&rt, json!({"task_id": id})).await;
-    assert_eq!(r.text, "(no new output)\n[status: running]");
-    bash_kill(&rt, &id).await;
+    assert_eq!(
+        bash_output(&rt, json!({"task_id": id})).await.text,
+        "(no new output)\n[status: running]"
+    );
+    kill_running(&rt, &id).await;
     finish(rt).await;
 }
 
 #[actix_rt::test]
 async fn until_matches_output_already_there_and_only_unread_output() {
-    let (rt, _s) = runtime();
-    let id = start_bg(&rt, None, "echo ready; sleep 60").await;
+    let (rt, _s, id) = runtime_running("echo ready; sleep 60").await;
     let r = bash_output(&rt, json!({"task_id": id, "until": "^ready$|(?m)^ready"})).await;
     assert_eq!(r.text, "ready\n[status: running]");
     // `ready` was read: waiting for it again runs out instead of matching old output.
@@ -54,10 +55,11 @@ async fn until_matches_output_already_there_and_only_unread_output() {
 
 #[actix_rt::test]
 async fn until_sees_stderr_and_returns_at_settlement_without_a_match() {
-    let (rt, _s) = runtime();
-    let id = start_bg(&rt, None, "sleep 0.2; echo oops >&2").await;
-    let r = bash_output(&rt, json!({"task_id": id, "until": "oops"})).await;
-    assert!(r.text.starts_with("[stderr]\noops\n"), "{}", r.text);
+    let (rt, _s, id) = runtime_running("sleep 0.2; echo oops >&2").await;
+    let stderr = bash_output(&rt, json!({"task_id": id, "until": "oops"}))
+        .await
+        .text;
+    assert!(stderr.starts_with("[stderr]\noops\n"), "{stderr}");
     let id = start_bg(&rt, None, "sleep 0.2; echo something else").await;
     let r = bash_output(
         &rt,
@@ -70,8 +72,7 @@ async fn until_sees_stderr_and_returns_at_settlement_without_a_match() {
 
 #[actix_rt::test]
 async fn wait_returns_when_the_task_settles() {
-    let (rt, _s) = runtime();
-    let id = start_bg(&rt, None, "echo one; sleep 0.3; echo two; exit 3").await;
+    let (rt, _s, id) = runtime_running("echo one; sleep 0.3; echo two; exit 3").await;
     let r = bash_output(&rt, json!({"task_id": id, "wait": true})).await;
     assert_eq!(r.text, "one\ntwo\n[status: completed, exit code: 3]");
     finish(rt).await;
@@ -79,22 +80,19 @@ async fn wait_returns_when_the_task_settles() {
 
 #[actix_rt::test]
 async fn a_wait_that_runs_out_renders_running_and_leaves_the_task_alive() {
-    let (rt, _s) = runtime();
-    let id = start_bg(&rt, None, "echo started; sleep 60").await;
+    let (rt, _s, id) = runtime_running("echo started; sleep 60").await;
     let began = Instant::now();
     let r = bash_output(&rt, json!({"task_id": id, "wait": true, "timeout_ms": 250})).await;
     assert!(began.elapsed().as_millis() >= 250);
     assert!(r.text.ends_with("[status: running]"), "{}", r.text);
     // Still alive: the kill finds it running.
-    let r = bash_kill(&rt, &id).await;
-    assert_eq!(r.text, format!("killed background task {id}"));
+    kill_running(&rt, &id).await;
     finish(rt).await;
 }
 
 #[actix_rt::test]
 async fn cancelling_the_call_ends_the_wait() {
-    let (rt, _s) = runtime();
-    let id = start_bg(&rt, None, "sleep 60").await;
+    let (rt, _s, id) = runtime_running("sleep 60").await;
     let cancel = AbortSignal::new();
     let waiting = ToolCall::new("bash_output", json!({"task_id": id, "wait": true}))
         .with_cancel(cancel.clone());
@@ -109,17 +107,14 @@ async fn cancelling_the_call_ends_the_wait() {
     }
     cancel.abort("user");
     let r = dsh_test_support::within(SOON, pending).await.unwrap();
-    assert!(r.is_error);
-    assert_eq!(r.text, "Error: wait aborted");
-    let r = bash_kill(&rt, &id).await;
-    assert_eq!(r.text, format!("killed background task {id}"));
+    assert_eq!((r.text.as_str(), r.is_error), ("Error: wait aborted", true));
+    kill_running(&rt, &id).await;
     finish(rt).await;
 }
 
 #[actix_rt::test]
 async fn bad_wait_values_are_errors() {
-    let (rt, _s) = runtime();
-    let id = start_bg(&rt, None, "sleep 60").await;
+    let (rt, _s, id) = runtime_running("sleep 60").await;
     let r = call(&rt, "bash_output", json!({"task_id": id, "until": "("})).await;
     assert!(r.is_error);
     assert!(r.text.starts_with("Error: invalid until: "), "{}", r.text);
@@ -147,15 +142,14 @@ async fn bad_wait_values_are_errors() {
 #[actix_rt::test]
 async fn a_wait_respects_ownership() {
     let (rt, _s) = runtime();
-    let owner = TestAgent::new("owner");
+    let (owner, id) = TestAgent::with_task(&rt, "owner", "sleep 60").await;
     let other = TestAgent::new("other");
-    let id = start_bg(&rt, Some(&owner.agent), "sleep 60").await;
     let r = wait_as(&rt, &other.agent, &id).await;
     assert_eq!(
         r.text,
         format!("Error: task {id} belongs to another session")
     );
-    call_as(&rt, &owner.agent, "bash_kill", json!({"task_id": id})).await;
+    owner.kill(&rt, &id).await;
     finish(rt).await;
 }
 
@@ -210,8 +204,7 @@ fn assert_flooded_read(text: &str) {
 
 /// Kills `id`, shuts the runtime down and checks no `sleep <marker>` is left.
 async fn kill_and_finish(rt: dsh::Runtime, id: &str, marker: &str) {
-    let r = bash_kill(&rt, &id).await;
-    assert_eq!(r.text, format!("killed background task {id}"));
+    kill_running(&rt, &id).await;
     finish(rt).await;
     assert_eq!(
         dsh_test_support::procfs::live_with_cmdline(&format!("sleep {marker}")),

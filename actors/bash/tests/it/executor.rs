@@ -47,6 +47,38 @@ fn req(command: &str) -> BashExecRequest {
     BashExecRequest::new(command)
 }
 
+/// A request for `command` that an abort signal (returned with it) can cancel.
+fn abortable(command: &str) -> (BashExecRequest, AbortSignal) {
+    let abort = AbortSignal::new();
+    let mut r = req(command);
+    r.abort = Some(abort.clone());
+    (r, abort)
+}
+
+/// A request for `true` in a directory that does not exist: its spawn fails.
+fn in_a_missing_dir() -> BashExecRequest {
+    let mut r = req("true");
+    r.workdir = Some("/nonexistent-dsh".into());
+    r
+}
+
+/// A request for `command` with `stdin` piped in, the ordinary variable `env` and the managed
+/// variable `dsh_env` set.
+fn with_stdin_and_env(
+    command: &str,
+    stdin: &[u8],
+    env: (&str, &str),
+    dsh_env: (&str, &str),
+) -> BashExecRequest {
+    let variables =
+        |(name, value): (&str, &str)| Some(BTreeMap::from([(name.into(), value.into())]));
+    let mut r = req(command);
+    r.stdin = Some(stdin.to_vec());
+    r.env = variables(env);
+    r.dsh_env = variables(dsh_env);
+    r
+}
+
 async fn done(handle: &BashProcess) -> TaskStatus {
     tokio::time::timeout(SOON, handle.done())
         .await
@@ -266,9 +298,7 @@ async fn per_call_timeout_kills() {
 #[actix_rt::test]
 async fn abort_classified_as_aborted() {
     let s = Setup::new(|_| {});
-    let abort = AbortSignal::new();
-    let mut r = req("sleep 60");
-    r.abort = Some(abort.clone());
+    let (r, abort) = abortable("sleep 60");
     actix_rt::spawn(async move {
         tokio::time::sleep(Duration::from_millis(50)).await;
         abort.abort("user cancelled");
@@ -292,9 +322,7 @@ async fn self_kill_is_neither_timeout_nor_abort() {
 #[actix_rt::test]
 async fn a_spawn_failure_is_an_error() {
     let s = Setup::new(|_| {});
-    let mut r = req("true");
-    r.workdir = Some("/nonexistent-dsh".into());
-    let err = s.run(r).await.unwrap_err().to_string();
+    let err = s.run(in_a_missing_dir()).await.unwrap_err().to_string();
     assert!(err.contains("ENOENT"), "{err}");
     s.shutdown().await;
 }
@@ -303,10 +331,12 @@ async fn a_spawn_failure_is_an_error() {
 #[actix_rt::test]
 async fn stdin_env_and_dsh_env_threaded() {
     let s = Setup::new(|_| {});
-    let mut r = req("cat; echo \"[$SEAM_VAR][$DSH_SEAM_VAR]\"");
-    r.stdin = Some(b"piped\n".to_vec());
-    r.env = Some(BTreeMap::from([("SEAM_VAR".into(), "env-ok".into())]));
-    r.dsh_env = Some(BTreeMap::from([("DSH_SEAM_VAR".into(), "dsh-ok".into())]));
+    let r = with_stdin_and_env(
+        "cat; echo \"[$SEAM_VAR][$DSH_SEAM_VAR]\"",
+        b"piped\n",
+        ("SEAM_VAR", "env-ok"),
+        ("DSH_SEAM_VAR", "dsh-ok"),
+    );
     let spec = s.resolve(r.clone()).await.unwrap();
     assert_eq!(spec.stdin.as_deref(), Some(&b"piped\n"[..]));
     assert_eq!(spec.env, r.env);
@@ -380,10 +410,13 @@ async fn start_returns_immediately_and_settles_completed() {
 #[actix_rt::test]
 async fn stdin_and_env_reach_background_commands() {
     let s = Setup::new(|_| {});
-    let mut r = req("cat; echo \"[$BG_VAR][$DSH_BG_VAR]\"");
-    r.stdin = Some(b"bg-stdin\n".to_vec());
-    r.env = Some(BTreeMap::from([("BG_VAR".into(), "bg-env".into())]));
-    r.dsh_env = Some(BTreeMap::from([("DSH_BG_VAR".into(), "bg-dsh-env".into())]));
+    let command = "cat; echo \"[$BG_VAR][$DSH_BG_VAR]\"";
+    let r = with_stdin_and_env(
+        command,
+        b"bg-stdin\n",
+        ("BG_VAR", "bg-env"),
+        ("DSH_BG_VAR", "bg-dsh-env"),
+    );
     let handle = s.start(r).await;
     assert_eq!(done(&handle).await, TaskStatus::Completed { exit_code: 0 });
     let out = handle.read_output().delta;
@@ -457,7 +490,7 @@ async fn kill_true_once_false_after() {
     let handle = s.start(req("sleep 60")).await;
     assert!(handle.kill());
     assert_eq!(done(&handle).await, killed_by("SIGTERM"));
-    assert!(!handle.kill());
+    assert!(!handle.kill(), "a second kill finds it settled");
     s.shutdown().await;
 }
 
@@ -486,9 +519,7 @@ async fn configured_grace_escalates() {
 #[actix_rt::test]
 async fn spec_abort_kills_a_background_command() {
     let s = Setup::new(|_| {});
-    let abort = AbortSignal::new();
-    let mut r = req("sleep 60");
-    r.abort = Some(abort.clone());
+    let (r, abort) = abortable("sleep 60");
     let handle = s.start(r).await;
     abort.abort("stop");
     assert_eq!(done(&handle).await, killed_by("SIGTERM"));
@@ -508,9 +539,7 @@ async fn self_signal_reported_killed() {
 #[actix_rt::test]
 async fn background_spawn_failure_settles_killed_with_one_note() {
     let s = Setup::new(|_| {});
-    let mut r = req("true");
-    r.workdir = Some("/nonexistent-dsh".into());
-    let handle = s.start(r).await;
+    let handle = s.start(in_a_missing_dir()).await;
     assert_eq!(done(&handle).await, TaskStatus::Killed { signal: None });
     let first = handle.read_output().delta;
     assert!(
@@ -522,7 +551,8 @@ async fn background_spawn_failure_settles_killed_with_one_note() {
         "",
         "the note is delivered exactly once"
     );
-    assert!(!handle.kill());
+    let killed = handle.kill();
+    assert!(!killed, "nothing is left to kill after a failed spawn");
     s.shutdown().await;
 }
 

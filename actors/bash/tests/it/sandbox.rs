@@ -82,6 +82,14 @@ impl FakeProvider {
     }
 }
 
+/// The read-only policy with the test's directory as the workspace.
+fn read_only_here() -> SandboxPolicy {
+    SandboxPolicy {
+        mode: ReadOnly,
+        workspace_root: cwd(),
+    }
+}
+
 fn cwd() -> PathBuf {
     canonical_root(&std::env::current_dir().unwrap())
 }
@@ -182,6 +190,14 @@ fn assert_ran_unwrapped(s: &Setup, result: &BashRunResult) {
     assert!(s.provider.calls().is_empty());
 }
 
+/// Asserts that `handle`, a background `echo <printed>`, ran unconfined without asking the provider:
+/// it settles with no facts, and its output reads through.
+async fn assert_started_unwrapped(s: &Setup, handle: &BashProcess, printed: &str) {
+    assert_eq!(settled(handle).await, None);
+    assert!(read_all(handle).contains(printed));
+    assert!(s.provider.calls().is_empty());
+}
+
 fn read_all(handle: &BashProcess) -> String {
     handle.read_output().delta
 }
@@ -197,13 +213,7 @@ async fn exact_argv_and_per_call_policy() {
     let calls = s.provider.calls();
     assert_eq!(calls.len(), 1);
     assert_eq!(calls[0].0, vec!["bash", "-c", command]);
-    assert_eq!(
-        calls[0].1,
-        SandboxPolicy {
-            mode: ReadOnly,
-            workspace_root: cwd()
-        }
-    );
+    assert_eq!(calls[0].1, read_only_here());
     s.shutdown().await;
 }
 
@@ -306,9 +316,7 @@ async fn danger_full_access_runs_unwrapped() {
 async fn danger_full_access_starts_unwrapped_without_facts() {
     let s = Setup::new(DangerFullAccess, None, FakeProvider::default());
     let handle = s.begin("echo free-bg").await;
-    assert_eq!(settled(&handle).await, None);
-    assert!(read_all(&handle).contains("free-bg"));
-    assert!(s.provider.calls().is_empty());
+    assert_started_unwrapped(&s, &handle, "free-bg").await;
     s.shutdown().await;
 }
 
@@ -316,10 +324,7 @@ async fn danger_full_access_starts_unwrapped_without_facts() {
 #[actix_rt::test]
 async fn capability_fact_and_resolve_stamp() {
     let s = Setup::read_only();
-    let policy = SandboxPolicy {
-        mode: ReadOnly,
-        workspace_root: cwd(),
-    };
+    let policy = read_only_here();
     let executor = SandboxBashExecutor::new(
         BashConfig::default(),
         s.manager.clone(),
@@ -354,10 +359,7 @@ async fn explicit_policy_outranks_the_default() {
                 mode: WorkspaceWrite,
                 workspace_root: project.into()
             },
-            SandboxPolicy {
-                mode: ReadOnly,
-                workspace_root: cwd()
-            },
+            read_only_here(),
         ]
     );
     s.shutdown().await;
@@ -405,9 +407,7 @@ async fn overlapping_tasks_keep_their_own_modes() {
 async fn escalated_danger_background_has_no_facts() {
     let s = Setup::read_only();
     let handle = s.begin_under("echo bg-free", DangerFullAccess).await;
-    assert_eq!(settled(&handle).await, None);
-    assert!(read_all(&handle).contains("bg-free"));
-    assert!(s.provider.calls().is_empty());
+    assert_started_unwrapped(&s, &handle, "bg-free").await;
     s.shutdown().await;
 }
 
@@ -561,8 +561,9 @@ async fn overlapping_tasks_keep_their_own_wrap_facts() {
     let slow = s
         .begin(r#"sleep 0.4; echo "x: Permission denied" >&2; exit 1"#)
         .await;
-    let quick = s.begin("true").await;
-    assert_settled(&quick, facts(ReadOnly, false, Some(Full))).await;
+    // A quick command settles while the slow one still runs.
+    let quick = facts(ReadOnly, false, Some(Full));
+    assert_settled(&s.begin("true").await, quick).await;
     assert_settled(&slow, facts(ReadOnly, true, Some(Partial))).await;
     s.shutdown().await;
 }

@@ -1,7 +1,7 @@
 //! The E2E-x-* cases (seed §2.7) against the real backends — Landlock applied in the spawn, and
-//! bubblewrap — plus what the seeds do not have: network deny, signal scope, and containment of a
-//! confined command's escaped grandchild. Each backend's tests skip, saying why, where the
-//! backend is unusable on the host.
+//! bubblewrap, each case once per backend (`landlock::…`, `bwrap::…`) — plus what the seeds do not
+//! have: network deny, signal scope, and containment of a confined command's escaped grandchild.
+//! Each backend's tests skip, saying why, where the backend is unusable on the host.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -74,6 +74,11 @@ impl Setup {
         })
     }
 
+    /// Under Landlock with the network allowed; `None` as [`Setup::new`].
+    fn landlock(mode: SandboxMode) -> Option<Self> {
+        Self::new(BackendChoice::Landlock, mode, NetworkPolicy::Allow)
+    }
+
     fn w(&self) -> PathBuf {
         canonical(self.workspace.path())
     }
@@ -106,6 +111,18 @@ fn canonical(path: &Path) -> PathBuf {
     std::fs::canonicalize(path).unwrap()
 }
 
+/// A request to write `hi` to `path`.
+fn echo_into(path: &Path) -> BashExecRequest {
+    BashExecRequest::new(format!("echo hi > {}", path.display()))
+}
+
+/// Asserts that `result` was denied under `mode`, classified as a denial, and wrote no `target`.
+fn assert_denied(s: &Setup, result: &BashRunResult, mode: SandboxMode, target: &Path) {
+    assert_ne!(result.exit_code, Some(0));
+    assert_eq!(result.sandbox, s.facts(mode, true));
+    assert!(!target.exists());
+}
+
 fn in_mode(command: String, mode: SandboxMode, root: &Path) -> BashExecRequest {
     BashExecRequest {
         sandbox_policy: Some(SandboxPolicy {
@@ -116,27 +133,23 @@ fn in_mode(command: String, mode: SandboxMode, root: &Path) -> BashExecRequest {
     }
 }
 
+/// Catalogue: E2E-x-1.
 async fn read_only_denies_a_write(backend: BackendChoice) {
     let Some(s) = Setup::new(backend, SandboxMode::ReadOnly, NetworkPolicy::Allow) else {
         return;
     };
     let target = s.w().join("denied.txt");
-    let result = s
-        .run(BashExecRequest::new(format!(
-            "echo hi > {}",
-            target.display()
-        )))
-        .await;
-    assert_ne!(result.exit_code, Some(0));
-    assert_eq!(result.sandbox, s.facts(SandboxMode::ReadOnly, true));
-    assert!(!target.exists());
+    let result = s.run(echo_into(&target)).await;
+    assert_denied(&s, &result, SandboxMode::ReadOnly, &target);
     s.shutdown().await;
 }
 
-async fn workspace_write_inside_vs_beside_root(backend: BackendChoice, name: &str) {
+/// Catalogue: E2E-x-2.
+async fn workspace_write_inside_vs_beside_root(backend: BackendChoice) {
     let Some(s) = Setup::new(backend, SandboxMode::WorkspaceWrite, NetworkPolicy::Allow) else {
         return;
     };
+    let name = format!("{backend:?}").to_lowercase();
     let allowed = s.w().join("allowed.txt");
     let result = s
         .run(BashExecRequest::new(format!(
@@ -152,15 +165,8 @@ async fn workspace_write_inside_vs_beside_root(backend: BackendChoice, name: &st
     );
     let out = outside_tmp();
     let denied = canonical(out.path()).join("denied.txt");
-    let result = s
-        .run(BashExecRequest::new(format!(
-            "echo hi > {}",
-            denied.display()
-        )))
-        .await;
-    assert_ne!(result.exit_code, Some(0));
-    assert_eq!(result.sandbox, s.facts(SandboxMode::WorkspaceWrite, true));
-    assert!(!denied.exists());
+    let result = s.run(echo_into(&denied)).await;
+    assert_denied(&s, &result, SandboxMode::WorkspaceWrite, &denied);
     // /tmp is a temp area under workspace-write (bubblewrap's is a private tmpfs).
     let result = s
         .run(BashExecRequest::new(
@@ -171,23 +177,20 @@ async fn workspace_write_inside_vs_beside_root(backend: BackendChoice, name: &st
     s.shutdown().await;
 }
 
+/// Catalogue: E2E-x-3.
 async fn background_denial_classified_at_settlement(backend: BackendChoice) {
     let Some(s) = Setup::new(backend, SandboxMode::ReadOnly, NetworkPolicy::Allow) else {
         return;
     };
     let target = s.w().join("bg-denied.txt");
-    let handle = s
-        .start(BashExecRequest::new(format!(
-            "echo hi > {}",
-            target.display()
-        )))
-        .await;
+    let handle = s.start(echo_into(&target)).await;
     tokio::time::timeout(SOON, handle.done()).await.unwrap();
     assert_eq!(handle.sandbox(), s.facts(SandboxMode::ReadOnly, true));
-    assert!(!target.exists());
+    assert!(!target.exists(), "the denied write left a file");
     s.shutdown().await;
 }
 
+/// Catalogue: E2E-x-4.
 async fn approved_escalated_retry(backend: BackendChoice) {
     let Some(s) = Setup::new(backend, SandboxMode::ReadOnly, NetworkPolicy::Allow) else {
         return;
@@ -195,9 +198,7 @@ async fn approved_escalated_retry(backend: BackendChoice) {
     let target = s.w().join("escalated.txt");
     let command = format!("printf escalated > {}", target.display());
     let result = s.run(BashExecRequest::new(command.clone())).await;
-    assert_ne!(result.exit_code, Some(0));
-    assert_eq!(result.sandbox, s.facts(SandboxMode::ReadOnly, true));
-    assert!(!target.exists());
+    assert_denied(&s, &result, SandboxMode::ReadOnly, &target);
     let result = s
         .run(in_mode(command, SandboxMode::WorkspaceWrite, &s.w()))
         .await;
@@ -231,40 +232,11 @@ async fn escaped_grandchild_dies_with_the_task(backend: BackendChoice) {
     s.shutdown().await;
 }
 
-#[actix_rt::test]
-async fn e2e_landlock_1_read_only_denies_a_write() {
-    read_only_denies_a_write(BackendChoice::Landlock).await;
-}
-
-#[actix_rt::test]
-async fn e2e_landlock_2_workspace_write_inside_vs_beside_root() {
-    workspace_write_inside_vs_beside_root(BackendChoice::Landlock, "landlock").await;
-}
-
-#[actix_rt::test]
-async fn e2e_landlock_3_background_denial_classified_at_settlement() {
-    background_denial_classified_at_settlement(BackendChoice::Landlock).await;
-}
-
-#[actix_rt::test]
-async fn e2e_landlock_4_approved_escalated_retry() {
-    approved_escalated_retry(BackendChoice::Landlock).await;
-}
-
-#[actix_rt::test]
-async fn landlock_confined_escaped_grandchild_dies_with_the_task() {
-    escaped_grandchild_dies_with_the_task(BackendChoice::Landlock).await;
-}
-
 /// A workspace deleted and made again at the same path is a new directory: the cached ruleset of
 /// the old one would deny every write in it (a recreated worktree, a client's roots A → B → A).
 #[actix_rt::test]
 async fn landlock_a_recreated_workspace_is_writable_again() {
-    let Some(s) = Setup::new(
-        BackendChoice::Landlock,
-        SandboxMode::WorkspaceWrite,
-        NetworkPolicy::Allow,
-    ) else {
+    let Some(s) = Setup::landlock(SandboxMode::WorkspaceWrite) else {
         return;
     };
     let root = s.w().join("worktree");
@@ -359,51 +331,6 @@ async fn a_root_that_cannot_confine_fails_closed(backend: BackendChoice) {
     s.shutdown().await;
 }
 
-#[actix_rt::test]
-async fn landlock_a_root_that_cannot_confine_fails_closed() {
-    a_root_that_cannot_confine_fails_closed(BackendChoice::Landlock).await;
-}
-
-#[actix_rt::test]
-async fn bwrap_a_root_that_cannot_confine_fails_closed() {
-    a_root_that_cannot_confine_fails_closed(BackendChoice::Bwrap).await;
-}
-
-#[actix_rt::test]
-async fn landlock_a_root_swapped_for_a_link_fails_closed() {
-    a_root_swapped_for_a_link_fails_closed(BackendChoice::Landlock).await;
-}
-
-#[actix_rt::test]
-async fn bwrap_a_root_swapped_for_a_link_fails_closed() {
-    a_root_swapped_for_a_link_fails_closed(BackendChoice::Bwrap).await;
-}
-
-#[actix_rt::test]
-async fn e2e_bwrap_1_read_only_denies_a_write() {
-    read_only_denies_a_write(BackendChoice::Bwrap).await;
-}
-
-#[actix_rt::test]
-async fn e2e_bwrap_2_workspace_write_inside_vs_beside_root() {
-    workspace_write_inside_vs_beside_root(BackendChoice::Bwrap, "bwrap").await;
-}
-
-#[actix_rt::test]
-async fn e2e_bwrap_3_background_denial_classified_at_settlement() {
-    background_denial_classified_at_settlement(BackendChoice::Bwrap).await;
-}
-
-#[actix_rt::test]
-async fn e2e_bwrap_4_approved_escalated_retry() {
-    approved_escalated_retry(BackendChoice::Bwrap).await;
-}
-
-#[actix_rt::test]
-async fn bwrap_confined_escaped_grandchild_dies_with_the_task() {
-    escaped_grandchild_dies_with_the_task(BackendChoice::Bwrap).await;
-}
-
 /// `--network deny`: no TCP connect, loopback included; with `allow` the same connect works.
 async fn network_deny_blocks_loopback(backend: BackendChoice) {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -423,22 +350,8 @@ async fn network_deny_blocks_loopback(backend: BackendChoice) {
 }
 
 #[actix_rt::test]
-async fn landlock_network_deny_blocks_loopback_tcp() {
-    network_deny_blocks_loopback(BackendChoice::Landlock).await;
-}
-
-#[actix_rt::test]
-async fn bwrap_network_deny_blocks_loopback_tcp() {
-    network_deny_blocks_loopback(BackendChoice::Bwrap).await;
-}
-
-#[actix_rt::test]
 async fn landlock_signal_scope_refuses_signals_to_the_runtime() {
-    let Some(s) = Setup::new(
-        BackendChoice::Landlock,
-        SandboxMode::ReadOnly,
-        NetworkPolicy::Allow,
-    ) else {
+    let Some(s) = Setup::landlock(SandboxMode::ReadOnly) else {
         return;
     };
     let abi = dsh_contain_abi();
@@ -546,3 +459,33 @@ async fn a_runner_command_is_used_as_given_and_its_failures_fail_closed() {
     assert!(!target.path().join("denied.txt").exists());
     manager.send(Shutdown).await.unwrap();
 }
+
+/// One test per backend for each case above: `sandbox_backends::landlock::<case>` and
+/// `sandbox_backends::bwrap::<case>` (each skips, saying why, where its backend is unusable).
+macro_rules! under_each_backend {
+    ($($case:ident),* $(,)?) => {
+        mod landlock {
+            $(#[actix_rt::test]
+            async fn $case() {
+                super::$case(super::BackendChoice::Landlock).await;
+            })*
+        }
+        mod bwrap {
+            $(#[actix_rt::test]
+            async fn $case() {
+                super::$case(super::BackendChoice::Bwrap).await;
+            })*
+        }
+    };
+}
+
+under_each_backend!(
+    read_only_denies_a_write,
+    workspace_write_inside_vs_beside_root,
+    background_denial_classified_at_settlement,
+    approved_escalated_retry,
+    escaped_grandchild_dies_with_the_task,
+    a_root_that_cannot_confine_fails_closed,
+    a_root_swapped_for_a_link_fails_closed,
+    network_deny_blocks_loopback,
+);

@@ -4,7 +4,7 @@
 #![allow(dead_code)]
 
 use std::io::Write;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -12,8 +12,20 @@ use std::time::{Duration, Instant};
 use dsh_contain::input_wait::{self, Input, Verdict};
 use dsh_contain::pty::{self, Pty, Size};
 use dsh_test_support::procfs::assert_all_gone;
+use dsh_test_support::terminal::spawn_on_terminal;
 pub use dsh_test_support::wait::SOON;
 
+/// Makes the terminal whose slave end is `raw` the controlling terminal and fds 0–2 of the fresh
+/// child (async-signal-safe).
+///
+/// # Safety
+///
+/// Only in a fresh child about to exec, as [`pty::attach_terminal`].
+unsafe fn attach(raw: RawFd) -> std::io::Result<()> {
+    // SAFETY: the caller runs this in the fresh child before exec.
+    unsafe { pty::attach_terminal(raw, true) }
+        .map_err(|failure| std::io::Error::from_raw_os_error(failure.errno))
+}
 /// How the program gets its input.
 pub enum Mode {
     /// A pseudo-terminal as its controlling terminal and fds 0–2.
@@ -33,23 +45,8 @@ impl Session {
     pub fn tty(argv: &[&str], size: Size) -> Session {
         let mut pty = Pty::open(size).unwrap();
         let slave = pty.take_slave().unwrap();
-        let raw = slave.as_raw_fd();
-        let mut command = Command::new(argv[0]);
-        command
-            .args(&argv[1..])
-            .env("TERM", "xterm-256color")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        // SAFETY: attach_terminal is async-signal-safe and runs in the fresh child before exec.
-        unsafe {
-            command.pre_exec(move || {
-                pty::attach_terminal(raw, true)
-                    .map_err(|failure| std::io::Error::from_raw_os_error(failure.errno))
-            });
-        }
-        let child = command.spawn().unwrap();
-        drop(slave);
+        // SAFETY: `attach` is async-signal-safe, and the spawn runs it in the fresh child.
+        let child = unsafe { spawn_on_terminal(argv, &[], slave, attach) };
         Session {
             mode: Mode::Tty(pty),
             child,

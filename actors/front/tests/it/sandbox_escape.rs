@@ -78,18 +78,24 @@ fn setup(backend: Backend) -> Option<(tempfile::TempDir, String)> {
     backend.usable().then(|| (workspace(), marker()))
 }
 
+/// The flags that confine dsh's commands to `workspace-write` under `backend` in `ws`.
+fn confined(backend: Backend, ws: &Path) -> [&str; 6] {
+    let cwd = ws.to_str().unwrap();
+    [
+        "--sandbox",
+        "workspace-write",
+        "--sandbox-backend",
+        backend.name(),
+        "--cwd",
+        cwd,
+    ]
+}
+
 /// `dsh run --sandbox workspace-write` under `backend` in `ws`, with `extra` flags; what it printed.
 fn run(backend: Backend, ws: &Path, extra: &[&str], command: &str) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_dsh"))
-        .args([
-            "run",
-            "--sandbox",
-            "workspace-write",
-            "--sandbox-backend",
-            backend.name(),
-            "--cwd",
-            ws.to_str().unwrap(),
-        ])
+        .arg("run")
+        .args(confined(backend, ws))
         .args(extra)
         .arg("--")
         .arg(command)
@@ -105,6 +111,12 @@ fn assert_nothing_left(marker: &str) {
         "left running: {:?}",
         live_with_cmdline(marker)
     );
+}
+
+/// Stops `server` and checks that nothing whose command line holds `marker` is left running.
+fn finish(server: Server, marker: &str) {
+    server.finish();
+    assert_nothing_left(marker);
 }
 
 /// The hex value of `/proc/self/status`'s `field` as the command printed it.
@@ -196,14 +208,7 @@ pub(crate) fn no_process_outside_the_sandbox_shows_its_environment_or_descriptor
     // themselves can still be listed (the directory's owner bits, not ptrace, guard that).
     let secret = format!("{m}-secret");
     let mut server = Server::start_with_env(
-        &[
-            "--sandbox",
-            "workspace-write",
-            "--sandbox-backend",
-            backend.name(),
-            "--cwd",
-            ws.path().to_str().unwrap(),
-        ],
+        &confined(backend, ws.path()),
         &[("OPENAI_API_KEY", &secret)],
     )
     .unwrap();
@@ -222,8 +227,7 @@ pub(crate) fn no_process_outside_the_sandbox_shows_its_environment_or_descriptor
     let counts: Vec<&str> = printed.lines().take(4).collect();
     assert_eq!(counts, ["0", "0", "0", "0"], "{printed}");
     assert!(printed.contains("done"), "{printed}");
-    server.finish();
-    assert_nothing_left(&m);
+    finish(server, &m);
 }
 
 pub(crate) fn abstract_sockets_outside_the_sandbox_are_refused(backend: Backend) {
@@ -278,15 +282,7 @@ pub(crate) fn other_processes_limits_and_scheduling_are_refused(backend: Backend
     let Some((ws, m)) = setup(backend) else {
         return;
     };
-    let mut server = Server::start(&[
-        "--sandbox",
-        "workspace-write",
-        "--sandbox-backend",
-        backend.name(),
-        "--cwd",
-        ws.path().to_str().unwrap(),
-    ])
-    .unwrap();
+    let mut server = Server::start(&confined(backend, ws.path())).unwrap();
     let dsh_pid = server.child.id();
     let before = limits_and_nice(dsh_pid);
     // `$PPID` is dsh under Landlock, bubblewrap's first process (inside the sandbox) under
@@ -319,8 +315,7 @@ pub(crate) fn other_processes_limits_and_scheduling_are_refused(backend: Backend
         bash(&format!("echo still here # {m}"), json!({})),
     );
     assert_eq!(server.text("after"), "still here\n");
-    server.finish();
-    assert_nothing_left(&m);
+    finish(server, &m);
 }
 
 pub(crate) fn a_command_may_change_its_own_limits_and_niceness(backend: Backend) {

@@ -18,10 +18,8 @@ type Answer = oneshot::Receiver<Result<SpawnedProcess, SpawnError>>;
 fn table(policy: Box<dyn ProcessPolicy>, spill: &tempfile::TempDir) -> ProcessTable {
     let config = ManagerConfig {
         spill_dir: Some(spill.path().to_path_buf()),
-        keep_spill: false,
         policy,
-        containment: Default::default(),
-        max_terminals: 64,
+        ..Default::default()
     };
     let mut table = ProcessTable::new(config, AmbientEnv::capture(std::env::vars_os()));
     // No real group is ever left behind by these tests.

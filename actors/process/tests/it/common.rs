@@ -24,13 +24,18 @@ impl Harness {
     }
 
     pub fn with_policy(policy: Box<dyn ProcessPolicy>) -> Self {
+        Self::with_config(ManagerConfig {
+            policy,
+            ..Default::default()
+        })
+    }
+
+    /// A manager with `config`, spilling into a private temp dir.
+    pub fn with_config(config: ManagerConfig) -> Self {
         let spill = tempfile::tempdir().expect("temp dir");
         let config = ManagerConfig {
             spill_dir: Some(spill.path().to_path_buf()),
-            keep_spill: false,
-            policy,
-            containment: Default::default(),
-            max_terminals: 64,
+            ..config
         };
         Self {
             manager: ProcessManager::new(config).start(),
@@ -49,6 +54,27 @@ impl Harness {
         );
         spec.spill_dir = Some(self.spill.path().to_path_buf());
         spec
+    }
+
+    /// Runs a command (after `prefix`) that prints `done` and exits leaving a background `sleep`
+    /// holding its pipes, with a 100 ms grace: its outcome, and the holder's pid.
+    pub async fn run_leaving_a_holder(&self, prefix: &str) -> (ProcessOutcome, i32) {
+        let dir = tempfile::tempdir().unwrap();
+        let pidfile = pid_file(&dir, "holder");
+        let mut spec = self.spec(&format!(
+            "{prefix}sleep 60 & echo $! > {}; echo done",
+            pidfile.display()
+        ));
+        spec.grace = Duration::from_millis(100);
+        let out = self.run(spec).await;
+        (out, read_pid_file(&pidfile).await)
+    }
+
+    /// Spawns `spec(cmd)` with a drain and kill grace of `grace`.
+    pub async fn spawn_with_grace(&self, cmd: &str, grace: Duration) -> SpawnedProcess {
+        let mut spec = self.spec(cmd);
+        spec.grace = grace;
+        self.spawn(spec).await.expect("spawn")
     }
 
     pub async fn spawn(&self, spec: ProcessSpawnSpec) -> Result<SpawnedProcess, SpawnError> {
@@ -128,15 +154,9 @@ pub fn pid_file(dir: &tempfile::TempDir, name: &str) -> PathBuf {
 impl Harness {
     /// A manager that runs at most `max_terminals` children under a terminal.
     pub fn with_max_terminals(max_terminals: usize) -> Self {
-        let spill = tempfile::tempdir().expect("temp dir");
-        let config = ManagerConfig {
-            spill_dir: Some(spill.path().to_path_buf()),
+        Self::with_config(ManagerConfig {
             max_terminals,
-            ..ManagerConfig::default()
-        };
-        Self {
-            manager: ProcessManager::new(config).start(),
-            spill,
-        }
+            ..Default::default()
+        })
     }
 }

@@ -29,6 +29,19 @@ fn bytes(text: &str) -> Vec<InputItem> {
     vec![InputItem::Bytes(text.as_bytes().to_vec())]
 }
 
+/// Writes `text` to the input of `spawned`, then waits until it settles: its outcome.
+async fn answer(spawned: &SpawnedProcess, text: &str) -> ProcessOutcome {
+    spawned.output.write(bytes(text)).unwrap();
+    within(SOON, spawned.output.settled()).await.unwrap()
+}
+
+/// Spawns `cmd` on a terminal and waits until it waits for (visible) input.
+async fn waiting_terminal(h: &Harness, cmd: &str) -> SpawnedProcess {
+    let spawned = spawn_terminal(h, cmd).await;
+    assert_eq!(waiting(&spawned.output).await, InputState::Waiting);
+    spawned
+}
+
 async fn waiting(output: &SharedOutput) -> InputState {
     within(SOON, output.input().expect("an input").waiting_or_closed()).await
 }
@@ -36,15 +49,13 @@ async fn waiting(output: &SharedOutput) -> InputState {
 #[actix_rt::test]
 async fn a_terminal_prompt_is_seen_waiting_and_answered() {
     let h = Harness::new();
-    let spawned = spawn_terminal(&h, "read -p 'name? ' x; echo got $x").await;
-    assert_eq!(waiting(&spawned.output).await, InputState::Waiting);
+    let spawned = waiting_terminal(&h, "read -p 'name? ' x; echo got $x").await;
     assert_eq!(
         spawned.output.live(),
         Live::Line("name?".into()),
         "the prompt, trailing blanks trimmed"
     );
-    spawned.output.write(bytes("bob\r")).unwrap();
-    let out = within(SOON, spawned.output.settled()).await.unwrap();
+    let out = answer(&spawned, "bob\r").await;
     assert_eq!(out.exit_code, Some(0));
     assert_eq!(out.stdout.text, "name? bob\ngot bob\n");
     assert_eq!(out.stderr.text, "", "one stream under a terminal");
@@ -56,9 +67,9 @@ async fn a_terminal_prompt_is_seen_waiting_and_answered() {
 async fn a_hidden_prompt_is_reported_hidden() {
     let h = Harness::new();
     let spawned = spawn_terminal(&h, "read -s -p 'pw? ' x; echo; echo len ${#x}").await;
-    assert_eq!(waiting(&spawned.output).await, InputState::WaitingHidden);
-    spawned.output.write(bytes("secret\r")).unwrap();
-    let out = within(SOON, spawned.output.settled()).await.unwrap();
+    let hidden = waiting(&spawned.output).await;
+    assert_eq!(hidden, InputState::WaitingHidden);
+    let out = answer(&spawned, "secret\r").await;
     assert!(out.stdout.text.contains("len 6"), "{:?}", out.stdout.text);
     assert!(!out.stdout.text.contains("secret"), "{:?}", out.stdout.text);
     h.shutdown().await;
@@ -107,8 +118,7 @@ async fn ctrl_c_on_a_terminal_interrupts_the_foreground_program() {
         }
     })
     .await;
-    spawned.output.write(bytes("\x03")).unwrap();
-    let out = within(SOON, spawned.output.settled()).await.unwrap();
+    let out = answer(&spawned, "\x03").await;
     assert_eq!(out.signal.as_deref(), Some("SIGINT"));
     assert!(live_with_cmdline(marker).is_empty());
     h.shutdown().await;
@@ -133,7 +143,8 @@ async fn a_sleeping_or_computing_command_is_never_waiting() {
 async fn a_process_without_input_refuses_writes() {
     let h = Harness::new();
     let spawned = h.spawn(h.spec("true")).await.unwrap();
-    assert_eq!(spawned.output.write(bytes("x")), Err(InputError::NoInput));
+    let refused = spawned.output.write(bytes("x"));
+    assert_eq!(refused, Err(InputError::NoInput));
     h.shutdown().await;
 }
 
@@ -159,14 +170,12 @@ async fn more_than_the_queue_holds_is_refused() {
 #[actix_rt::test]
 async fn a_terminal_that_slept_while_waiting_wakes_up_as_it_was() {
     let h = Harness::new();
-    let spawned = spawn_terminal(&h, "echo first line; read -p 'again? ' x; echo got $x").await;
-    assert_eq!(waiting(&spawned.output).await, InputState::Waiting);
+    let spawned = waiting_terminal(&h, "echo first line; read -p 'again? ' x; echo got $x").await;
     // Time itself is the condition here: the driver puts a terminal that waited quietly for
     // HIBERNATE_AFTER to sleep on one of its next checks (every 500 ms while waiting).
     tokio::time::sleep(HIBERNATE_AFTER + Duration::from_millis(1200)).await;
     assert_eq!(spawned.output.live(), Live::Line("again?".into()));
-    spawned.output.write(bytes("yes\r")).unwrap();
-    let out = within(SOON, spawned.output.settled()).await.unwrap();
+    let out = answer(&spawned, "yes\r").await;
     assert_eq!(out.stdout.text, "first line\nagain? yes\ngot yes\n");
     h.shutdown().await;
 }
@@ -197,16 +206,15 @@ async fn terminals_beyond_the_cap_are_refused_until_one_ends() {
         }
     })
     .await;
-    within(SOON, third.output.settled()).await.unwrap();
     h.kill(second.id).await;
+    within(SOON, third.output.settled()).await.unwrap();
     h.shutdown().await;
 }
 
 #[actix_rt::test]
 async fn the_manager_takes_writes_by_process_id() {
     let h = Harness::new();
-    let spawned = spawn_terminal(&h, "read x; echo got $x").await;
-    assert_eq!(waiting(&spawned.output).await, InputState::Waiting);
+    let spawned = waiting_terminal(&h, "read x; echo got $x").await;
     let write = |items| {
         h.manager.send(Write {
             id: spawned.id,

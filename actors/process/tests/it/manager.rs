@@ -35,9 +35,9 @@ async fn registers_and_spawns() {
 #[actix_rt::test]
 async fn shutdown_kills_running_processes_and_awaits_exit() {
     let h = Harness::new();
-    let mut spec = h.spec("sleep 60");
-    spec.grace = Duration::from_millis(200);
-    let spawned = h.spawn(spec).await.unwrap();
+    let spawned = h
+        .spawn_with_grace("sleep 60", Duration::from_millis(200))
+        .await;
     h.shutdown().await;
     assert!(
         !pid_is_live(spawned.pid),
@@ -95,10 +95,8 @@ async fn a_nul_byte_in_the_command_or_environment_is_a_clear_spawn_error() {
 /// Catalogue: PM-04.
 #[actix_rt::test]
 async fn shutdown_tolerates_a_failed_spawn() {
-    let err = spawn_error_once("true", |spec| {
-        spec.cwd = "/nonexistent-dir-dsh-manager-test".into();
-    })
-    .await;
+    let missing = "/nonexistent-dir-dsh-manager-test";
+    let err = spawn_error_once("true", |spec| spec.cwd = missing.into()).await;
     assert!(err.contains("ENOENT"));
 }
 
@@ -221,24 +219,10 @@ async fn shutdown_refuses_queued_spawns() {
     assert!(!pid_is_live(running.pid));
 }
 
-/// Runs a command (after `prefix`) that exits leaving a background `sleep` holding its pipes, with a
-/// 100 ms grace: its outcome, and the holder's pid.
-async fn run_leaving_a_holder(h: &Harness, prefix: &str) -> (ProcessOutcome, i32) {
-    let dir = tempfile::tempdir().unwrap();
-    let pidfile = pid_file(&dir, "holder");
-    let mut spec = h.spec(&format!(
-        "{prefix}sleep 60 & echo $! > {}; echo done",
-        pidfile.display()
-    ));
-    spec.grace = Duration::from_millis(100);
-    let out = h.run(spec).await;
-    (out, read_pid_file(&pidfile).await)
-}
-
 #[actix_rt::test]
 async fn shutdown_kills_a_descendant_left_holding_the_pipes() {
     let h = Harness::new();
-    let (out, holder) = run_leaving_a_holder(&h, "trap '' TERM; ").await;
+    let (out, holder) = h.run_leaving_a_holder("trap '' TERM; ").await;
     assert_eq!(out.settlement, Settlement::DrainGrace);
     assert!(pid_is_live(holder));
     assert_eq!(h.manager.send(Stats).await.unwrap().stragglers, 1);
@@ -260,7 +244,7 @@ impl ProcessPolicy for KillStragglers {
 #[actix_rt::test]
 async fn a_policy_can_kill_stragglers_at_settlement() {
     let h = Harness::with_policy(Box::new(KillStragglers));
-    let (_, holder) = run_leaving_a_holder(&h, "").await;
+    let (_, holder) = h.run_leaving_a_holder("").await;
     assert_gone(holder).await;
     h.shutdown().await;
 }
@@ -360,10 +344,9 @@ async fn shutdown_with_fifty_live_groups_returns_within_grace_plus_two_seconds()
 #[actix_rt::test]
 async fn the_leader_is_reaped_only_once_its_process_has_settled() {
     let h = Harness::new();
-    let mut spec = h.spec("sleep 60 & echo started");
     // The drain grace: the sleep holds the pipes, so the process does not settle on its own soon.
-    spec.grace = Duration::from_secs(30);
-    let spawned = h.spawn(spec).await.unwrap();
+    let grace = Duration::from_secs(30);
+    let spawned = h.spawn_with_grace("sleep 60 & echo started", grace).await;
     h.wait_for_stdout(spawned.id, "started").await;
     let state = || dsh_process::signal::proc_stat(spawned.pid).map(|s| s.state);
     let deadline = Instant::now() + Duration::from_secs(20);

@@ -8,11 +8,34 @@ use std::time::{Duration, Instant};
 use crate::common::*;
 use dsh_process::*;
 
-/// Runs `command`, its spec changed by `edit`, on a harness of its own, which it then shuts down.
-pub async fn run_once(command: &str, edit: impl FnOnce(&mut ProcessSpawnSpec)) -> ProcessOutcome {
+/// A harness of its own and the spec of `command`, changed by `edit`.
+fn harness_and_spec(
+    command: &str,
+    edit: impl FnOnce(&mut ProcessSpawnSpec),
+) -> (Harness, ProcessSpawnSpec) {
     let h = Harness::new();
     let mut spec = h.spec(command);
     edit(&mut spec);
+    (h, spec)
+}
+
+/// Runs `sleep 60` with an abort signal that a task of its own fires after `after` (with `reason`):
+/// its outcome.
+async fn run_aborted(h: &Harness, after: Duration, reason: &'static str) -> ProcessOutcome {
+    let abort = AbortSignal::new();
+    let mut spec = h.spec("sleep 60");
+    spec.abort = Some(abort.clone());
+    let spawned = h.spawn(spec).await.unwrap();
+    actix_rt::spawn(async move {
+        tokio::time::sleep(after).await;
+        abort.abort(reason);
+    });
+    h.wait(spawned.id).await
+}
+
+/// Runs `command`, its spec changed by `edit`, on a harness of its own, which it then shuts down.
+pub async fn run_once(command: &str, edit: impl FnOnce(&mut ProcessSpawnSpec)) -> ProcessOutcome {
+    let (h, spec) = harness_and_spec(command, edit);
     let out = h.run(spec).await;
     h.shutdown().await;
     out
@@ -21,9 +44,7 @@ pub async fn run_once(command: &str, edit: impl FnOnce(&mut ProcessSpawnSpec)) -
 /// The spawn error of `command`, its spec changed by `edit`, on a harness of its own, which it
 /// then shuts down.
 pub async fn spawn_error_once(command: &str, edit: impl FnOnce(&mut ProcessSpawnSpec)) -> String {
-    let h = Harness::new();
-    let mut spec = h.spec(command);
-    edit(&mut spec);
+    let (h, spec) = harness_and_spec(command, edit);
     let err = h.spawn_error(spec).await;
     h.shutdown().await;
     err
@@ -211,10 +232,7 @@ async fn bad_specs_are_refused_saying_why() {
 /// Catalogue: PL-06.
 #[actix_rt::test]
 async fn runs_in_cwd() {
-    let out = run_once("pwd", |spec| {
-        spec.cwd = "/tmp".into();
-    })
-    .await;
+    let out = run_once("pwd", |spec| spec.cwd = "/tmp".into()).await;
     assert!(out.stdout.text.trim().ends_with("/tmp"));
 }
 
@@ -222,16 +240,8 @@ async fn runs_in_cwd() {
 #[actix_rt::test]
 async fn abort_sends_sigterm_to_the_group() {
     let h = Harness::new();
-    let abort = AbortSignal::new();
-    let mut spec = h.spec("sleep 60");
-    spec.abort = Some(abort.clone());
     let started = Instant::now();
-    let spawned = h.spawn(spec).await.unwrap();
-    actix_rt::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        abort.abort("deadline");
-    });
-    let out = h.wait(spawned.id).await;
+    let out = run_aborted(&h, Duration::from_millis(100), "deadline").await;
     assert!(started.elapsed() < Duration::from_secs(5));
     assert_eq!(
         (out.exit_code, out.signal.as_deref()),
@@ -244,9 +254,10 @@ async fn abort_sends_sigterm_to_the_group() {
 #[actix_rt::test]
 async fn sigkill_escalation_when_term_is_trapped() {
     let h = Harness::new();
-    let mut spec = h.spec("trap '' TERM; echo ready; while :; do sleep 60 & wait $!; done");
-    spec.grace = Duration::from_millis(200);
-    let spawned = h.spawn(spec).await.unwrap();
+    let stubborn = "trap '' TERM; echo ready; while :; do sleep 60 & wait $!; done";
+    let spawned = h
+        .spawn_with_grace(stubborn, Duration::from_millis(200))
+        .await;
     h.wait_for_stdout(spawned.id, "ready\n").await;
     assert_eq!(h.kill(spawned.id).await, KillOutcome::Requested);
     let out = h.wait(spawned.id).await;
@@ -281,13 +292,8 @@ async fn whole_group_dies() {
 #[actix_rt::test]
 async fn abort_mid_run() {
     let h = Harness::new();
-    let abort = AbortSignal::new();
-    let mut spec = h.spec("sleep 60");
-    spec.abort = Some(abort.clone());
-    let spawned = h.spawn(spec).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    abort.abort("user cancelled");
-    assert_eq!(h.wait(spawned.id).await.signal.as_deref(), Some("SIGTERM"));
+    let out = run_aborted(&h, Duration::from_millis(50), "user cancelled").await;
+    assert_eq!(out.signal.as_deref(), Some("SIGTERM"));
     h.shutdown().await;
 }
 
@@ -296,8 +302,9 @@ async fn abort_mid_run() {
 async fn kill_is_idempotent() {
     let h = Harness::new();
     let spawned = h.spawn(h.spec("sleep 60")).await.unwrap();
-    h.kill(spawned.id).await;
-    h.kill(spawned.id).await;
+    for _ in 0..2 {
+        h.kill(spawned.id).await;
+    }
     let out = h.wait(spawned.id).await;
     assert_eq!(out.signal.as_deref(), Some("SIGTERM"));
     assert_eq!(
@@ -312,24 +319,16 @@ async fn kill_is_idempotent() {
 #[actix_rt::test]
 async fn bounded_pipe_drain_after_shell_exit() {
     let h = Harness::new();
-    let dir = tempfile::tempdir().unwrap();
-    let pidfile = pid_file(&dir, "holder");
-    let mut spec = h.spec(&format!(
-        "sleep 60 & echo $! > {}; echo shell-done",
-        pidfile.display()
-    ));
-    spec.grace = Duration::from_millis(100);
     let started = Instant::now();
-    let out = h.run(spec).await;
+    let (out, holder) = h.run_leaving_a_holder("").await;
     assert!(
         started.elapsed() < Duration::from_millis(1000),
         "took {:?}",
         started.elapsed()
     );
     assert_eq!(out.exit_code, Some(0));
-    assert_eq!(out.stdout.text, "shell-done\n");
+    assert_eq!(out.stdout.text, "done\n");
     assert_eq!(out.settlement, Settlement::DrainGrace);
-    let holder = read_pid_file(&pidfile).await;
     assert!(
         signal::pid_is_live(holder),
         "the pipe holder keeps running, as in the seeds"
@@ -538,15 +537,10 @@ async fn keep_spill_keeps_the_private_directory() {
 #[actix_rt::test]
 async fn abort_honoured_without_any_timeout() {
     let h = Harness::new();
-    let abort = AbortSignal::new();
-    let mut spec = h.spec("sleep 60");
-    spec.abort = Some(abort.clone());
-    let spawned = h.spawn(spec).await.unwrap();
-    actix_rt::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        abort.abort("stop");
-    });
-    assert_eq!(h.wait(spawned.id).await.signal.as_deref(), Some("SIGTERM"));
+    let signal = run_aborted(&h, Duration::from_millis(50), "stop")
+        .await
+        .signal;
+    assert_eq!(signal.as_deref(), Some("SIGTERM"));
     h.shutdown().await;
 }
 

@@ -3,18 +3,29 @@
 //! a program that asks for the cursor position gets an answer.
 
 use std::io::Write;
-use std::os::fd::AsRawFd;
-use std::os::unix::process::CommandExt;
-use std::process::{Child, Command, Stdio};
+use std::os::fd::{AsRawFd, RawFd};
+use std::process::Child;
 use std::time::Instant;
 
 use dsh_contain::pty::{self, Pty, Size};
 use dsh_process::terminal::Terminal;
 use dsh_test_support::SOON;
 use dsh_test_support::procfs::assert_all_gone;
+use dsh_test_support::terminal::spawn_on_terminal;
 
 const SIZE: Size = Size { rows: 24, cols: 80 };
 
+/// Makes the terminal whose slave end is `raw` the controlling terminal and fds 0–2 of the fresh
+/// child (async-signal-safe).
+///
+/// # Safety
+///
+/// Only in a fresh child about to exec, as [`pty::attach_terminal`].
+unsafe fn attach(raw: RawFd) -> std::io::Result<()> {
+    // SAFETY: the caller runs this in the fresh child before exec.
+    unsafe { pty::attach_terminal(raw, true) }
+        .map_err(|failure| std::io::Error::from_raw_os_error(failure.errno))
+}
 /// A program on a new terminal, its output fed through a [`Terminal`] the way the driver will.
 struct Run {
     pty: Pty,
@@ -29,24 +40,8 @@ impl Run {
     fn start(argv: &[&str]) -> Run {
         let mut pty = Pty::open(SIZE).unwrap();
         let slave = pty.take_slave().unwrap();
-        let raw = slave.as_raw_fd();
-        let mut command = Command::new(argv[0]);
-        command
-            .args(&argv[1..])
-            .env("TERM", "xterm-256color")
-            .env("LESS", "")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        // SAFETY: attach_terminal is async-signal-safe and runs in the fresh child before exec.
-        unsafe {
-            command.pre_exec(move || {
-                pty::attach_terminal(raw, true)
-                    .map_err(|failure| std::io::Error::from_raw_os_error(failure.errno))
-            });
-        }
-        let child = command.spawn().unwrap();
-        drop(slave);
+        // SAFETY: `attach` is async-signal-safe, and the spawn runs it in the fresh child.
+        let child = unsafe { spawn_on_terminal(argv, &[("LESS", "")], slave, attach) };
         Run {
             pty,
             child,

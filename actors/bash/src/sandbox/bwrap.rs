@@ -128,14 +128,10 @@ mod tests {
 
     #[test]
     fn the_profile_binds_the_writable_set_but_dev_and_tmp() {
-        let config = LocalSandboxConfig {
-            writable_roots: vec![PathBuf::from("/dev/shm"), PathBuf::from("/usr")],
-            ..LocalSandboxConfig::default()
-        };
-        let policy = SandboxPolicy {
-            mode: SandboxMode::WorkspaceWrite,
-            workspace_root: PathBuf::from("/ws"),
-        };
+        let (config, policy) = crate::sandbox::writable::tests::config_and_policy(
+            &["/dev/shm", "/usr"],
+            SandboxMode::WorkspaceWrite,
+        );
         assert!(
             profile(&config, &policy, None)
                 .join(" ")

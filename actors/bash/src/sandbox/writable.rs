@@ -116,19 +116,28 @@ pub fn check_root(root: &Path) -> Result<PathBuf, WritableRootError> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    #[test]
-    fn read_only_writes_only_the_null_device_and_the_terminal() {
+    /// A config with `roots` as its extra roots, and a `mode` policy whose workspace is `/ws`.
+    pub(crate) fn config_and_policy(
+        roots: &[&str],
+        mode: SandboxMode,
+    ) -> (LocalSandboxConfig, SandboxPolicy) {
         let config = LocalSandboxConfig {
-            writable_roots: vec![PathBuf::from("/dev/shm")],
+            writable_roots: roots.iter().map(PathBuf::from).collect(),
             ..LocalSandboxConfig::default()
         };
         let policy = SandboxPolicy {
-            mode: SandboxMode::ReadOnly,
+            mode,
             workspace_root: PathBuf::from("/ws"),
         };
+        (config, policy)
+    }
+
+    #[test]
+    fn read_only_writes_only_the_null_device_and_the_terminal() {
+        let (config, policy) = config_and_policy(&["/dev/shm"], SandboxMode::ReadOnly);
         assert_eq!(
             writable_paths(&config, &policy),
             [PathBuf::from("/dev/null"), PathBuf::from("/dev/tty")]
@@ -137,14 +146,8 @@ mod tests {
 
     #[test]
     fn workspace_write_adds_tmp_the_root_and_the_extra_roots_that_exist() {
-        let config = LocalSandboxConfig {
-            writable_roots: vec![PathBuf::from("/dev/shm"), PathBuf::from("/no/such/root")],
-            ..LocalSandboxConfig::default()
-        };
-        let policy = SandboxPolicy {
-            mode: SandboxMode::WorkspaceWrite,
-            workspace_root: PathBuf::from("/ws"),
-        };
+        let (config, policy) =
+            config_and_policy(&["/dev/shm", "/no/such/root"], SandboxMode::WorkspaceWrite);
         let tmp = std::fs::canonicalize("/tmp").unwrap();
         assert_eq!(
             writable_paths(&config, &policy),

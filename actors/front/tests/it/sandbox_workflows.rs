@@ -22,50 +22,41 @@ fn assert_has(printed: &str, wanted: &str, what: &str) {
     assert!(printed.contains(wanted), "{what}: {printed}");
 }
 
+/// Each package manager's workflow (what, the command, a line it prints when it worked), run in
+/// order in one workspace. pip into a venv, then pytest from it; the test's own cargo settings must
+/// not steer the build into its target directory.
+const PACKAGE_WORKFLOWS: [(&str, &str, &str); 3] = [
+    (
+        "pip and pytest",
+        "python3 -m venv .venv && .venv/bin/pip install -q pytest \
+         && printf 'def test_sum():\\n    assert 1 + 1 == 2\\n' > test_sum.py \
+         && .venv/bin/pytest -q test_sum.py",
+        "1 passed",
+    ),
+    (
+        "npm install",
+        "npm init -y >/dev/null && npm install --no-audit --no-fund is-number@7 >/dev/null \
+         && node -e 'console.log(\"npm:\", require(\"is-number\")(5))'",
+        "npm: true",
+    ),
+    (
+        "cargo build with a registry dependency",
+        "unset CARGO_TARGET_DIR CARGO_PROFILE_DEV_DEBUG; cargo new -q x && cd x \
+         && echo 'itoa = \"1\"' >> Cargo.toml \
+         && printf 'fn main() { println!(\"cargo: {}\", itoa::Buffer::new().format(42)); }\\n' > src/main.rs \
+         && cargo build -q && ./target/debug/x",
+        "cargo: 42",
+    ),
+];
+
 pub(crate) fn package_managers_build_and_test_with_no_approval(backend: Backend) {
     let Some((ws, m)) = setup(backend) else {
         return;
     };
-    let ws = ws.path();
-    // pip into a venv, then pytest from it.
-    let python = run(
-        backend,
-        ws,
-        SLOW,
-        &format!(
-            "python3 -m venv .venv && .venv/bin/pip install -q pytest \
-             && printf 'def test_sum():\\n    assert 1 + 1 == 2\\n' > test_sum.py \
-             && .venv/bin/pytest -q test_sum.py # {m}"
-        ),
-    );
-    assert_has(&python, "1 passed", "pip and pytest");
-    let npm = run(
-        backend,
-        ws,
-        SLOW,
-        &format!(
-            "npm init -y >/dev/null && npm install --no-audit --no-fund is-number@7 >/dev/null \
-             && node -e 'console.log(\"npm:\", require(\"is-number\")(5))' # {m}"
-        ),
-    );
-    assert_has(&npm, "npm: true", "npm install");
-    // The test's own cargo settings must not steer the build into its target directory.
-    let cargo = run(
-        backend,
-        ws,
-        SLOW,
-        &format!(
-            "unset CARGO_TARGET_DIR CARGO_PROFILE_DEV_DEBUG; cargo new -q x && cd x \
-             && echo 'itoa = \"1\"' >> Cargo.toml \
-             && printf 'fn main() {{ println!(\"cargo: {{}}\", itoa::Buffer::new().format(42)); }}\\n' > src/main.rs \
-             && cargo build -q && ./target/debug/x # {m}"
-        ),
-    );
-    assert_has(
-        &cargo,
-        "cargo: 42",
-        "cargo build with a registry dependency",
-    );
+    for (what, command, wanted) in PACKAGE_WORKFLOWS {
+        let printed = run(backend, ws.path(), SLOW, &format!("{command} # {m}"));
+        assert_has(&printed, wanted, what);
+    }
     assert_nothing_left(&m);
 }
 

@@ -5,7 +5,8 @@
 //! registry dependency, `git commit`, `multiprocessing.Pool`, `make` with `cc`, writes under
 //! `$DSH_HOME` and under a `--writable-root`; and the writes the same default must still refuse:
 //! shell and ssh start-up files, `~/.gitconfig`, `/etc/passwd`, new programs in `~/.cargo/bin`
-//! and `/usr/local/bin`, a directory beside the workspace. One venv serves pip and pytest. Every
+//! and `/usr/local/bin`, a directory beside the workspace; and that `dsh doctor` and the `bash`
+//! description list the writable set. One venv serves pip and pytest. Every
 //! command carries a unique marker, and each test checks that nothing it started is left running.
 
 use std::path::Path;
@@ -151,6 +152,46 @@ pub(crate) fn start_up_files_programs_and_other_directories_stay_refused(backend
         assert_has(&printed, &format!("refused {what}\n"), what);
     }
     assert_nothing_left(&m);
+}
+
+/// `dsh doctor` and the `bash` description (MCP `tools/list`) list the same writable set: the
+/// everyday roots and, for the server, its `--writable-root`.
+#[test]
+fn doctor_and_the_tool_description_list_the_writable_set() {
+    if !Backend::Landlock.usable() {
+        return;
+    }
+    let extra = workspace();
+    let extra = extra.path().to_str().unwrap();
+    let doctor = crate::common::run_dsh(&["doctor"]);
+    let doctor = String::from_utf8_lossy(&doctor.stdout).into_owned();
+    let roots = doctor
+        .lines()
+        .find_map(|line| line.strip_prefix("sandbox writable roots: "))
+        .unwrap_or_else(|| panic!("no writable roots in {doctor}"))
+        .strip_suffix(" (and each --writable-root)")
+        .unwrap()
+        .to_owned();
+    assert!(roots.contains("/dev/shm"), "{roots}");
+    assert!(!roots.contains(".cargo/bin"), "{roots}");
+    let mut client = crate::mcp_raw::Client::session(
+        "2025-06-18",
+        serde_json::json!({}),
+        &["--sandbox-backend", "landlock", "--writable-root", extra],
+    );
+    client.send(serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}));
+    let tools = client.response(1)["result"]["tools"].clone();
+    client.finish();
+    let description = tools[0]["description"].as_str().unwrap();
+    let tmp = std::fs::canonicalize("/tmp").unwrap();
+    assert!(
+        description.ends_with(&format!(
+            "\n\nUnder workspace-write a command may write only the workspace and: \
+             /dev/null, /dev/tty, {}, {roots}, {extra}.",
+            tmp.display()
+        )),
+        "{description}"
+    );
 }
 
 under_each_backend!(

@@ -164,13 +164,25 @@ fn sandbox_executor(
         mode,
         workspace_root: policies.workspace_root().to_path_buf(),
     };
+    // The description lists the writable set but the workspace, which is the session's own.
+    let writable_policy = SandboxPolicy {
+        mode: SandboxMode::WorkspaceWrite,
+        ..default_policy.clone()
+    };
+    let writable: Vec<PathBuf> = provider
+        .writable(&writable_policy)
+        .into_iter()
+        .filter(|path| *path != writable_policy.workspace_root)
+        .collect();
     let resolver = SandboxBashExecutor::resolver(&bash, default_policy.clone());
     let tool_bash = bash.clone();
     let executor =
         SandboxBashExecutor::new(bash, manager.clone(), provider, default_policy)?.start();
     Ok(Executor {
         start: executor.clone().recipient(),
-        tool: ExecutorRef::new(&tool_bash, resolver.clone(), executor).confining(),
+        tool: ExecutorRef::new(&tool_bash, resolver.clone(), executor)
+            .confining()
+            .with_writable(writable),
         policy: Some(policies),
         resolver,
     })

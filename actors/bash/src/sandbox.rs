@@ -9,6 +9,7 @@
 //!   each call to the backend [`probe`] chose once: [`landlock`] (applied in the spawn, no
 //!   launcher), bubblewrap (`bwrap.rs`), or an operator's runner command (`runner.rs`); [`config`]
 //!   holds its settings;
+//! - [`writable`]: the one writable set both backends grant, and the everyday roots;
 //! - [`classify`]: denial and runner-failure classification of a finished command;
 //! - [`quote`]: single-quoting a wrapped argv into `exec '<a0>' '<a1>' …`;
 //! - [`executor`]: the `SandboxBashExecutor` actor.
@@ -25,6 +26,7 @@ pub mod provider;
 pub mod quote;
 mod root_check;
 mod runner;
+pub mod writable;
 
 pub use classify::matches_signatures;
 pub use config::{BackendChoice, LocalSandboxConfig, NetworkPolicy};
@@ -34,5 +36,6 @@ pub use policy::{SandboxPolicy, SandboxPolicyResolver, canonical_root};
 pub use probe::Backend;
 pub use provider::{SandboxProvider, Wrap, WrapFacts, sandbox_unavailable_text};
 pub use quote::{exec_command, shell_quote};
+pub use writable::{WritableRootError, everyday_roots, writable_paths};
 
 pub use dsh_tasks::{Enforcement, SandboxFacts, SandboxMode};

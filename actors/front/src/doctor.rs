@@ -118,7 +118,11 @@ fn sandbox_lines() -> Vec<String> {
              (/dev/tty) (enforcement {enforcement}{metadata})"
         ),
         format!(
-            "sandbox workspace-write: writes only below the workspace and /tmp (enforcement {enforcement}{metadata})"
+            "sandbox workspace-write: writes only below the workspace, /tmp and the writable roots (enforcement {enforcement}{metadata})"
+        ),
+        format!(
+            "sandbox writable roots: {} (and each --writable-root)",
+            display_paths(&crate::writable::roots(None, None, &[], false))
         ),
         "sandbox danger-full-access: unconfined".to_owned(),
         format!(
@@ -144,6 +148,12 @@ fn sandbox_lines() -> Vec<String> {
         provider.abstract_sockets_scoped(),
     ));
     lines
+}
+
+/// `paths` as one comma-separated list.
+fn display_paths(paths: &[std::path::PathBuf]) -> String {
+    let shown: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+    shown.join(", ")
 }
 
 /// What confines a command beyond files and the network, per backend (docs/ARCHITECTURE.md,

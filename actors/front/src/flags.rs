@@ -24,7 +24,7 @@ const SANDBOX: &[(SandboxMode, &str)] = &[
     (SandboxMode::ReadOnly, "No writes anywhere (only /dev/null)"),
     (
         SandboxMode::WorkspaceWrite,
-        "Writes only below the workspace (--cwd) and /tmp",
+        "Writes only below the workspace (--cwd), /tmp and the writable roots (dsh doctor)",
     ),
     (SandboxMode::DangerFullAccess, "No confinement"),
 ];
@@ -151,6 +151,9 @@ pub struct RuntimeFlags {
     /// /opt/bin/bwrap`); skips backend selection. dsh's bubblewrap profile and the command follow it.
     #[arg(long, value_name = "WORD")]
     pub sandbox_runner: Vec<String>,
+    /// Also writable under workspace-write (repeatable): an absolute, existing, canonical path.
+    #[arg(long, value_name = "PATH", value_parser = crate::writable::parse_root)]
+    pub writable_root: Vec<PathBuf>,
     /// Text the runner prints when it itself fails (required with --sandbox-runner; repeatable).
     #[arg(long, value_name = "TEXT")]
     pub sandbox_runner_failure_signature: Vec<String>,
@@ -284,6 +287,12 @@ impl RuntimeFlags {
             scope_signals: !self.no_signal_scope,
             runner_command: self.sandbox_runner.clone(),
             runner_failure_signatures: self.sandbox_runner_failure_signature.clone(),
+            writable_roots: crate::writable::roots(
+                self.dsh_home.as_deref(),
+                self.cwd.as_deref(),
+                &self.writable_root,
+                true,
+            ),
             ..LocalSandboxConfig::default()
         }
     }
@@ -337,6 +346,9 @@ impl RuntimeFlags {
             .with_sandbox(self.builder())?
             .start_in_current_system()
             .map_err(|e| e.to_string())?;
+        if runtime.sandbox_mode() == Some(SandboxMode::WorkspaceWrite) {
+            crate::writable::warn_if_workspace_is_everything(self.cwd.as_deref());
+        }
         tracing::info!(
             containment = %runtime.containment_mode(),
             sandbox = %runtime.sandbox_mode().map_or("none", SandboxMode::as_str),

@@ -31,6 +31,7 @@ mod outbox;
 mod run;
 mod signals;
 mod stdio;
+mod writable;
 
 use clap::{Parser, Subcommand};
 

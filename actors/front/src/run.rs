@@ -1,4 +1,6 @@
-//! `dsh run`: one foreground `bash` call, printed exactly as the model would see it.
+//! `dsh run`: one foreground `bash` call, printed as the model would see it, except that the
+//! model's escalation hint is replaced by [`PERSON_HINT`]: the person who ran it cannot escalate a
+//! call, only rerun it with other flags.
 
 use std::io::Write;
 
@@ -8,6 +10,11 @@ use serde_json::json;
 
 use crate::flags::RuntimeFlags;
 use crate::signals;
+
+/// What `dsh run` prints where the model would read the escalation hint (docs/CONTRACT.md, "Front
+/// ends").
+pub const PERSON_HINT: &str = "[sandbox: dsh run cannot ask for approval; to allow it, rerun with \
+     --sandbox danger-full-access, or with --writable-root DIR to let commands write DIR]";
 
 pub async fn main(
     mut flags: RuntimeFlags,
@@ -42,7 +49,10 @@ pub async fn main(
     };
     signals::within_grace(&runtime, &mut interrupts, deadline, runtime.shutdown()).await;
     let mut stdout = std::io::stdout().lock();
-    let _ = stdout.write_all(result.text.as_bytes());
+    let text = result
+        .text
+        .replace(dsh::actors::tool_bash::ESCALATION_HINT, PERSON_HINT);
+    let _ = stdout.write_all(text.as_bytes());
     let _ = stdout.flush();
     Ok(if result.is_error { 1 } else { 0 })
 }

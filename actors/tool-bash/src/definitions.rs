@@ -81,6 +81,20 @@ pub fn tool_definitions(facts: DefinitionFacts) -> Vec<ToolDefinition> {
     tools
 }
 
+/// The writable-set paragraph of the `bash` description (docs/CONTRACT.md, "Tools"): what a
+/// `workspace-write` command may write besides the workspace. Appended to `bash`'s description
+/// (the first tool) when `paths` is not empty.
+pub fn describe_writable(tools: &mut [ToolDefinition], paths: &[std::path::PathBuf]) {
+    let Some(bash) = tools.first_mut().filter(|_| !paths.is_empty()) else {
+        return;
+    };
+    let shown: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+    bash.description.push_str(&format!(
+        "\n\nUnder workspace-write a command may write only the workspace and: {}.",
+        shown.join(", ")
+    ));
+}
+
 fn bash_definition(facts: DefinitionFacts) -> ToolDefinition {
     let mut description = String::from(
         "Execute a bash command (`bash -c`) and return its stdout/stderr. \

@@ -27,6 +27,9 @@ pub struct ExecutorRef {
     pub timeout_ms: u64,
     /// The executor's maximum timeout, quoted in the schema.
     pub max_timeout_ms: u64,
+    /// What a `workspace-write` command may write besides the workspace, listed in the `bash`
+    /// description (empty: not listed).
+    pub writable: Vec<PathBuf>,
 }
 
 impl ExecutorRef {
@@ -43,12 +46,19 @@ impl ExecutorRef {
             cwd: config.cwd.clone(),
             timeout_ms: config.timeout_ms,
             max_timeout_ms: config.max_timeout_ms,
+            writable: Vec::new(),
         }
     }
 
     /// An executor that confines commands (see [`ExecutorRef::confines`]).
     pub fn confining(mut self) -> Self {
         self.confines = true;
+        self
+    }
+
+    /// An executor whose `workspace-write` commands may also write `writable`.
+    pub fn with_writable(mut self, writable: Vec<PathBuf>) -> Self {
+        self.writable = writable;
         self
     }
 

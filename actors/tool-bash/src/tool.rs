@@ -18,7 +18,7 @@ use dsh_tasks::{KillTask, Register, Subscribe, TaskDone, TaskKillOutcome, TaskRe
 use crate::args::{BashArgs, CommandInput, ReadArgs, duration_ms};
 use crate::call::{ToolCall, ToolResult};
 use crate::config::ToolBashConfig;
-use crate::definitions::{DefinitionFacts, ToolDefinition, tool_definitions};
+use crate::definitions::{DefinitionFacts, ToolDefinition, describe_writable, tool_definitions};
 use crate::error::ToolError;
 use crate::escalation::escalate;
 use crate::executor_ref::ExecutorRef;
@@ -65,12 +65,14 @@ impl ToolBash {
     /// The definitions to show a model: the tools `config` offers, with the executor's own
     /// timeouts, and the escalation parameters when the executor confines.
     pub fn definitions(config: &ToolBashConfig, executor: &ExecutorRef) -> Vec<ToolDefinition> {
-        tool_definitions(DefinitionFacts {
+        let mut tools = tool_definitions(DefinitionFacts {
             timeout_ms: executor.timeout_ms,
             max_timeout_ms: executor.max_timeout_ms,
             background: config.background,
             sandbox: executor.confines,
-        })
+        });
+        describe_writable(&mut tools, &executor.writable);
+        tools
     }
 }
 

@@ -1,6 +1,7 @@
 //! The bubblewrap backend: `bwrap <profile> -- bash -c <command>`. The profile is
 //! `--ro-bind / / --dev /dev --unshare-pid --proc /proc --cap-drop ALL --die-with-parent`;
-//! `workspace-write` adds `--tmpfs /tmp --bind <root> <root>`, `--network deny` adds
+//! `workspace-write` adds `--tmpfs /tmp` and a `--bind <path> <path>` for the rest of the writable
+//! set of `writable.rs` (the workspace root, then the extra roots), `--network deny` adds
 //! `--unshare-net`. Enforcement `full`; a denial reads `read-only file system`, and bubblewrap's own
 //! failures start with `bwrap: `.
 //!
@@ -22,6 +23,7 @@ use dsh_tasks::SandboxMode;
 use crate::sandbox::config::{LocalSandboxConfig, NetworkPolicy};
 use crate::sandbox::policy::SandboxPolicy;
 use crate::sandbox::provider::Wrap;
+use crate::sandbox::writable::writable_paths;
 
 /// The bubblewrap profile (without the program), `--` included; with `--seccomp <fd>` when a filter
 /// descriptor is given (the probe runs without one). An operator's runner gets it too.
@@ -52,14 +54,18 @@ pub(crate) fn profile(
         args.push("--unshare-net".into());
     }
     if policy.mode == SandboxMode::WorkspaceWrite {
-        let root = policy.workspace_root.display().to_string();
-        args.extend([
-            "--tmpfs".into(),
-            "/tmp".into(),
-            "--bind".into(),
-            root.clone(),
-            root,
-        ]);
+        args.extend(["--tmpfs".into(), "/tmp".into()]);
+        // The rest of the writable set, bound writable over the read-only `/`: `/dev`'s entries
+        // come from `--dev` (its own `/dev/shm` included, private to the sandbox) and `/tmp` is
+        // the tmpfs above.
+        let tmp = std::fs::canonicalize("/tmp").unwrap_or_else(|_| "/tmp".into());
+        for path in writable_paths(config, policy) {
+            if path.starts_with("/dev") || path == tmp {
+                continue;
+            }
+            let path = path.display().to_string();
+            args.extend(["--bind".into(), path.clone(), path]);
+        }
     }
     args.push("--".into());
     args
@@ -119,6 +125,19 @@ mod tests {
     use std::path::PathBuf;
 
     use super::*;
+
+    #[test]
+    fn the_profile_binds_the_writable_set_but_dev_and_tmp() {
+        let (config, policy) = crate::sandbox::writable::tests::config_and_policy(
+            &["/dev/shm", "/usr"],
+            SandboxMode::WorkspaceWrite,
+        );
+        assert!(
+            profile(&config, &policy, None)
+                .join(" ")
+                .ends_with("--tmpfs /tmp --bind /ws /ws --bind /usr /usr --")
+        );
+    }
 
     #[test]
     fn the_profile_reads_everything_and_writes_tmp_and_the_workspace() {

@@ -1,5 +1,5 @@
 //! The local provider's settings: which backend to select, an operator's runner command, the
-//! probe bound, and the network and signal scope of confined commands. The binary sets them from
+//! probe bound, the network and signal scope of confined commands, and the extra writable roots. The binary sets them from
 //! its `--sandbox-*` and `--network` flags (README, "The binary: `dsh`").
 
 /// Whether confined commands may use TCP.
@@ -50,6 +50,9 @@ pub struct LocalSandboxConfig {
     pub network: NetworkPolicy,
     /// Refuse signals from confined commands to processes outside their sandbox (Landlock ABI ≥ 6).
     pub scope_signals: bool,
+    /// Writable under `workspace-write` besides `/tmp` and the workspace, canonical (the binary
+    /// gives `writable::everyday_roots` and each `--writable-root`); see `writable::writable_paths`.
+    pub writable_roots: Vec<std::path::PathBuf>,
 }
 
 impl Default for LocalSandboxConfig {
@@ -61,6 +64,7 @@ impl Default for LocalSandboxConfig {
             probe_timeout_ms: 5_000,
             network: NetworkPolicy::Allow,
             scope_signals: true,
+            writable_roots: Vec::new(),
         }
     }
 }

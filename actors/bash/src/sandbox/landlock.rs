@@ -1,8 +1,8 @@
 //! The Landlock backend, applied in the spawn: no launcher process. A ruleset is built here, in the
 //! unconfined parent, once per policy (cached), and the `clone3` child restricts itself with it
 //! right before exec (`dsh_contain::landlock`). Grants: read and execute below `/`, write to
-//! `/dev/null` and `/dev/tty` (the command's own terminal, if it has one); `workspace-write` adds
-//! `/tmp` and the workspace root. `--network deny` adds TCP bind/connect rules (ABI ≥ 4); the scopes (ABI ≥ 6) stop a command from signalling dsh or its
+//! the writable set of `writable.rs` (`/dev/null` and `/dev/tty`; `workspace-write` adds `/tmp`, the
+//! workspace root and the extra roots). `--network deny` adds TCP bind/connect rules (ABI ≥ 4); the scopes (ABI ≥ 6) stop a command from signalling dsh or its
 //! agent and from connecting to an abstract UNIX socket bound outside its sandbox. The child also
 //! drops every capability first and installs the seccomp filter last (`dsh_contain::confine`).
 //! Enforcement `full` from ABI 3 (truncate is controlled), else `partial`.
@@ -24,6 +24,7 @@ use crate::sandbox::config::{LocalSandboxConfig, NetworkPolicy};
 use crate::sandbox::policy::SandboxPolicy;
 use crate::sandbox::provider::{Wrap, WrapFacts};
 use crate::sandbox::root_check::RootId;
+use crate::sandbox::writable::writable_paths;
 
 /// How many Landlock rulesets the provider keeps (each holds descriptors of its granted
 /// directories). Per-session workspaces make one per distinct root; past this many the cache starts
@@ -32,17 +33,9 @@ const MAX_CACHED_RULESETS: usize = 64;
 
 /// The Landlock grants for a policy (also what a launcher applies to itself).
 pub fn landlock_spec(config: &LocalSandboxConfig, policy: &SandboxPolicy) -> RulesetSpec {
-    // `/dev/tty` is the process's own controlling terminal: a `tty: true` command's pty (programs
-    // such as `ssh-keygen` and `less` open it by name); without a terminal it opens nothing (ENXIO).
-    let mut writable = vec![PathBuf::from("/dev/null"), PathBuf::from("/dev/tty")];
-    if policy.mode == SandboxMode::WorkspaceWrite {
-        // Canonical, as every writable path must be (a host whose /tmp is a link to /var/tmp).
-        writable.push(std::fs::canonicalize("/tmp").unwrap_or_else(|_| PathBuf::from("/tmp")));
-        writable.push(policy.workspace_root.clone());
-    }
     RulesetSpec {
         read_only: vec![PathBuf::from("/")],
-        writable,
+        writable: writable_paths(config, policy),
         deny_tcp: config.network == NetworkPolicy::Deny,
         scope_signals: config.scope_signals,
         scope_abstract_sockets: true,

@@ -96,6 +96,11 @@ impl LocalSandboxProvider {
 }
 
 impl SandboxProvider for LocalSandboxProvider {
+    /// The writable set of `writable.rs`.
+    fn writable(&self, policy: &SandboxPolicy) -> Vec<std::path::PathBuf> {
+        crate::sandbox::writable::writable_paths(&self.config, policy)
+    }
+
     fn confine(&self, argv: &[String], policy: &SandboxPolicy) -> Result<Wrap, ExecError> {
         let unavailable = |detail: Option<&str>| {
             ExecError::SandboxUnavailable(sandbox_unavailable_text(policy.mode, detail))
@@ -104,7 +109,7 @@ impl SandboxProvider for LocalSandboxProvider {
         let filter = self.filter.clone().ok_or_else(|| unavailable(None))?;
         let root = if policy.mode == SandboxMode::WorkspaceWrite {
             let id = check_workspace_root(&policy.workspace_root)
-                .map_err(|detail| unavailable(Some(&detail)))?;
+                .map_err(|err| ExecError::SandboxUnavailable(err.to_string()))?;
             Some(id)
         } else {
             None
@@ -114,7 +119,13 @@ impl SandboxProvider for LocalSandboxProvider {
                 let ruleset = self
                     .rulesets
                     .get(&self.config, policy, root)
-                    .map_err(|detail| unavailable(Some(&detail)))?;
+                    .map_err(|detail| {
+                        ExecError::SandboxUnavailable(format!(
+                            "the sandbox's writable set cannot be granted ({detail}); make sure \
+                             the workspace and every writable root (dsh doctor lists them) is a \
+                             real directory, or rerun with --sandbox danger-full-access"
+                        ))
+                    })?;
                 landlock::wrap(argv, policy, ruleset, filter)
             }
             Backend::Bwrap(path) => bwrap::wrap(path, &self.config, policy, argv, filter)

@@ -104,4 +104,10 @@ pub trait SandboxProvider: Send + Sync + 'static {
     /// How to run `argv` under `policy` (never `danger-full-access`, which is never confined).
     /// Fails with [`ExecError::SandboxUnavailable`] when it cannot confine; nothing runs then.
     fn confine(&self, argv: &[String], policy: &SandboxPolicy) -> Result<Wrap, ExecError>;
+
+    /// What a command confined under `policy` may write, as the tool description lists it; a
+    /// provider that does not say lists nothing.
+    fn writable(&self, _policy: &SandboxPolicy) -> Vec<std::path::PathBuf> {
+        Vec::new()
+    }
 }

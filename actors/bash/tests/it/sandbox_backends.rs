@@ -295,7 +295,16 @@ async fn a_root_swapped_for_a_link_fails_closed(backend: BackendChoice) {
     let refused = s.executor.send(Run(spec)).await.unwrap();
     match refused {
         Err(ExecError::SandboxUnavailable(text)) => {
-            assert!(text.contains("a symbolic link is in its path"), "{text}")
+            assert_eq!(
+                text,
+                format!(
+                    "the workspace {root} was replaced by a symbolic link (it now resolves to {w}), \
+                     so writes through it are refused; restore the directory, or give a new \
+                     workspace (--cwd DIR, or the client's root)",
+                    root = root.display(),
+                    w = s.w().display()
+                )
+            )
         }
         other => panic!("expected a refusal, got {other:?}"),
     }
@@ -310,9 +319,20 @@ async fn a_root_that_cannot_confine_fails_closed(backend: BackendChoice) {
         return;
     };
     let target = s.w().join("written");
+    let missing = s.w().join("missing");
     for (root, expected) in [
-        (PathBuf::from("/"), "the whole file system"),
-        (s.w().join("missing"), "cannot be used"),
+        (
+            PathBuf::from("/"),
+            "no usable workspace: the server runs in /; pass --cwd DIR or let the client offer a root"
+                .to_owned(),
+        ),
+        (
+            missing.clone(),
+            format!(
+                "the workspace {} cannot be used (No such file or directory",
+                missing.display()
+            ),
+        ),
     ] {
         let request = in_mode(
             format!("touch {}", target.display()),
@@ -322,7 +342,7 @@ async fn a_root_that_cannot_confine_fails_closed(backend: BackendChoice) {
         let spec = (s.resolver)(request).unwrap();
         match s.executor.send(Run(spec)).await.unwrap() {
             Err(ExecError::SandboxUnavailable(text)) => {
-                assert!(text.contains(expected), "{text}")
+                assert!(text.starts_with(&expected), "{text}")
             }
             other => panic!("expected a refusal for {}, got {other:?}", root.display()),
         }

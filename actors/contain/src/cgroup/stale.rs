@@ -7,12 +7,22 @@
 //! once: a `dsh-<pid>-…` directory whose `<pid>` no longer exists is removed when it holds no
 //! process. One that still holds processes is left (and logged): they belong to a dead runtime's
 //! commands, but deciding to kill them is for an operator, not for whichever runtime starts next.
+//! The warning is given once per tree, not by every runtime that starts (every `dsh run`): the
+//! first one marks the tree with the extended attribute [`WARNED`] (cgroupfs keeps `user.*`
+//! attributes since Linux 5.7; where it cannot, the warning repeats).
 //!
 //! The pid in the name is read in this process's pid namespace; a cgroup parent shared with a
 //! runtime in another pid namespace is not a configuration dsh supports (its pool would lose parked
 //! leaves, which it recreates, see `LeafPool::acquire`).
 
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
+
+use nix::libc;
+
+/// The extended attribute a tree carries once its warning was given.
+const WARNED: &std::ffi::CStr = c"user.dsh.warned";
 
 /// Removes the stale, empty `dsh-<pid>-…` trees directly under `parent`. Returns how many went.
 pub(crate) fn sweep(parent: &Path) -> usize {
@@ -33,7 +43,7 @@ pub(crate) fn sweep(parent: &Path) -> usize {
         }
         if remove_if_empty(&entry.path()) {
             removed += 1;
-        } else {
+        } else if mark_warned(&entry.path()) {
             tracing::warn!(
                 path = %entry.path().display(),
                 "a dead runtime's cgroup tree still holds processes; left in place"
@@ -41,6 +51,33 @@ pub(crate) fn sweep(parent: &Path) -> usize {
         }
     }
     removed
+}
+
+/// Marks `dir` as warned about; whether it was not marked before (so the warning is due). A tree
+/// that cannot carry the mark is always due.
+fn mark_warned(dir: &Path) -> bool {
+    let Ok(path) = CString::new(dir.as_os_str().as_bytes()) else {
+        return true;
+    };
+    let mut byte = 0u8;
+    // SAFETY: both strings are NUL-terminated and live across the call; the buffer is one valid,
+    // writable byte and its length says so.
+    let read = unsafe { libc::getxattr(path.as_ptr(), WARNED.as_ptr(), (&raw mut byte).cast(), 1) };
+    if read >= 0 {
+        return false;
+    }
+    // SAFETY: as above; the value is one readable byte and its length says so. XATTR_CREATE: of
+    // two runtimes starting at once, one warns.
+    let made = unsafe {
+        libc::setxattr(
+            path.as_ptr(),
+            WARNED.as_ptr(),
+            b"1".as_ptr().cast(),
+            1,
+            libc::XATTR_CREATE,
+        )
+    };
+    made == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::EEXIST)
 }
 
 /// The `<pid>` of a `dsh-<pid>-<nonce>` name.

@@ -17,6 +17,8 @@ use serde_json::{Value, json};
 
 const DENIED_RO: &str = "[sandbox: file access denied under read-only mode]";
 const DENIED_WW: &str = "[sandbox: file access denied under workspace-write mode]";
+/// What `dsh run` shows a person instead of [`HINT`].
+const PERSON_HINT: &str = "[sandbox: dsh run cannot ask for approval; to allow it, rerun with --sandbox danger-full-access, or with --writable-root DIR to let commands write DIR]";
 const CANCELLED: &str = "Error: approval for escalating to \"workspace-write\" was cancelled";
 const HINT: &str = "[sandbox: escalation available — retry this exact command once with sandbox_permissions (the narrowest wider mode that suffices) + justification; the approval prompt asks the user]";
 
@@ -94,7 +96,13 @@ fn read_only_denies_touch_in_the_workspace_with_the_marker() {
         return;
     };
     let out = run_in(&ws, "read-only", "touch made-here");
-    assert_shows(&out, &format!("{DENIED_RO}\n{HINT}\n[exit code: 1]"));
+    // A person ran it: the flag that allows it, not the model's escalation.
+    assert_shows(&out, &format!("{DENIED_RO}\n{PERSON_HINT}\n[exit code: 1]"));
+    assert!(
+        !text(&out).contains("sandbox_permissions"),
+        "{}",
+        text(&out)
+    );
     assert!(!ws.path().join("made-here").exists());
 }
 

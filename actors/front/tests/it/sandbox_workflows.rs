@@ -1,0 +1,201 @@
+//! Everyday development under the default `workspace-write`, with no approval, through the `dsh`
+//! binary under each backend (`sandbox_workflows::landlock::…`, `sandbox_workflows::bwrap::…`; a
+//! backend this host lacks is skipped, saying why), the network allowed and the package registries
+//! reached: a venv with `pip install` and `pytest`, `npm install`, `cargo build` of a crate with a
+//! registry dependency, `git commit`, `multiprocessing.Pool`, `make` with `cc`, writes under
+//! `$DSH_HOME` and under a `--writable-root`; and the writes the same default must still refuse:
+//! shell and ssh start-up files, `~/.gitconfig`, `/etc/passwd`, new programs in `~/.cargo/bin`
+//! and `/usr/local/bin`, a directory beside the workspace; and that `dsh doctor` and the `bash`
+//! description list the writable set. One venv serves pip and pytest. Every
+//! command carries a unique marker, and each test checks that nothing it started is left running.
+
+use std::path::Path;
+
+use crate::sandbox_escape::{
+    Backend, assert_nothing_left, run, setup, under_each_backend, workspace,
+};
+
+/// Each call may take this long (a registry download on a slow day).
+const SLOW: &[&str] = &["--timeout-ms", "300000", "--max-timeout-ms", "300000"];
+
+/// Asserts that `printed` (what a call printed) contains `wanted`.
+fn assert_has(printed: &str, wanted: &str, what: &str) {
+    assert!(printed.contains(wanted), "{what}: {printed}");
+}
+
+/// Each package manager's workflow (what, the command, a line it prints when it worked), run in
+/// order in one workspace. pip into a venv, then pytest from it; the test's own cargo settings must
+/// not steer the build into its target directory.
+const PACKAGE_WORKFLOWS: [(&str, &str, &str); 3] = [
+    (
+        "pip and pytest",
+        "python3 -m venv .venv && .venv/bin/pip install -q pytest \
+         && printf 'def test_sum():\\n    assert 1 + 1 == 2\\n' > test_sum.py \
+         && .venv/bin/pytest -q test_sum.py",
+        "1 passed",
+    ),
+    (
+        "npm install",
+        "npm init -y >/dev/null && npm install --no-audit --no-fund is-number@7 >/dev/null \
+         && node -e 'console.log(\"npm:\", require(\"is-number\")(5))'",
+        "npm: true",
+    ),
+    (
+        "cargo build with a registry dependency",
+        "unset CARGO_TARGET_DIR CARGO_PROFILE_DEV_DEBUG; cargo new -q x && cd x \
+         && echo 'itoa = \"1\"' >> Cargo.toml \
+         && printf 'fn main() { println!(\"cargo: {}\", itoa::Buffer::new().format(42)); }\\n' > src/main.rs \
+         && cargo build -q && ./target/debug/x",
+        "cargo: 42",
+    ),
+];
+
+pub(crate) fn package_managers_build_and_test_with_no_approval(backend: Backend) {
+    let Some((ws, m)) = setup(backend) else {
+        return;
+    };
+    for (what, command, wanted) in PACKAGE_WORKFLOWS {
+        let printed = run(backend, ws.path(), SLOW, &format!("{command} # {m}"));
+        assert_has(&printed, wanted, what);
+    }
+    assert_nothing_left(&m);
+}
+
+pub(crate) fn local_tools_dsh_home_and_extra_roots_are_writable(backend: Backend) {
+    let Some((ws, m)) = setup(backend) else {
+        return;
+    };
+    let elsewhere = workspace();
+    // A DSH_HOME that does not exist yet: dsh makes it at startup.
+    let dsh_home = elsewhere.path().join("dsh-home");
+    let extra = elsewhere.path().join("extra");
+    std::fs::create_dir(&extra).unwrap();
+    let command = format!(
+        "set -e; git init -q r && cd r && echo hi > f && git add -A \
+         && git -c user.name=t -c user.email=t@example.invalid commit -qm first \
+         && git log --oneline | wc -l && cd ..; \
+         python3 -c 'from multiprocessing import Pool
+with Pool(2) as pool: print(\"pool:\", sum(pool.map(abs, range(4))))'; \
+         printf 'hello: hello.c\\n\\tcc -o hello hello.c\\n' > Makefile; \
+         printf '#include <stdio.h>\\nint main(void) {{ puts(\"hello from cc\"); return 0; }}\\n' > hello.c; \
+         make -s && ./hello; \
+         mkdir -p \"$DSH_HOME/notes\" && echo kept > \"$DSH_HOME/notes/f\" && cat \"$DSH_HOME/notes/f\"; \
+         echo extra > {extra}/f && cat {extra}/f # {m}",
+        extra = extra.display()
+    );
+    let printed = run(
+        backend,
+        ws.path(),
+        &[
+            "--dsh-home",
+            dsh_home.to_str().unwrap(),
+            "--writable-root",
+            extra.to_str().unwrap(),
+        ],
+        &command,
+    );
+    assert_eq!(
+        printed, "1\npool: 6\nhello from cc\nkept\nextra\n",
+        "{printed}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dsh_home.join("notes/f")).unwrap(),
+        "kept\n"
+    );
+    assert_nothing_left(&m);
+}
+
+pub(crate) fn start_up_files_programs_and_other_directories_stay_refused(backend: Backend) {
+    let Some((ws, m)) = setup(backend) else {
+        return;
+    };
+    let beside = workspace();
+    let home = std::env::var("HOME").unwrap();
+    let ssh_existed = Path::new(&home).join(".ssh").exists();
+    let new = format!("dsh-refused-{m}");
+    let planted = [
+        format!("{home}/.cargo/bin/{new}"),
+        format!("/usr/local/bin/{new}"),
+        format!("{}/{new}", beside.path().display()),
+    ];
+    // `: >>` opens an existing file for writing without changing it: were the sandbox to let it
+    // through, nothing of the user's would be harmed.
+    let command = format!(
+        "try() {{ if (eval \"$2\") 2>/dev/null; then echo \"WROTE $1\"; else echo \"refused $1\"; fi; }}; \
+         try bashrc ': >> ~/.bashrc'; \
+         try ssh 'mkdir -p ~/.ssh && : >> ~/.ssh/authorized_keys'; \
+         try gitconfig ': >> ~/.gitconfig'; \
+         try passwd ': >> /etc/passwd'; \
+         try cargo-bin ': > {}'; \
+         try usr-local-bin ': > {}'; \
+         try beside ': > {}' # {m}",
+        planted[0], planted[1], planted[2]
+    );
+    let printed = run(backend, ws.path(), &[], &command);
+    let wrote: Vec<&str> = printed.lines().filter(|l| l.starts_with("WROTE")).collect();
+    for file in &planted {
+        let _ = std::fs::remove_file(file);
+    }
+    if !ssh_existed {
+        let _ = std::fs::remove_dir_all(Path::new(&home).join(".ssh"));
+    }
+    assert!(wrote.is_empty(), "{printed}");
+    for what in [
+        "bashrc",
+        "ssh",
+        "gitconfig",
+        "passwd",
+        "cargo-bin",
+        "usr-local-bin",
+        "beside",
+    ] {
+        assert_has(&printed, &format!("refused {what}\n"), what);
+    }
+    assert_nothing_left(&m);
+}
+
+/// `dsh doctor` and the `bash` description (MCP `tools/list`) list the same writable set: the
+/// everyday roots and, for the server, its `--writable-root`.
+#[test]
+fn doctor_and_the_tool_description_list_the_writable_set() {
+    if !Backend::Landlock.usable() {
+        return;
+    }
+    let extra = workspace();
+    let extra = extra.path().to_str().unwrap();
+    let doctor = crate::common::run_dsh(&["doctor"]);
+    let doctor = String::from_utf8_lossy(&doctor.stdout).into_owned();
+    let roots = doctor
+        .lines()
+        .find_map(|line| line.strip_prefix("sandbox writable roots: "))
+        .unwrap_or_else(|| panic!("no writable roots in {doctor}"))
+        .strip_suffix(" (and each --writable-root)")
+        .unwrap()
+        .to_owned();
+    assert!(roots.contains("/dev/shm"), "{roots}");
+    assert!(!roots.contains(".cargo/bin"), "{roots}");
+    let mut client = crate::mcp_raw::Client::session(
+        "2025-06-18",
+        serde_json::json!({}),
+        &["--sandbox-backend", "landlock", "--writable-root", extra],
+    );
+    client.send(serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}));
+    let tools = client.response(1)["result"]["tools"].clone();
+    client.finish();
+    let description = tools[0]["description"].as_str().unwrap();
+    let tmp = std::fs::canonicalize("/tmp").unwrap();
+    assert!(
+        description.ends_with(&format!(
+            "\n\nUnder workspace-write a command may write only the workspace and: \
+             /dev/null, /dev/tty, {}, {roots}, {extra}.",
+            tmp.display()
+        )),
+        "{description}"
+    );
+}
+
+under_each_backend!(
+    package_managers_build_and_test_with_no_approval,
+    local_tools_dsh_home_and_extra_roots_are_writable,
+    start_up_files_programs_and_other_directories_stay_refused,
+);

@@ -18,8 +18,11 @@
 //! The program is looked up on the child's own `PATH`. The child is reaped through the pidfd the
 //! spawn returns (`dsh_contain::reap`), never by tokio.
 
-use std::collections::HashMap;
-use std::ffi::{CString, OsStr, OsString};
+mod program_cache;
+
+pub(crate) use program_cache::ProgramCache;
+
+use std::ffi::{CString, OsStr};
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
@@ -109,42 +112,6 @@ pub(crate) fn check_workdir(cwd: &Path) -> Result<(), SpawnError> {
             path: cwd.to_path_buf(),
             source,
         }),
-    }
-}
-
-/// Where each program name was found, per `PATH` value. An entry is dropped when spawning from it
-/// fails, so a program that moved is looked up afresh.
-#[derive(Debug, Default)]
-pub(crate) struct ProgramCache {
-    found: HashMap<(Option<OsString>, String), PathBuf>,
-}
-
-impl ProgramCache {
-    fn key(name: &str, env: &ChildEnv) -> (Option<OsString>, String) {
-        (env.get("PATH").map(OsStr::to_os_string), name.to_owned())
-    }
-
-    /// Looks `argv[0]` up on the child's `PATH` (cached). `ENOENT` when it is not there.
-    pub(crate) fn program_for(
-        &mut self,
-        name: &str,
-        env: &ChildEnv,
-    ) -> Result<PathBuf, SpawnError> {
-        let key = Self::key(name, env);
-        if let Some(found) = self.found.get(&key) {
-            return Ok(found.clone());
-        }
-        let found = find_program(name, key.0.as_deref()).ok_or_else(|| SpawnError::Os {
-            program: name.to_owned(),
-            source: io::Error::from_raw_os_error(libc::ENOENT),
-        })?;
-        self.found.insert(key, found.clone());
-        Ok(found)
-    }
-
-    /// Drops the cached location of `name` after a spawn from it failed.
-    pub(crate) fn forget_program(&mut self, name: &str, env: &ChildEnv) {
-        self.found.remove(&Self::key(name, env));
     }
 }
 

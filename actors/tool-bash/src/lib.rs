@@ -42,7 +42,7 @@ pub use definitions::{DefinitionFacts, PROMPT_SECTION, ToolDefinition, tool_defi
 pub use error::{EscalationError, ToolError};
 pub use executor_ref::ExecutorRef;
 pub use managed_env::{managed_env, resolve_dsh_home};
-pub use outcome::{Ending, KillResult, Ran, Read, Signal, StreamFacts, ToolOutcome};
+pub use outcome::{Ending, KillResult, LeftRunning, Ran, Read, Signal, StreamFacts, ToolOutcome};
 pub use render::{
     ESCALATION_HINT, denial_marker, render_kill, render_moved, render_notice, render_read,
     render_read_input, render_read_with, render_result, render_result_with, render_started,

@@ -130,6 +130,17 @@ pub struct Ran {
     pub stderr: StreamFacts,
     /// The sandbox facts, when the executor sandboxes.
     pub sandbox: Option<SandboxFacts>,
+    /// What the command left running, now the caller's task (`[left running: …]`).
+    pub left_running: Option<Box<LeftRunning>>,
+}
+
+/// Processes a foreground command left running, and the task that stops them.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct LeftRunning {
+    /// The task `bash_kill` stops them with.
+    pub task_id: TaskId,
+    /// Their pids, lowest first.
+    pub pids: Vec<i32>,
 }
 
 impl Ran {
@@ -151,6 +162,8 @@ impl Ran {
             stdout: StreamFacts::new(&result.stdout, totals.map(|t| t.stdout_bytes)),
             stderr: StreamFacts::new(&result.stderr, totals.map(|t| t.stderr_bytes)),
             sandbox: result.sandbox.clone(),
+            // Registered as a task by the tool, which fills this in.
+            left_running: None,
         }
     }
 }
@@ -298,6 +311,9 @@ impl Serialize for ToolOutcome {
                 map.serialize_entry("stderr", &ran.stderr)?;
                 if let Some(facts) = &ran.sandbox {
                     map.serialize_entry("sandbox", &SandboxView(facts))?;
+                }
+                if let Some(left) = &ran.left_running {
+                    map.serialize_entry("left_running", left)?;
                 }
             }
             ToolOutcome::Started { task_id } => {

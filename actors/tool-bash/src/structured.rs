@@ -56,6 +56,15 @@ pub fn output_schema(tool: &str) -> Option<Value> {
                 "sandbox": sandbox,
                 "waiting_for_input": {"type": "boolean", "description": "The command waits for input and became the background task `task_id`; answer with bash_write."},
                 "input_hidden": {"type": "boolean", "description": "The input it waits for is hidden (a password prompt: terminal echo off)."},
+                "left_running": {
+                    "type": "object",
+                    "description": "Processes the command left running (they held its output open past the drain grace), now the caller's task: bash_kill task_id stops them.",
+                    "properties": {
+                        "task_id": {"type": "string"},
+                        "pids": {"type": "array", "items": {"type": "integer"}},
+                    },
+                    "required": ["task_id", "pids"],
+                },
             },
             "required": ["background"],
         }),
@@ -98,7 +107,9 @@ mod tests {
     use dsh_tasks::Enforcement;
 
     use super::*;
-    use crate::outcome::{Ending, KillResult, Ran, Read, Signal, StreamFacts, ToolOutcome};
+    use crate::outcome::{
+        Ending, KillResult, LeftRunning, Ran, Read, Signal, StreamFacts, ToolOutcome,
+    };
 
     /// Checks `value` against the subset of JSON Schema `output_schema` uses (`type`,
     /// `properties`, `required`, `enum`, `items`, `minimum`), and that every key of an object is a
@@ -170,6 +181,7 @@ mod tests {
             stdout: stream(Some("/tmp/spill/out")),
             stderr: stream(None),
             sandbox,
+            left_running: None,
         })
     }
 
@@ -198,6 +210,16 @@ mod tests {
             ran(Ending::Exited, None, None),
             ran(Ending::TimedOut, Some("SIGTERM"), None),
             ran(Ending::Aborted, Some("SIGTERM"), Some(facts.clone())),
+            {
+                let mut left = ran(Ending::Exited, None, None);
+                if let ToolOutcome::Ran(ran) = &mut left {
+                    ran.left_running = Some(Box::new(LeftRunning {
+                        task_id: "bash-5".into(),
+                        pids: vec![4242, 4243],
+                    }));
+                }
+                left
+            },
             ToolOutcome::Started {
                 task_id: "bash-2".into(),
             },

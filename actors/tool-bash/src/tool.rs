@@ -23,7 +23,7 @@ use crate::error::ToolError;
 use crate::escalation::escalate;
 use crate::executor_ref::ExecutorRef;
 use crate::managed_env::managed_env;
-use crate::outcome::{Ending, KillResult, Ran, ToolOutcome};
+use crate::outcome::{Ending, KillResult, LeftRunning, Ran, ToolOutcome};
 use crate::render::{
     render_kill, render_moved, render_notice, render_result_with, render_started, render_waiting,
 };
@@ -233,7 +233,7 @@ async fn bash(
         ));
     }
     let totals = peek.as_ref().and_then(OutputPeek::snapshot);
-    let ran = Ran::new(&result, began.elapsed(), totals.as_ref());
+    let mut ran = Ran::new(&result, began.elapsed(), totals.as_ref());
     if ran.ending == Ending::Aborted {
         return Ok(
             ToolResult::failed(ToolError::CommandAborted).with_outcome(ToolOutcome::Ran(ran))
@@ -250,6 +250,7 @@ async fn bash(
         } else {
             "them"
         };
+        let pids = left.processes().iter().map(|p| p.pid).collect();
         let register = Register {
             kind: "bash".into(),
             label: format!("left running by: {}", args.command),
@@ -260,6 +261,7 @@ async fn bash(
         text.push_str(&format!(
             "{line_start}[left running: {processes}; stop {them} with bash_kill {task_id}]"
         ));
+        ran.left_running = Some(Box::new(LeftRunning { task_id, pids }));
     }
     Ok(ToolResult::done(text, ToolOutcome::Ran(ran)))
 }

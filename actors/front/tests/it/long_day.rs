@@ -217,11 +217,22 @@ impl Day {
         let marker = self.marker();
         // The sleeper keeps stdout open after the shell exits: the call returns at the drain grace,
         // naming it, and it runs on as the caller's task (issue 21).
-        let text = self.run(&format!("sleep {marker} & echo started"), json!({}));
+        let id = self.id("fg");
+        let command = format!("sleep {marker} & echo started");
+        self.server.call(&id, "bash", bash(&command, json!({})));
+        let reply = self.server.reply(&id);
+        let text = reply["text"].as_str().unwrap_or_default();
         let live = live_with_cmdline(&marker);
         assert_eq!(live.len(), 1, "{}: the straggler runs on", self.mode);
-        let task = left_running_task(&text, "started\n", live[0], &format!("sleep {marker}"))
+        let task = left_running_task(text, "started\n", live[0], &format!("sleep {marker}"))
             .unwrap_or_else(|| panic!("{}: no left-running line in {text:?}", self.mode));
+        // Hosts read the same from the structured result.
+        assert_eq!(
+            reply["structured"]["left_running"],
+            json!({"task_id": task, "pids": [live[0]]}),
+            "{}",
+            self.mode
+        );
         self.still_serves("a drained straggler");
         // A TERM-ignoring one too; `bash_kill` of its task stops it (SIGKILL after the grace).
         let (command, armed) = self.armed_sleeper();

@@ -1,7 +1,9 @@
 //! The bubblewrap backend: `bwrap <profile> -- bash -c <command>`. The profile is
-//! `--ro-bind / / --dev /dev --unshare-pid --proc /proc --cap-drop ALL --die-with-parent`;
-//! `workspace-write` adds `--tmpfs /tmp --bind <root> <root>`, `--network deny` adds
-//! `--unshare-net`. Enforcement `full`; a denial reads `read-only file system`, and bubblewrap's own
+//! `--ro-bind / / --dev /dev --unshare-pid --proc /proc --cap-drop ALL --die-with-parent
+//! --tmpfs /tmp --tmpfs /var/tmp`; `read-only` remounts both temps read-only
+//! (`--remount-ro`), `workspace-write` adds `--bind <root> <root>`, `--network deny` adds
+//! `--unshare-net`. The temps are the command's own, empty and gone when it ends, so the host's
+//! `/tmp` (and the spill directory in it) is not visible; `TMPDIR` is `/tmp`. Enforcement `full`; a denial reads `read-only file system`, and bubblewrap's own
 //! failures start with `bwrap: `.
 //!
 //! `--unshare-pid` with a `/proc` of its own: the command sees only its sandbox's processes, so it
@@ -51,15 +53,17 @@ pub(crate) fn profile(
     if config.network == NetworkPolicy::Deny {
         args.push("--unshare-net".into());
     }
+    for temp in ["/tmp", "/var/tmp"] {
+        if temp == "/tmp" || Path::new(temp).is_dir() {
+            args.extend(["--tmpfs".into(), temp.into()]);
+            if policy.mode == SandboxMode::ReadOnly {
+                args.extend(["--remount-ro".into(), temp.into()]);
+            }
+        }
+    }
     if policy.mode == SandboxMode::WorkspaceWrite {
         let root = policy.workspace_root.display().to_string();
-        args.extend([
-            "--tmpfs".into(),
-            "/tmp".into(),
-            "--bind".into(),
-            root.clone(),
-            root,
-        ]);
+        args.extend(["--bind".into(), root.clone(), root]);
     }
     args.push("--".into());
     args
@@ -111,6 +115,7 @@ pub(crate) fn wrap_in(
         signatures.runner_failure,
     );
     wrap.confinement = Some(Confinement::Launcher { filter });
+    wrap.env = vec![("TMPDIR".to_owned(), "/tmp".to_owned())];
     Ok(wrap)
 }
 
@@ -121,7 +126,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_profile_reads_everything_and_writes_tmp_and_the_workspace() {
+    fn the_profile_reads_everything_and_writes_its_own_temps_and_the_workspace() {
         let config = LocalSandboxConfig::default();
         let policy = SandboxPolicy {
             mode: SandboxMode::WorkspaceWrite,
@@ -130,7 +135,16 @@ mod tests {
         assert_eq!(
             profile(&config, &policy, Some(7)).join(" "),
             "--ro-bind / / --dev /dev --unshare-pid --proc /proc --cap-drop ALL --die-with-parent \
-             --seccomp 7 --tmpfs /tmp --bind /ws /ws --"
+             --seccomp 7 --tmpfs /tmp --tmpfs /var/tmp --bind /ws /ws --"
+        );
+        let read_only = SandboxPolicy {
+            mode: SandboxMode::ReadOnly,
+            ..policy
+        };
+        assert!(
+            profile(&config, &read_only, None).join(" ").ends_with(
+                "--tmpfs /tmp --remount-ro /tmp --tmpfs /var/tmp --remount-ro /var/tmp --"
+            ),
         );
     }
 }

@@ -50,6 +50,9 @@ pub struct LocalSandboxConfig {
     pub network: NetworkPolicy,
     /// Refuse signals from confined commands to processes outside their sandbox (Landlock ABI ≥ 6).
     pub scope_signals: bool,
+    /// The runtime's private temp directory (canonical), granted instead of the host's `/tmp`; the
+    /// local provider sets it when it creates the directory.
+    pub private_temp: Option<std::path::PathBuf>,
 }
 
 impl Default for LocalSandboxConfig {
@@ -61,6 +64,7 @@ impl Default for LocalSandboxConfig {
             probe_timeout_ms: 5_000,
             network: NetworkPolicy::Allow,
             scope_signals: true,
+            private_temp: None,
         }
     }
 }

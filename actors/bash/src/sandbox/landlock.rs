@@ -2,7 +2,11 @@
 //! unconfined parent, once per policy (cached), and the `clone3` child restricts itself with it
 //! right before exec (`dsh_contain::landlock`). Grants: read and execute below `/`, write to
 //! `/dev/null` and `/dev/tty` (the command's own terminal, if it has one); `workspace-write` adds
-//! `/tmp` and the workspace root. `--network deny` adds TCP bind/connect rules (ABI ≥ 4); the scopes (ABI ≥ 6) stop a command from signalling dsh or its
+//! the runtime's private temp (`LocalSandboxConfig::private_temp`, else the host's `/tmp`) and the
+//! workspace root. Where dsh may make one, the child first enters a read-only mount namespace built
+//! from the same writable set (`dsh_contain::mountns`, one per policy, cached with the ruleset): it
+//! refuses the metadata changes Landlock does not mediate and shows the private temp as `/tmp` and
+//! `/var/tmp`; without it, enforcement is `partial`. `--network deny` adds TCP bind/connect rules (ABI ≥ 4); the scopes (ABI ≥ 6) stop a command from signalling dsh or its
 //! agent and from connecting to an abstract UNIX socket bound outside its sandbox. The child also
 //! drops every capability first and installs the seccomp filter last (`dsh_contain::confine`).
 //! Enforcement `full` from ABI 3 (truncate is controlled), else `partial`.
@@ -16,6 +20,7 @@ use std::sync::Mutex;
 
 use dsh_contain::confine::Confinement;
 use dsh_contain::landlock::{Coverage, Ruleset, RulesetSpec};
+use dsh_contain::mountns::{MountNamespace, MountSpec};
 use dsh_contain::seccomp::Filter;
 use dsh_process::lock_unpoisoned;
 use dsh_tasks::{Enforcement, SandboxMode};
@@ -37,7 +42,9 @@ pub fn landlock_spec(config: &LocalSandboxConfig, policy: &SandboxPolicy) -> Rul
     let mut writable = vec![PathBuf::from("/dev/null"), PathBuf::from("/dev/tty")];
     if policy.mode == SandboxMode::WorkspaceWrite {
         // Canonical, as every writable path must be (a host whose /tmp is a link to /var/tmp).
-        writable.push(std::fs::canonicalize("/tmp").unwrap_or_else(|_| PathBuf::from("/tmp")));
+        writable.push(config.private_temp.clone().unwrap_or_else(|| {
+            std::fs::canonicalize("/tmp").unwrap_or_else(|_| PathBuf::from("/tmp"))
+        }));
         writable.push(policy.workspace_root.clone());
     }
     RulesetSpec {
@@ -46,6 +53,20 @@ pub fn landlock_spec(config: &LocalSandboxConfig, policy: &SandboxPolicy) -> Rul
         deny_tcp: config.network == NetworkPolicy::Deny,
         scope_signals: config.scope_signals,
         scope_abstract_sockets: true,
+    }
+}
+
+/// The mount namespace for a policy: the ruleset's writable set read-write, the workspace visible
+/// (read-only unless writable), the private temp on `/tmp` and `/var/tmp`.
+pub fn mount_spec(
+    config: &LocalSandboxConfig,
+    policy: &SandboxPolicy,
+    spec: &RulesetSpec,
+) -> MountSpec {
+    MountSpec {
+        writable: spec.writable.clone(),
+        visible: vec![policy.workspace_root.clone()],
+        temp: config.private_temp.clone(),
     }
 }
 
@@ -61,12 +82,16 @@ pub(crate) fn probe(config: &LocalSandboxConfig) -> Result<u32, String> {
     Ok(ruleset.abi())
 }
 
-/// A cached ruleset and the identity of the workspace root it grants: a root deleted and made
-/// again at the same path is another directory, which the old ruleset does not grant.
+/// A cached ruleset, its mount namespace, and the identity of the workspace root they grant: a root
+/// deleted and made again at the same path is another directory, which the old ones do not grant.
 struct CachedRuleset {
     ruleset: Ruleset,
+    mount_ns: Option<MountNamespace>,
     root: Option<RootId>,
 }
+
+/// What one policy's commands are confined with.
+pub(crate) type Confined = (Ruleset, Option<MountNamespace>);
 
 /// The rulesets built so far, one per policy.
 #[derive(Default)]
@@ -75,21 +100,30 @@ pub(crate) struct RulesetCache {
 }
 
 impl RulesetCache {
-    /// The ruleset for `policy`, whose writable root (if any) is the directory `root` identifies.
+    /// The ruleset for `policy`, whose writable root (if any) is the directory `root` identifies,
+    /// and its mount namespace when `namespaces` (the host lets dsh make them).
     pub(crate) fn get(
         &self,
         config: &LocalSandboxConfig,
         policy: &SandboxPolicy,
         root: Option<RootId>,
-    ) -> Result<Ruleset, String> {
+        namespaces: bool,
+    ) -> Result<Confined, String> {
         let mut cache = lock_unpoisoned(&self.rulesets);
         if let Some(cached) = cache.get(policy)
             && cached.root == root
         {
-            return Ok(cached.ruleset.clone());
+            return Ok((cached.ruleset.clone(), cached.mount_ns.clone()));
         }
-        let ruleset = Ruleset::create(&landlock_spec(config, policy))
-            .map_err(|err| format!("landlock: {err}"))?;
+        let spec = landlock_spec(config, policy);
+        let ruleset = Ruleset::create(&spec).map_err(|err| format!("landlock: {err}"))?;
+        let mount_ns = if namespaces {
+            let ns = MountNamespace::build(&mount_spec(config, policy, &spec))
+                .map_err(|err| format!("mount namespace: {err}"))?;
+            Some(ns)
+        } else {
+            None
+        };
         if cache.len() >= MAX_CACHED_RULESETS {
             cache.clear();
         }
@@ -97,29 +131,43 @@ impl RulesetCache {
             policy.clone(),
             CachedRuleset {
                 ruleset: ruleset.clone(),
+                mount_ns: mount_ns.clone(),
                 root,
             },
         );
-        Ok(ruleset)
+        Ok((ruleset, mount_ns))
     }
 }
 
-/// `argv` as it is, started with `ruleset` and `filter`, every capability dropped.
+/// `argv` as it is, started in `mount_ns` with `ruleset` and `filter`, every capability dropped;
+/// `TMPDIR` is `/tmp` in the namespace, else the private temp's own path. Enforcement is `full`
+/// only with the namespace (metadata) and ABI 3 (truncate).
 pub(crate) fn wrap(
     argv: &[String],
+    config: &LocalSandboxConfig,
     policy: &SandboxPolicy,
-    ruleset: Ruleset,
+    (ruleset, mount_ns): Confined,
     filter: Filter,
 ) -> Wrap {
-    let enforcement = match ruleset.coverage() {
-        Coverage::Full => Enforcement::Full,
-        Coverage::Partial => Enforcement::Partial,
+    let enforcement = match (ruleset.coverage(), &mount_ns) {
+        (Coverage::Full, Some(_)) => Enforcement::Full,
+        _ => Enforcement::Partial,
+    };
+    let tmpdir = match (&mount_ns, &config.private_temp) {
+        (None, Some(temp)) => Some(temp.display().to_string()),
+        (Some(_), Some(_)) => Some("/tmp".to_owned()),
+        (_, None) => None,
     };
     Wrap {
         argv: argv.to_vec(),
+        env: tmpdir
+            .map(|t| ("TMPDIR".to_owned(), t))
+            .into_iter()
+            .collect(),
         confinement: Some(Confinement::InSpawn {
             landlock: ruleset,
             filter,
+            mount_ns,
         }),
         facts: WrapFacts {
             mode: policy.mode,

@@ -31,14 +31,14 @@ pub(crate) enum Backend {
 }
 
 impl Backend {
-    fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Backend::Landlock => "landlock",
             Backend::Bwrap => "bwrap",
         }
     }
 
-    fn choice(self) -> dsh::BackendChoice {
+    pub(crate) fn choice(self) -> dsh::BackendChoice {
         match self {
             Backend::Landlock => dsh::BackendChoice::Landlock,
             Backend::Bwrap => dsh::BackendChoice::Bwrap,
@@ -74,17 +74,28 @@ fn marker() -> String {
 
 /// A workspace and a marker for a case on `backend`; `None` (the case is skipped) when it is not
 /// usable here.
-fn setup(backend: Backend) -> Option<(tempfile::TempDir, String)> {
+pub(crate) fn setup(backend: Backend) -> Option<(tempfile::TempDir, String)> {
     backend.usable().then(|| (workspace(), marker()))
 }
 
 /// `dsh run --sandbox workspace-write` under `backend` in `ws`, with `extra` flags; what it printed.
 fn run(backend: Backend, ws: &Path, extra: &[&str], command: &str) -> String {
+    run_in(backend, "workspace-write", ws, extra, command)
+}
+
+/// [`run`] under the sandbox mode `mode`.
+pub(crate) fn run_in(
+    backend: Backend,
+    mode: &str,
+    ws: &Path,
+    extra: &[&str],
+    command: &str,
+) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_dsh"))
         .args([
             "run",
             "--sandbox",
-            "workspace-write",
+            mode,
             "--sandbox-backend",
             backend.name(),
             "--cwd",
@@ -99,7 +110,7 @@ fn run(backend: Backend, ws: &Path, extra: &[&str], command: &str) -> String {
 }
 
 /// Nothing whose command line holds `marker` is left running.
-fn assert_nothing_left(marker: &str) {
+pub(crate) fn assert_nothing_left(marker: &str) {
     assert!(
         wait_until(SOON, || live_with_cmdline(marker).is_empty()),
         "left running: {:?}",
@@ -413,6 +424,7 @@ macro_rules! under_each_backend {
         }
     };
 }
+pub(crate) use under_each_backend;
 
 under_each_backend!(
     commands_hold_no_capabilities,

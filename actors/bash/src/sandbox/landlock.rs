@@ -11,7 +11,7 @@
 //! drops every capability first and installs the seccomp filter last (`dsh_contain::confine`).
 //! Enforcement `full` from ABI 3 (truncate is controlled), else `partial`.
 //!
-//! Its denial signature is `permission denied`, and it has no runner-failure signature: a refused
+//! Its denial signatures are `permission denied` and `read-only file system` (the namespace), and it has no runner-failure signature: a refused
 //! restriction fails the spawn itself (docs/CONTRACT.md, where dsh differs, item 16).
 
 use std::collections::HashMap;
@@ -172,7 +172,12 @@ pub(crate) fn wrap(
         facts: WrapFacts {
             mode: policy.mode,
             enforcement,
-            denial_signatures: vec!["permission denied".to_owned()],
+            // Landlock refuses with EACCES; the mount namespace, which a create or metadata change
+            // meets first, with EROFS.
+            denial_signatures: vec![
+                "permission denied".to_owned(),
+                "read-only file system".to_owned(),
+            ],
             // No launcher prints anything: a refused restriction fails the spawn.
             runner_failure_signatures: Vec::new(),
         },

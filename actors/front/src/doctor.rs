@@ -145,6 +145,17 @@ fn sandbox_lines() -> Vec<String> {
                 "no (needs Landlock ABI 6)"
             }
         ),
+        format!(
+            "sandbox metadata: {}",
+            if namespaced {
+                "refused outside the writable set (bubblewrap's read-only bind of /)"
+            } else if provider.metadata_enforced() {
+                "refused outside the writable set (a read-only mount namespace)"
+            } else {
+                "NOT enforced (chmod, touch -d, xattrs, links, renames outside the workspace \
+                 succeed): dsh needs root or CAP_SYS_ADMIN for its mount namespace"
+            }
+        ),
     ];
     lines.extend(confinement_lines(
         backend_kind,

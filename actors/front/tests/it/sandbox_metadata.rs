@@ -100,31 +100,35 @@ pub(crate) fn metadata_outside_the_workspace_is_refused_in_both_modes(backend: B
 }
 
 pub(crate) fn metadata_inside_the_workspace_still_changes(backend: Backend) {
-    let Some((ws, m)) = setup_metadata(backend) else {
-        return;
-    };
-    let own = ws.path().join("own");
+    if let Some((ws, m)) = setup_metadata(backend) {
+        metadata_inside(backend, ws.path(), &m);
+    }
+}
+
+/// The operations on a file of the workspace `ws`, each of which must succeed.
+fn metadata_inside(backend: Backend, ws: &Path, m: &str) {
+    let own = ws.join("own");
     std::fs::write(&own, "own\n").unwrap();
-    std::fs::create_dir(ws.path().join("sub")).unwrap();
+    std::fs::create_dir(ws.join("sub")).unwrap();
     let printed = run_in(
         backend,
         "workspace-write",
-        ws.path(),
+        ws,
         &[],
-        &operations(&own, &ws.path().join("sub"), &m),
+        &operations(&own, &ws.join("sub"), m),
     );
     for op in ["CHMOD", "TOUCH", "XATTR", "LINK", "TRUNCATE", "RENAME"] {
         assert!(printed.contains(&format!("DID-{op}")), "{op}: {printed}");
     }
-    let moved = ws.path().join("sub/moved");
+    let moved = ws.join("sub/moved");
     // The truncation that followed cleared the set-user-ID bit and set the time again, as any write
     // does.
     let (mode, _, len, xattr) = facts(&moved);
     assert_eq!(mode & 0o777, 0o777, "{printed}");
     assert_eq!(len, 0, "{printed}");
     assert_eq!(xattr.as_deref(), Some(&b"planted"[..]), "{printed}");
-    assert!(ws.path().join("sub/hard").exists());
-    assert_nothing_left(&m);
+    assert!(ws.join("sub/hard").exists());
+    assert_nothing_left(m);
 }
 
 /// `dsh jsonl` confined to `workspace-write` under `backend` in `ws`, with `extra` flags.

@@ -1,7 +1,9 @@
 //! The host's provider, [`LocalSandboxProvider`]: it selects a backend once (`probe.rs`), checks
 //! the workspace root of every `workspace-write` call (`root_check.rs`), and hands each call to its
 //! backend — Landlock in the spawn (`landlock.rs`), bubblewrap (`bwrap.rs`) or an operator's runner
-//! (`runner.rs`). docs/ARCHITECTURE.md#sandbox describes the chain.
+//! (`runner.rs`). It also owns what Landlock commands share: the private temp (`dsh-tmp-<pid>-…`,
+//! mode 0700, made at the first Landlock call, removed at shutdown) and whether dsh may make their
+//! read-only mount namespaces here. docs/ARCHITECTURE.md#sandbox describes the chain.
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;

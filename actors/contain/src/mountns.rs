@@ -17,7 +17,7 @@
 //! and keeps the namespace by a descriptor of `/proc/thread-self/ns/mnt`. Copies keep the host's own
 //! mount flags, so a host read-only mount inside a workspace stays read-only. A writable root or
 //! visible path below `/tmp` or `/var/tmp` gets an empty directory in the private temp to be mounted
-//! on. The spawned child enters it with [`enter`] (`setns`), before its `chdir`.
+//! on. The spawned child enters it with `enter` (`setns`), before its `chdir`.
 //!
 //! Needs `CAP_SYS_ADMIN` (and `CAP_SYS_CHROOT` for `setns`) and Linux 5.12 (`mount_setattr`); without
 //! them [`MountNamespace::build`] fails and the caller runs without one (and says so).
@@ -75,7 +75,7 @@ impl MountNamespace {
         Ok(Self { fd: Arc::new(fd) })
     }
 
-    /// The namespace's descriptor, for [`enter`] in the child.
+    /// The namespace's descriptor, for `enter` in the child.
     pub fn raw_fd(&self) -> RawFd {
         self.fd.as_raw_fd()
     }

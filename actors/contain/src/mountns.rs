@@ -53,7 +53,8 @@ pub struct MountSpec {
     pub writable: Vec<PathBuf>,
     /// Bound read-only on themselves, so they stay visible below a covered `/tmp`.
     pub visible: Vec<PathBuf>,
-    /// The private temp directory, mounted read-write on `/tmp` and `/var/tmp`.
+    /// The private temp directory, mounted on `/tmp` and `/var/tmp` (read-write when it is in
+    /// `writable`, else read-only).
     pub temp: Option<PathBuf>,
 }
 
@@ -193,7 +194,12 @@ fn prepare(spec: &MountSpec) -> io::Result<OwnedFd> {
     let mut temps = Vec::new();
     if let Some(temp) = &spec.temp {
         for target in &targets {
-            temps.push((clone_tree(temp)?, target.clone()));
+            let tree = clone_tree(temp)?;
+            // A mode that does not write the temp sees it read-only, metadata included.
+            if !spec.writable.contains(temp) {
+                make_read_only(tree.as_raw_fd(), Path::new(""), libc::AT_EMPTY_PATH as _)?;
+            }
+            temps.push((tree, target.clone()));
         }
     }
     let mut trees = Vec::new();

@@ -29,6 +29,8 @@ struct Executor {
     /// Its resolver and its background starts, which also serve supervised tasks.
     resolver: Resolver,
     start: Recipient<Start>,
+    /// The sandbox provider, told when the runtime has shut down.
+    provider: Option<Arc<dyn SandboxProvider>>,
 }
 
 impl RuntimeBuilder {
@@ -108,7 +110,13 @@ pub(crate) fn build(
     )
     .map_err(RuntimeError::Tool)?
     .start();
-    let sequencer = ShutdownSequencer::new(manager.clone(), registry.clone(), owns_system).start();
+    let sequencer = ShutdownSequencer::new(
+        manager.clone(),
+        registry.clone(),
+        executor.provider,
+        owns_system,
+    )
+    .start();
     Ok(Runtime {
         inner: Arc::new(Inner {
             tool,
@@ -137,6 +145,7 @@ fn local_executor(
         tool: ExecutorRef::new(&tool_bash, resolver.clone(), executor),
         policy: None,
         resolver,
+        provider: None,
     })
 }
 
@@ -177,7 +186,7 @@ fn sandbox_executor(
     let resolver = SandboxBashExecutor::resolver(&bash, default_policy.clone());
     let tool_bash = bash.clone();
     let executor =
-        SandboxBashExecutor::new(bash, manager.clone(), provider, default_policy)?.start();
+        SandboxBashExecutor::new(bash, manager.clone(), provider.clone(), default_policy)?.start();
     Ok(Executor {
         start: executor.clone().recipient(),
         tool: ExecutorRef::new(&tool_bash, resolver.clone(), executor)
@@ -185,5 +194,6 @@ fn sandbox_executor(
             .with_writable(writable),
         policy: Some(policies),
         resolver,
+        provider: Some(provider),
     })
 }

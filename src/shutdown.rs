@@ -1,8 +1,11 @@
 //! The shutdown sequencer: shuts a runtime down once, however many callers ask, in order — the
-//! tasks first, so no notice is sent for work the shutdown kills, then every process group
-//! (docs/ARCHITECTURE.md, "Shutdown").
+//! tasks first, so no notice is sent for work the shutdown kills, then every process group, then the
+//! sandbox provider's own leftovers (its private temp) (docs/ARCHITECTURE.md, "Shutdown").
+
+use std::sync::Arc;
 
 use actix::prelude::*;
+use dsh_bash::SandboxProvider;
 use dsh_process::ProcessManager;
 use dsh_tasks::TaskRegistry;
 use tokio::sync::oneshot;
@@ -11,6 +14,7 @@ use tokio::sync::oneshot;
 pub(crate) struct ShutdownSequencer {
     manager: Addr<ProcessManager>,
     registry: Addr<TaskRegistry>,
+    provider: Option<Arc<dyn SandboxProvider>>,
     state: ShutdownState,
     /// Stop the actix system afterwards (the runtime started its own thread).
     owns_system: bool,
@@ -21,11 +25,13 @@ impl ShutdownSequencer {
     pub(crate) fn new(
         manager: Addr<ProcessManager>,
         registry: Addr<TaskRegistry>,
+        provider: Option<Arc<dyn SandboxProvider>>,
         owns_system: bool,
     ) -> Self {
         Self {
             manager,
             registry,
+            provider,
             state: ShutdownState::Running,
             owns_system,
         }
@@ -59,9 +65,13 @@ impl Handler<ShutdownRuntime> for ShutdownSequencer {
             ShutdownState::Running => {
                 self.state = ShutdownState::InProgress(vec![tx]);
                 let (registry, manager) = (self.registry.clone(), self.manager.clone());
+                let provider = self.provider.clone();
                 let sequence = async move {
                     let _ = registry.send(dsh_tasks::ShutdownTasks).await;
                     let _ = manager.send(dsh_process::Shutdown).await;
+                    if let Some(provider) = provider {
+                        provider.shutdown();
+                    }
                 };
                 ctx.spawn(sequence.into_actor(self).map(|(), sequencer, _| {
                     tracing::debug!("dsh runtime shut down");

@@ -58,6 +58,8 @@ impl LocalBashExecutor {
 #[derive(Clone, Debug)]
 pub(crate) struct Launch {
     pub argv: Vec<String>,
+    /// Variables the confinement sets (`TMPDIR`), below the caller's own.
+    pub env: Vec<(String, String)>,
     pub confinement: Option<dsh_contain::confine::Confinement>,
 }
 
@@ -66,6 +68,7 @@ impl Launch {
     pub(crate) fn plain(command: &str) -> Self {
         Self {
             argv: bash_argv(command),
+            env: Vec::new(),
             confinement: None,
         }
     }
@@ -92,6 +95,7 @@ fn process_spec(
         // A terminal that draws: its output goes through the emulator (docs/interactive.md).
         env.insert("TERM".into(), TERMINAL_TERM.into());
     }
+    env.extend(launch.env);
     env.extend(spec.env.clone().unwrap_or_default());
     ProcessSpawnSpec {
         argv: launch.argv,

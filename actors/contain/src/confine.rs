@@ -1,7 +1,7 @@
 //! How the spawn confines a program: the sandbox backend's choice, as the spawn carries it out.
 //!
 //! Two shapes ([`Confinement`]): the child confines itself right before exec (Landlock in the
-//! spawn: capabilities dropped, `no_new_privs`, the Landlock ruleset, the seccomp filter, in that
+//! spawn: the read-only mount namespace entered before the `chdir` (`crate::mountns`), then capabilities dropped, `no_new_privs`, the Landlock ruleset, the seccomp filter, in that
 //! order — shrinking the bounding set needs a capability, and the filter comes last so nothing of
 //! the setup runs under it); or a launcher the child execs (bubblewrap) confines the program and
 //! needs only the seccomp filter handed over on a descriptor. The parent prepares raw values
@@ -14,18 +14,22 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use nix::libc::{self, c_int};
 
 use crate::landlock::Ruleset;
+use crate::mountns::MountNamespace;
 use crate::seccomp::Filter;
 
 /// What the spawn does to confine the program.
 #[derive(Debug, Clone)]
 pub enum Confinement {
-    /// The child drops every capability, sets `no_new_privs`, restricts itself with `landlock` and
-    /// installs `filter`, as its last steps before exec.
+    /// The child enters `mount_ns` (before its `chdir`), then drops every capability, sets
+    /// `no_new_privs`, restricts itself with `landlock` and installs `filter`, as its last steps
+    /// before exec.
     InSpawn {
         /// The Landlock ruleset.
         landlock: Ruleset,
         /// The seccomp filter.
         filter: Filter,
+        /// The read-only mount namespace (`crate::mountns`), where dsh may make one.
+        mount_ns: Option<MountNamespace>,
     },
     /// The program is a launcher (bubblewrap) that confines what it runs; the child gives it
     /// `filter` on descriptor [`Filter::launcher_fd`] (its own open file, read from the start), for
@@ -52,6 +56,8 @@ pub(crate) enum ChildConfinement {
     InSpawn {
         landlock: c_int,
         filter: *const libc::sock_fprog,
+        /// `-1`: none.
+        mount_ns: c_int,
     },
     Launcher {
         fresh: c_int,
@@ -65,7 +71,9 @@ impl ChildConfinement {
     pub(crate) fn apply(self) -> Result<(), ConfineFailure> {
         match self {
             ChildConfinement::None => Ok(()),
-            ChildConfinement::InSpawn { landlock, filter } => {
+            ChildConfinement::InSpawn {
+                landlock, filter, ..
+            } => {
                 if !crate::caps::drop_all() {
                     return Err(ConfineFailure::DropCaps);
                 }
@@ -89,12 +97,23 @@ impl ChildConfinement {
     }
 }
 
+impl ChildConfinement {
+    /// The mount namespace the child enters before its `chdir`, if any.
+    pub(crate) fn mount_namespace(self) -> Option<c_int> {
+        match self {
+            ChildConfinement::InSpawn { mount_ns, .. } if mount_ns >= 0 => Some(mount_ns),
+            _ => None,
+        }
+    }
+}
+
 /// What the parent keeps alive across one spawn for the child's confinement.
 pub(crate) enum Prepared {
     None,
     InSpawn {
         landlock: RawFd,
         fprog: libc::sock_fprog,
+        mount_ns: RawFd,
     },
     /// `fresh`: the filter's memfd opened again, so this launcher reads it from offset 0 whatever
     /// other launchers read (a shared descriptor would share one offset).
@@ -109,9 +128,14 @@ impl Prepared {
     pub(crate) fn new(confinement: Option<&Confinement>) -> io::Result<Self> {
         Ok(match confinement {
             None => Prepared::None,
-            Some(Confinement::InSpawn { landlock, filter }) => Prepared::InSpawn {
+            Some(Confinement::InSpawn {
+                landlock,
+                filter,
+                mount_ns,
+            }) => Prepared::InSpawn {
                 landlock: landlock.raw_fd(),
                 fprog: filter.fprog(),
+                mount_ns: mount_ns.as_ref().map_or(-1, MountNamespace::raw_fd),
             },
             Some(Confinement::Launcher { filter }) => {
                 let target = filter.launcher_fd().map_err(io::Error::other)?;
@@ -133,9 +157,14 @@ impl Prepared {
     pub(crate) fn child(&self) -> ChildConfinement {
         match self {
             Prepared::None => ChildConfinement::None,
-            Prepared::InSpawn { landlock, fprog } => ChildConfinement::InSpawn {
+            Prepared::InSpawn {
+                landlock,
+                fprog,
+                mount_ns,
+            } => ChildConfinement::InSpawn {
                 landlock: *landlock,
                 filter: fprog,
+                mount_ns: *mount_ns,
             },
             Prepared::Launcher { fresh, target } => ChildConfinement::Launcher {
                 fresh: fresh.as_raw_fd(),

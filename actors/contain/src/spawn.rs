@@ -290,6 +290,14 @@ pub fn spawn_with(
         .map(|c| c.v1_procs.iter().map(AsRawFd::as_raw_fd).collect())
         .unwrap_or_default();
     let confinement = Prepared::new(program.confinement.as_ref()).map_err(SpawnError::Setup)?;
+    // Entering a mount namespace resets the working directory: "stay in the parent's" must be named.
+    let kept_cwd = match (&program.cwd, confinement.child().mount_namespace()) {
+        (None, Some(_)) => {
+            let here = std::env::current_dir().map_err(SpawnError::Setup)?;
+            Some(c_string(here.as_os_str().as_bytes())?)
+        }
+        _ => None,
+    };
     let request = clone::Request {
         program: program.program.as_ptr(),
         argv: argv.as_ptr(),
@@ -297,6 +305,7 @@ pub fn spawn_with(
         cwd: program
             .cwd
             .as_ref()
+            .or(kept_cwd.as_ref())
             .map_or(std::ptr::null(), |c| c.as_ptr()),
         stdio: fds,
         v1_procs: &v1,

@@ -103,12 +103,19 @@ fn sandbox_lines() -> Vec<String> {
     .and_then(|p| p.verdict().ok().map(ToString::to_string));
     let backend_kind = provider.verdict().ok();
     let namespaced = matches!(backend_kind, Some(Backend::Bwrap(_) | Backend::Runner(_)));
-    // Landlock mediates file contents, not metadata: a command may still chmod, chown (its own
-    // files), touch -d or set xattrs elsewhere. bubblewrap's read-only bind of / refuses them.
-    let metadata = if namespaced {
+    // Landlock mediates file contents, not metadata: without its read-only mount namespace (dsh
+    // needs root or CAP_SYS_ADMIN to make one) a command may still chmod, touch -d or set xattrs on
+    // the user's own files elsewhere. bubblewrap's read-only bind of / refuses them.
+    let metadata = if provider.metadata_enforced() {
         ""
     } else {
-        " of contents; metadata (chmod, timestamps, xattrs) of the user's own files elsewhere is not controlled"
+        " of contents; metadata (chmod, timestamps, xattrs, links, renames) of the user's own files \
+         elsewhere is not enforced: no mount namespace without root or CAP_SYS_ADMIN"
+    };
+    let temp = if namespaced || provider.metadata_enforced() {
+        "a private /tmp and /var/tmp"
+    } else {
+        "a private temp directory ($TMPDIR; the host's /tmp is not writable)"
     };
     let mut lines = vec![
         format!("sandbox: {backend}"),
@@ -118,7 +125,7 @@ fn sandbox_lines() -> Vec<String> {
              (/dev/tty) (enforcement {enforcement}{metadata})"
         ),
         format!(
-            "sandbox workspace-write: writes only below the workspace, /tmp and the writable roots (enforcement {enforcement}{metadata})"
+            "sandbox workspace-write: writes only below the workspace, {temp} and the writable roots (enforcement {enforcement}{metadata})"
         ),
         format!(
             "sandbox writable roots: {} (and each --writable-root)",
@@ -140,6 +147,17 @@ fn sandbox_lines() -> Vec<String> {
                 "yes (bubblewrap's own pid namespace: dsh and its agent have no pid there)"
             } else {
                 "no (needs Landlock ABI 6)"
+            }
+        ),
+        format!(
+            "sandbox metadata: {}",
+            if namespaced {
+                "refused outside the writable set (bubblewrap's read-only bind of /)"
+            } else if provider.metadata_enforced() {
+                "refused outside the writable set (a read-only mount namespace)"
+            } else {
+                "NOT enforced (chmod, touch -d, xattrs, links, renames outside the workspace \
+                 succeed): dsh needs root or CAP_SYS_ADMIN for its mount namespace"
             }
         ),
     ];

@@ -1,8 +1,10 @@
 //! The bubblewrap backend: `bwrap <profile> -- bash -c <command>`. The profile is
-//! `--ro-bind / / --dev /dev --unshare-pid --proc /proc --cap-drop ALL --die-with-parent`;
-//! `workspace-write` adds `--tmpfs /tmp` and a `--bind <path> <path>` for the rest of the writable
+//! `--ro-bind / / --dev /dev --unshare-pid --proc /proc --cap-drop ALL --die-with-parent
+//! --tmpfs /tmp --tmpfs /var/tmp`; `read-only` remounts both temps read-only
+//! (`--remount-ro`), `workspace-write` adds a `--bind <path> <path>` for the rest of the writable
 //! set of `writable.rs` (the workspace root, then the extra roots), `--network deny` adds
-//! `--unshare-net`. Enforcement `full`; a denial reads `read-only file system`, and bubblewrap's own
+//! `--unshare-net`. The temps are the command's own, empty and gone when it ends, so the host's
+//! `/tmp` (and the spill directory in it) is not visible; `TMPDIR` is `/tmp`. Enforcement `full`; a denial reads `read-only file system`, and bubblewrap's own
 //! failures start with `bwrap: `.
 //!
 //! `--unshare-pid` with a `/proc` of its own: the command sees only its sandbox's processes, so it
@@ -53,14 +55,25 @@ pub(crate) fn profile(
     if config.network == NetworkPolicy::Deny {
         args.push("--unshare-net".into());
     }
+    for temp in ["/tmp", "/var/tmp"] {
+        if temp == "/tmp" || Path::new(temp).is_dir() {
+            args.extend(["--tmpfs".into(), temp.into()]);
+            if policy.mode == SandboxMode::ReadOnly {
+                args.extend(["--remount-ro".into(), temp.into()]);
+            }
+        }
+    }
     if policy.mode == SandboxMode::WorkspaceWrite {
-        args.extend(["--tmpfs".into(), "/tmp".into()]);
         // The rest of the writable set, bound writable over the read-only `/`: `/dev`'s entries
-        // come from `--dev` (its own `/dev/shm` included, private to the sandbox) and `/tmp` is
-        // the tmpfs above.
+        // come from `--dev` (its own `/dev/shm` included, private to the sandbox), and the temps
+        // (the host's `/tmp`, or the runtime's private temp the Landlock backend grants) are the
+        // tmpfs above.
         let tmp = std::fs::canonicalize("/tmp").unwrap_or_else(|_| "/tmp".into());
         for path in writable_paths(config, policy) {
-            if path.starts_with("/dev") || path == tmp {
+            if path.starts_with("/dev")
+                || path == tmp
+                || Some(&path) == config.private_temp.as_ref()
+            {
                 continue;
             }
             let path = path.display().to_string();
@@ -117,6 +130,7 @@ pub(crate) fn wrap_in(
         signatures.runner_failure,
     );
     wrap.confinement = Some(Confinement::Launcher { filter });
+    wrap.env = vec![("TMPDIR".to_owned(), "/tmp".to_owned())];
     Ok(wrap)
 }
 
@@ -135,12 +149,12 @@ mod tests {
         assert!(
             profile(&config, &policy, None)
                 .join(" ")
-                .ends_with("--tmpfs /tmp --bind /ws /ws --bind /usr /usr --")
+                .ends_with("--tmpfs /var/tmp --bind /ws /ws --bind /usr /usr --")
         );
     }
 
     #[test]
-    fn the_profile_reads_everything_and_writes_tmp_and_the_workspace() {
+    fn the_profile_reads_everything_and_writes_its_own_temps_and_the_workspace() {
         let config = LocalSandboxConfig::default();
         let policy = SandboxPolicy {
             mode: SandboxMode::WorkspaceWrite,
@@ -149,7 +163,16 @@ mod tests {
         assert_eq!(
             profile(&config, &policy, Some(7)).join(" "),
             "--ro-bind / / --dev /dev --unshare-pid --proc /proc --cap-drop ALL --die-with-parent \
-             --seccomp 7 --tmpfs /tmp --bind /ws /ws --"
+             --seccomp 7 --tmpfs /tmp --tmpfs /var/tmp --bind /ws /ws --"
+        );
+        let read_only = SandboxPolicy {
+            mode: SandboxMode::ReadOnly,
+            ..policy
+        };
+        assert!(
+            profile(&config, &read_only, None).join(" ").ends_with(
+                "--tmpfs /tmp --remount-ro /tmp --tmpfs /var/tmp --remount-ro /var/tmp --"
+            ),
         );
     }
 }

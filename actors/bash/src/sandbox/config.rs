@@ -53,6 +53,9 @@ pub struct LocalSandboxConfig {
     /// Writable under `workspace-write` besides `/tmp` and the workspace, canonical (the binary
     /// gives `writable::everyday_roots` and each `--writable-root`); see `writable::writable_paths`.
     pub writable_roots: Vec<std::path::PathBuf>,
+    /// The runtime's private temp directory (canonical), granted instead of the host's `/tmp`; the
+    /// local provider sets it when it creates the directory.
+    pub private_temp: Option<std::path::PathBuf>,
 }
 
 impl Default for LocalSandboxConfig {
@@ -65,6 +68,7 @@ impl Default for LocalSandboxConfig {
             network: NetworkPolicy::Allow,
             scope_signals: true,
             writable_roots: Vec::new(),
+            private_temp: None,
         }
     }
 }

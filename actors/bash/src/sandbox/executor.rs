@@ -89,11 +89,13 @@ fn launch_for(wrap: &Wrap, argv: &[String]) -> Launch {
     if wrap.argv == argv {
         return Launch {
             argv: wrap.argv.clone(),
+            env: wrap.env.clone(),
             confinement: wrap.confinement.clone(),
         };
     }
     Launch {
         argv: bash_argv(&exec_command(&wrap.argv)),
+        env: wrap.env.clone(),
         confinement: wrap.confinement.clone(),
     }
 }

@@ -1,13 +1,17 @@
 //! The Landlock backend, applied in the spawn: no launcher process. A ruleset is built here, in the
 //! unconfined parent, once per policy (cached), and the `clone3` child restricts itself with it
 //! right before exec (`dsh_contain::landlock`). Grants: read and execute below `/`, write to
-//! the writable set of `writable.rs` (`/dev/null` and `/dev/tty`; `workspace-write` adds `/tmp`, the
-//! workspace root and the extra roots). `--network deny` adds TCP bind/connect rules (ABI ≥ 4); the scopes (ABI ≥ 6) stop a command from signalling dsh or its
+//! the writable set of `writable.rs` (`/dev/null` and `/dev/tty`; `workspace-write` adds the runtime's
+//! private temp (`LocalSandboxConfig::private_temp`, else the host's `/tmp`), the workspace root and
+//! the extra roots). Where dsh may make one, the child first enters a read-only mount namespace built
+//! from the same writable set (`dsh_contain::mountns`, one per policy, cached with the ruleset): it
+//! refuses the metadata changes Landlock does not mediate and shows the private temp as `/tmp` and
+//! `/var/tmp`; without it, enforcement is `partial`. `--network deny` adds TCP bind/connect rules (ABI ≥ 4); the scopes (ABI ≥ 6) stop a command from signalling dsh or its
 //! agent and from connecting to an abstract UNIX socket bound outside its sandbox. The child also
 //! drops every capability first and installs the seccomp filter last (`dsh_contain::confine`).
 //! Enforcement `full` from ABI 3 (truncate is controlled), else `partial`.
 //!
-//! Its denial signature is `permission denied`, and it has no runner-failure signature: a refused
+//! Its denial signatures are `permission denied` and `read-only file system` (the namespace), and it has no runner-failure signature: a refused
 //! restriction fails the spawn itself (docs/CONTRACT.md, where dsh differs, item 16).
 
 use std::collections::HashMap;
@@ -16,6 +20,7 @@ use std::sync::Mutex;
 
 use dsh_contain::confine::Confinement;
 use dsh_contain::landlock::{Coverage, Ruleset, RulesetSpec};
+use dsh_contain::mountns::{MountNamespace, MountSpec};
 use dsh_contain::seccomp::Filter;
 use dsh_process::lock_unpoisoned;
 use dsh_tasks::{Enforcement, SandboxMode};
@@ -42,6 +47,20 @@ pub fn landlock_spec(config: &LocalSandboxConfig, policy: &SandboxPolicy) -> Rul
     }
 }
 
+/// The mount namespace for a policy: the ruleset's writable set read-write, the workspace visible
+/// (read-only unless writable), the private temp on `/tmp` and `/var/tmp`.
+pub fn mount_spec(
+    config: &LocalSandboxConfig,
+    policy: &SandboxPolicy,
+    spec: &RulesetSpec,
+) -> MountSpec {
+    MountSpec {
+        writable: spec.writable.clone(),
+        visible: vec![policy.workspace_root.clone()],
+        temp: config.private_temp.clone(),
+    }
+}
+
 /// Landlock is usable when the kernel has it and a read-only ruleset for this config can be built;
 /// the answer is the kernel's ABI version.
 pub(crate) fn probe(config: &LocalSandboxConfig) -> Result<u32, String> {
@@ -54,12 +73,16 @@ pub(crate) fn probe(config: &LocalSandboxConfig) -> Result<u32, String> {
     Ok(ruleset.abi())
 }
 
-/// A cached ruleset and the identity of the workspace root it grants: a root deleted and made
-/// again at the same path is another directory, which the old ruleset does not grant.
+/// A cached ruleset, its mount namespace, and the identity of the workspace root they grant: a root
+/// deleted and made again at the same path is another directory, which the old ones do not grant.
 struct CachedRuleset {
     ruleset: Ruleset,
+    mount_ns: Option<MountNamespace>,
     root: Option<RootId>,
 }
+
+/// What one policy's commands are confined with.
+pub(crate) type Confined = (Ruleset, Option<MountNamespace>);
 
 /// The rulesets built so far, one per policy.
 #[derive(Default)]
@@ -68,21 +91,30 @@ pub(crate) struct RulesetCache {
 }
 
 impl RulesetCache {
-    /// The ruleset for `policy`, whose writable root (if any) is the directory `root` identifies.
+    /// The ruleset for `policy`, whose writable root (if any) is the directory `root` identifies,
+    /// and its mount namespace when `namespaces` (the host lets dsh make them).
     pub(crate) fn get(
         &self,
         config: &LocalSandboxConfig,
         policy: &SandboxPolicy,
         root: Option<RootId>,
-    ) -> Result<Ruleset, String> {
+        namespaces: bool,
+    ) -> Result<Confined, String> {
         let mut cache = lock_unpoisoned(&self.rulesets);
         if let Some(cached) = cache.get(policy)
             && cached.root == root
         {
-            return Ok(cached.ruleset.clone());
+            return Ok((cached.ruleset.clone(), cached.mount_ns.clone()));
         }
-        let ruleset = Ruleset::create(&landlock_spec(config, policy))
-            .map_err(|err| format!("landlock: {err}"))?;
+        let spec = landlock_spec(config, policy);
+        let ruleset = Ruleset::create(&spec).map_err(|err| format!("landlock: {err}"))?;
+        let mount_ns = if namespaces {
+            let ns = MountNamespace::build(&mount_spec(config, policy, &spec))
+                .map_err(|err| format!("mount namespace: {err}"))?;
+            Some(ns)
+        } else {
+            None
+        };
         if cache.len() >= MAX_CACHED_RULESETS {
             cache.clear();
         }
@@ -90,34 +122,53 @@ impl RulesetCache {
             policy.clone(),
             CachedRuleset {
                 ruleset: ruleset.clone(),
+                mount_ns: mount_ns.clone(),
                 root,
             },
         );
-        Ok(ruleset)
+        Ok((ruleset, mount_ns))
     }
 }
 
-/// `argv` as it is, started with `ruleset` and `filter`, every capability dropped.
+/// `argv` as it is, started in `mount_ns` with `ruleset` and `filter`, every capability dropped;
+/// `TMPDIR` is `/tmp` in the namespace, else the private temp's own path. Enforcement is `full`
+/// only with the namespace (metadata) and ABI 3 (truncate).
 pub(crate) fn wrap(
     argv: &[String],
+    config: &LocalSandboxConfig,
     policy: &SandboxPolicy,
-    ruleset: Ruleset,
+    (ruleset, mount_ns): Confined,
     filter: Filter,
 ) -> Wrap {
-    let enforcement = match ruleset.coverage() {
-        Coverage::Full => Enforcement::Full,
-        Coverage::Partial => Enforcement::Partial,
+    let enforcement = match (ruleset.coverage(), &mount_ns) {
+        (Coverage::Full, Some(_)) => Enforcement::Full,
+        _ => Enforcement::Partial,
+    };
+    let tmpdir = match (&mount_ns, &config.private_temp) {
+        (None, Some(temp)) => Some(temp.display().to_string()),
+        (Some(_), Some(_)) => Some("/tmp".to_owned()),
+        (_, None) => None,
     };
     Wrap {
         argv: argv.to_vec(),
+        env: tmpdir
+            .map(|t| ("TMPDIR".to_owned(), t))
+            .into_iter()
+            .collect(),
         confinement: Some(Confinement::InSpawn {
             landlock: ruleset,
             filter,
+            mount_ns,
         }),
         facts: WrapFacts {
             mode: policy.mode,
             enforcement,
-            denial_signatures: vec!["permission denied".to_owned()],
+            // Landlock refuses with EACCES; the mount namespace, which a create or metadata change
+            // meets first, with EROFS.
+            denial_signatures: vec![
+                "permission denied".to_owned(),
+                "read-only file system".to_owned(),
+            ],
             // No launcher prints anything: a refused restriction fails the spawn.
             runner_failure_signatures: Vec::new(),
         },

@@ -1,8 +1,14 @@
 //! The host's provider, [`LocalSandboxProvider`]: it selects a backend once (`probe.rs`), checks
 //! the workspace root of every `workspace-write` call (`root_check.rs`), and hands each call to its
 //! backend — Landlock in the spawn (`landlock.rs`), bubblewrap (`bwrap.rs`) or an operator's runner
-//! (`runner.rs`). docs/ARCHITECTURE.md#sandbox describes the chain.
+//! (`runner.rs`). It also owns what Landlock commands share: the private temp (`dsh-tmp-<pid>-…`,
+//! mode 0700, made at the first Landlock call, removed at shutdown) and whether dsh may make their
+//! read-only mount namespaces here. docs/ARCHITECTURE.md#sandbox describes the chain.
 
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use dsh_contain::mountns::{MountNamespace, MountSpec};
 use dsh_contain::seccomp::{Filter, Sockets};
 use dsh_tasks::{Enforcement, SandboxMode};
 
@@ -27,6 +33,11 @@ pub struct LocalSandboxProvider {
     /// Every confined command's seccomp filter (`dsh_contain::seccomp`), for either backend.
     filter: Option<Filter>,
     rulesets: RulesetCache,
+    /// Whether dsh may make the Landlock backend's read-only mount namespaces here (root or
+    /// `CAP_SYS_ADMIN`, Linux 5.12): checked once by building an empty one.
+    namespaces: bool,
+    /// `config` with the private temp it created at the first Landlock call (removed at shutdown).
+    temp: OnceLock<Result<LocalSandboxConfig, String>>,
 }
 
 impl std::fmt::Debug for LocalSandboxProvider {
@@ -55,12 +66,48 @@ impl LocalSandboxProvider {
             Ok(backend) => tracing::debug!(%backend, "sandbox backend selected"),
             Err(reason) => tracing::debug!(%reason, "no sandbox backend is usable"),
         }
+        let namespaces = matches!(verdict, Ok(Backend::Landlock { .. }))
+            && MountNamespace::build(&MountSpec::default()).is_ok();
         Ok(Self {
             config,
             verdict,
             filter,
             rulesets: RulesetCache::default(),
+            namespaces,
+            temp: OnceLock::new(),
         })
+    }
+
+    /// Whether metadata changes (`chmod`, `utimes`, xattrs, links, renames) outside the writable
+    /// set are refused: bubblewrap's read-only bind of `/`, or Landlock with its mount namespace.
+    pub fn metadata_enforced(&self) -> bool {
+        match self.verdict.as_ref() {
+            Ok(Backend::Landlock { .. }) => self.namespaces,
+            Ok(_) => true,
+            Err(_) => false,
+        }
+    }
+
+    /// The private temp directory of this provider's commands, once a Landlock call created it.
+    pub fn private_temp(&self) -> Option<&Path> {
+        match self.temp.get()? {
+            Ok(config) => config.private_temp.as_deref(),
+            Err(_) => None,
+        }
+    }
+
+    /// `config` with the private temp, created (mode 0700) at the first call.
+    fn temp_config(&self) -> Result<&LocalSandboxConfig, String> {
+        self.temp
+            .get_or_init(|| {
+                let temp = create_private_temp().map_err(|err| format!("private temp: {err}"))?;
+                Ok(LocalSandboxConfig {
+                    private_temp: Some(temp),
+                    ..self.config.clone()
+                })
+            })
+            .as_ref()
+            .map_err(Clone::clone)
     }
 
     /// The backend in use, or why there is none.
@@ -68,10 +115,11 @@ impl LocalSandboxProvider {
         self.verdict.as_ref().map_err(String::as_str)
     }
 
-    /// The enforcement confined commands get (`None` without a backend).
+    /// The enforcement confined commands get (`None` without a backend): Landlock is `partial`
+    /// below ABI 3 (truncate) or without its mount namespace (metadata).
     pub fn enforcement(&self) -> Option<Enforcement> {
         match self.verdict.as_ref().ok()? {
-            Backend::Landlock { abi } if *abi < 3 => Some(Enforcement::Partial),
+            Backend::Landlock { abi } if *abi < 3 || !self.namespaces => Some(Enforcement::Partial),
             _ => Some(Enforcement::Full),
         }
     }
@@ -116,9 +164,12 @@ impl SandboxProvider for LocalSandboxProvider {
         };
         Ok(match backend {
             Backend::Landlock { .. } => {
-                let ruleset = self
+                let config = self
+                    .temp_config()
+                    .map_err(|detail| unavailable(Some(&detail)))?;
+                let confined = self
                     .rulesets
-                    .get(&self.config, policy, root)
+                    .get(config, policy, root, self.namespaces)
                     .map_err(|detail| {
                         ExecError::SandboxUnavailable(format!(
                             "the sandbox's writable set cannot be granted ({detail}); make sure \
@@ -126,12 +177,49 @@ impl SandboxProvider for LocalSandboxProvider {
                              real directory, or rerun with --sandbox danger-full-access"
                         ))
                     })?;
-                landlock::wrap(argv, policy, ruleset, filter)
+                landlock::wrap(argv, config, policy, confined, filter)
             }
             Backend::Bwrap(path) => bwrap::wrap(path, &self.config, policy, argv, filter)
                 .map_err(|detail| unavailable(Some(&detail)))?,
             Backend::Runner(command) => runner::wrap(command, &self.config, policy, argv, filter)
                 .map_err(|detail| unavailable(Some(&detail)))?,
         })
+    }
+
+    fn shutdown(&self) {
+        if let Some(temp) = self.private_temp() {
+            remove_private_temp(temp);
+        }
+    }
+}
+
+impl Drop for LocalSandboxProvider {
+    fn drop(&mut self) {
+        if let Some(temp) = self.private_temp() {
+            remove_private_temp(temp);
+        }
+    }
+}
+
+/// A new `dsh-tmp-<pid>-<nonce>` directory (mode 0700; `mkdir` never follows a planted link)
+/// under the host's temp directory, canonical.
+fn create_private_temp() -> std::io::Result<PathBuf> {
+    use std::os::unix::fs::DirBuilderExt;
+    let parent = std::fs::canonicalize(std::env::temp_dir())?;
+    let path = parent.join(format!(
+        "dsh-tmp-{}-{}",
+        std::process::id(),
+        dsh_contain::nonce()
+    ));
+    std::fs::DirBuilder::new().mode(0o700).create(&path)?;
+    Ok(path)
+}
+
+/// Removes the private temp and whatever commands left in it (a second call finds nothing).
+fn remove_private_temp(temp: &Path) {
+    match std::fs::remove_dir_all(temp) {
+        Ok(()) => {}
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
+        Err(err) => tracing::warn!(path = %temp.display(), %err, "cannot remove the private temp"),
     }
 }

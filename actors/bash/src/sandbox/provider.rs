@@ -66,6 +66,8 @@ pub struct Wrap {
     /// The argv to run: the original `["bash", "-c", command]` when confinement is applied in the
     /// spawn itself, else a runner's argv ending with it.
     pub argv: Vec<String>,
+    /// Variables the confinement sets for the command (`TMPDIR`); a caller's own entry wins.
+    pub env: Vec<(String, String)>,
     /// How the child is confined right before exec: it confines itself (Landlock, seccomp, no
     /// capabilities), or hands the runner its seccomp filter.
     pub confinement: Option<dsh_contain::confine::Confinement>,
@@ -88,6 +90,7 @@ impl Wrap {
         wrapped.extend(argv.iter().cloned());
         Wrap {
             argv: wrapped,
+            env: Vec::new(),
             confinement: None,
             facts: WrapFacts {
                 mode: policy.mode,
@@ -110,4 +113,7 @@ pub trait SandboxProvider: Send + Sync + 'static {
     fn writable(&self, _policy: &SandboxPolicy) -> Vec<std::path::PathBuf> {
         Vec::new()
     }
+    /// Called once when the runtime shuts down, after every command is gone: removes what the
+    /// provider made for its commands (the local provider's private temp).
+    fn shutdown(&self) {}
 }

@@ -13,15 +13,18 @@ use crate::sandbox::config::LocalSandboxConfig;
 use crate::sandbox::policy::SandboxPolicy;
 
 /// Every path a command confined under `policy` may write, canonical: `/dev/null` and `/dev/tty`
-/// always; under `workspace-write` also `/tmp`, the workspace root, and the config's extra roots
+/// always; under `workspace-write` also the temp (the runtime's private one, else `/tmp`), the workspace root, and the config's extra roots
 /// that exist (a root removed since startup is not granted, rather than failing every call).
 pub fn writable_paths(config: &LocalSandboxConfig, policy: &SandboxPolicy) -> Vec<PathBuf> {
     // `/dev/tty` is the process's own controlling terminal: a `tty: true` command's pty (programs
     // such as `ssh-keygen` and `less` open it by name); without a terminal it opens nothing (ENXIO).
     let mut writable = vec![PathBuf::from("/dev/null"), PathBuf::from("/dev/tty")];
     if policy.mode == SandboxMode::WorkspaceWrite {
-        // Canonical, as every writable path must be (a host whose /tmp is a link to /var/tmp).
-        writable.push(std::fs::canonicalize("/tmp").unwrap_or_else(|_| PathBuf::from("/tmp")));
+        // The runtime's private temp (`LocalSandboxConfig::private_temp`), else the host's `/tmp`,
+        // canonical, as every writable path must be (a host whose /tmp is a link to /var/tmp).
+        writable.push(config.private_temp.clone().unwrap_or_else(|| {
+            std::fs::canonicalize("/tmp").unwrap_or_else(|_| PathBuf::from("/tmp"))
+        }));
         writable.push(policy.workspace_root.clone());
         for root in &config.writable_roots {
             if root.exists() && !writable.contains(root) {

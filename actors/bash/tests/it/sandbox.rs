@@ -65,6 +65,7 @@ impl SandboxProvider for FakeProvider {
         wrapped.extend(argv.iter().cloned());
         Ok(Wrap {
             argv: wrapped,
+            env: Vec::new(),
             confinement: None,
             facts: WrapFacts {
                 mode: policy.mode,

@@ -38,6 +38,8 @@ pub enum Step {
     Seccomp = 17,
     /// Handing the seccomp filter to a launcher (bubblewrap's `--seccomp FD`).
     LauncherFilter = 18,
+    /// `setns` into the sandbox's read-only mount namespace (`crate::mountns`).
+    MountNamespace = 19,
 }
 
 impl Step {
@@ -55,6 +57,7 @@ impl Step {
             16 => Step::DropCaps,
             17 => Step::Seccomp,
             18 => Step::LauncherFilter,
+            19 => Step::MountNamespace,
             _ => return None,
         })
     }
@@ -75,6 +78,7 @@ impl std::fmt::Display for Step {
             Step::DropCaps => "dropping capabilities",
             Step::Seccomp => "installing the seccomp filter",
             Step::LauncherFilter => "handing the seccomp filter to the sandbox launcher",
+            Step::MountNamespace => "entering the sandbox's mount namespace",
         })
     }
 }
@@ -228,6 +232,14 @@ pub(crate) unsafe extern "C" fn child_main(ctx: *const ChildContext) -> ! {
     if !mark_close_on_exec_from_3() {
         // SAFETY: in the child, with a valid context.
         unsafe { fail(ctx, Step::CloseFds) }
+    }
+    // 5b. The sandbox's read-only mount namespace, before the chdir (setns resets cwd and root) and
+    //     before confinement drops the capabilities setns needs.
+    if let Some(fd) = ctx.confinement.mount_namespace()
+        && !crate::mountns::enter(fd)
+    {
+        // SAFETY: in the child, with a valid context.
+        unsafe { fail(ctx, Step::MountNamespace) }
     }
     // 6. Working directory.
     // SAFETY: `cwd` is null or a NUL-terminated string the parent keeps alive.

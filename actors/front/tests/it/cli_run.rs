@@ -165,6 +165,9 @@ fn start_term_ignoring_run(
             "60000",
             "--shutdown-grace-ms",
             shutdown_grace_ms,
+            // The workspace holds the ready file: a confined command's `/tmp` is its own.
+            "--cwd",
+            dir.path().to_str().unwrap(),
             "--",
             &script,
         ])

@@ -46,8 +46,18 @@ fn doctor_reports_every_fact_and_exits_0() {
                 "sandbox other processes: ",
                 "sandbox abstract unix sockets: ",
                 "sandbox seccomp: refuses changing another process's limits",
+                "sandbox metadata: ",
             ],
         );
+        // Run as root (as the tests are), Landlock refuses metadata through its namespace.
+        let root =
+            std::os::unix::fs::MetadataExt::uid(&std::fs::metadata("/proc/self").unwrap()) == 0;
+        if text.contains("sandbox: landlock") && root {
+            assert!(
+                text.contains("sandbox metadata: refused outside the writable set"),
+                "{text}"
+            );
+        }
     }
     let auto = text
         .lines()

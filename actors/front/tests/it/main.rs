@@ -37,6 +37,7 @@ mod retention;
 mod sandbox_cli;
 mod sandbox_errors;
 mod sandbox_escape;
+mod sandbox_metadata;
 mod sandbox_workflows;
 mod serve;
 mod serve_sdk;

@@ -38,7 +38,7 @@ impl Backend {
         }
     }
 
-    fn choice(self) -> dsh::BackendChoice {
+    pub(crate) fn choice(self) -> dsh::BackendChoice {
         match self {
             Backend::Landlock => dsh::BackendChoice::Landlock,
             Backend::Bwrap => dsh::BackendChoice::Bwrap,
@@ -78,12 +78,12 @@ pub(crate) fn setup(backend: Backend) -> Option<(tempfile::TempDir, String)> {
     backend.usable().then(|| (workspace(), marker()))
 }
 
-/// The flags that confine dsh's commands to `workspace-write` under `backend` in `ws`.
-fn confined(backend: Backend, ws: &Path) -> [&str; 6] {
+/// The flags that confine dsh's commands to `mode` under `backend` in `ws`.
+fn confined<'a>(backend: Backend, mode: &'a str, ws: &'a Path) -> [&'a str; 6] {
     let cwd = ws.to_str().unwrap();
     [
         "--sandbox",
-        "workspace-write",
+        mode,
         "--sandbox-backend",
         backend.name(),
         "--cwd",
@@ -93,9 +93,20 @@ fn confined(backend: Backend, ws: &Path) -> [&str; 6] {
 
 /// `dsh run --sandbox workspace-write` under `backend` in `ws`, with `extra` flags; what it printed.
 pub(crate) fn run(backend: Backend, ws: &Path, extra: &[&str], command: &str) -> String {
+    run_in(backend, "workspace-write", ws, extra, command)
+}
+
+/// [`run`] under the sandbox mode `mode`.
+pub(crate) fn run_in(
+    backend: Backend,
+    mode: &str,
+    ws: &Path,
+    extra: &[&str],
+    command: &str,
+) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_dsh"))
         .arg("run")
-        .args(confined(backend, ws))
+        .args(confined(backend, mode, ws))
         .args(extra)
         .arg("--")
         .arg(command)
@@ -208,7 +219,7 @@ pub(crate) fn no_process_outside_the_sandbox_shows_its_environment_or_descriptor
     // themselves can still be listed (the directory's owner bits, not ptrace, guard that).
     let secret = format!("{m}-secret");
     let mut server = Server::start_with_env(
-        &confined(backend, ws.path()),
+        &confined(backend, "workspace-write", ws.path()),
         &[("OPENAI_API_KEY", &secret)],
     )
     .unwrap();
@@ -282,7 +293,7 @@ pub(crate) fn other_processes_limits_and_scheduling_are_refused(backend: Backend
     let Some((ws, m)) = setup(backend) else {
         return;
     };
-    let mut server = Server::start(&confined(backend, ws.path())).unwrap();
+    let mut server = Server::start(&confined(backend, "workspace-write", ws.path())).unwrap();
     let dsh_pid = server.child.id();
     let before = limits_and_nice(dsh_pid);
     // `$PPID` is dsh under Landlock, bubblewrap's first process (inside the sandbox) under
@@ -409,7 +420,6 @@ macro_rules! under_each_backend {
         }
     };
 }
-
 pub(crate) use under_each_backend;
 
 under_each_backend!(

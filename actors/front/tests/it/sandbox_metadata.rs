@@ -1,0 +1,232 @@
+//! What Landlock does not mediate, tried through the `dsh` binary under each backend
+//! (`sandbox_metadata::landlock::…`, `sandbox_metadata::bwrap::…`): metadata of a file outside the
+//! workspace (`chmod`, `touch -d`, xattrs, hard links, renames, truncation) in `workspace-write` and
+//! `read-only`; the same operations inside the workspace; the private temp (`/tmp`, `/var/tmp`,
+//! `mktemp`, `TMPDIR`, removed at shutdown); and the spill directory, out of every command's reach.
+//! Under Landlock these need the read-only mount namespace, which needs root or `CAP_SYS_ADMIN`:
+//! where dsh cannot make one, the case is skipped, saying why (`dsh doctor` says so too).
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "test code: a failed unwrap is a failed test"
+)]
+
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use serde_json::json;
+
+use crate::jsonl_server::{Server, bash};
+use crate::sandbox_escape::{Backend, assert_nothing_left, run_in, setup};
+
+/// A workspace and marker when `backend` confines here and refuses metadata changes.
+fn setup_metadata(backend: Backend) -> Option<(tempfile::TempDir, String)> {
+    let (ws, m) = setup(backend)?;
+    let provider = dsh::LocalSandboxProvider::new(dsh::LocalSandboxConfig {
+        backend: backend.choice(),
+        ..Default::default()
+    })
+    .unwrap();
+    if !provider.metadata_enforced() {
+        eprintln!("skipped: {backend:?} cannot refuse metadata changes here (no mount namespace)");
+        return None;
+    }
+    Some((ws, m))
+}
+
+/// A file's mode, modification time, size and `user.dsh` xattr.
+fn facts(path: &Path) -> (u32, i64, u64, Option<Vec<u8>>) {
+    let meta = std::fs::metadata(path).unwrap();
+    (
+        meta.permissions().mode(),
+        meta.mtime(),
+        meta.len(),
+        xattr(path),
+    )
+}
+
+fn xattr(path: &Path) -> Option<Vec<u8>> {
+    let out = std::process::Command::new("python3")
+        .arg("-c")
+        .arg("import os,sys; sys.stdout.buffer.write(os.getxattr(sys.argv[1], 'user.dsh'))")
+        .arg(path)
+        .output()
+        .unwrap();
+    out.status.success().then_some(out.stdout)
+}
+
+/// Every metadata operation on `file`, hard-linked and renamed into `dir`; each prints its name
+/// when it succeeds.
+fn operations(file: &Path, dir: &Path, m: &str) -> String {
+    let (f, d) = (file.display(), dir.display());
+    format!(
+        "chmod 4777 {f} && echo DID-CHMOD; touch -d 2001-01-01 {f} && echo DID-TOUCH; \
+         python3 -c 'import os,sys; os.setxattr(sys.argv[1], \"user.dsh\", b\"planted\")' {f} \
+           && echo DID-XATTR; \
+         ln {f} {d}/hard && echo DID-LINK; truncate -s 0 {f} && echo DID-TRUNCATE; \
+         mv {f} {d}/moved && echo DID-RENAME; echo done # {m}"
+    )
+}
+
+pub(crate) fn metadata_outside_the_workspace_is_refused_in_both_modes(backend: Backend) {
+    let Some((ws, m)) = setup_metadata(backend) else {
+        return;
+    };
+    // A directory of the test's own, outside the workspace and outside /tmp.
+    let outside = dsh_test_support::scratch::outside_tmp(
+        "dsh-metadata-",
+        Path::new(env!("CARGO_TARGET_TMPDIR")),
+    );
+    let victim = outside.path().join("victim");
+    std::fs::write(&victim, "victim\n").unwrap();
+    std::fs::set_permissions(&victim, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let before = facts(&victim);
+    for mode in ["workspace-write", "read-only"] {
+        let printed = run_in(
+            backend,
+            mode,
+            ws.path(),
+            &[],
+            &operations(&victim, outside.path(), &m),
+        );
+        assert!(printed.contains("done"), "{mode}: {printed}");
+        assert!(!printed.contains("DID-"), "{mode}: {printed}");
+        assert_eq!(facts(&victim), before, "{mode}: {printed}");
+        assert!(!outside.path().join("hard").exists(), "{mode}");
+        assert!(!outside.path().join("moved").exists(), "{mode}");
+    }
+    assert_nothing_left(&m);
+}
+
+pub(crate) fn metadata_inside_the_workspace_still_changes(backend: Backend) {
+    if let Some((ws, m)) = setup_metadata(backend) {
+        metadata_inside(backend, ws.path(), &m);
+    }
+}
+
+/// The operations on a file of the workspace `ws`, each of which must succeed.
+fn metadata_inside(backend: Backend, ws: &Path, m: &str) {
+    let own = ws.join("own");
+    std::fs::write(&own, "own\n").unwrap();
+    std::fs::create_dir(ws.join("sub")).unwrap();
+    let printed = run_in(
+        backend,
+        "workspace-write",
+        ws,
+        &[],
+        &operations(&own, &ws.join("sub"), m),
+    );
+    for op in ["CHMOD", "TOUCH", "XATTR", "LINK", "TRUNCATE", "RENAME"] {
+        assert!(printed.contains(&format!("DID-{op}")), "{op}: {printed}");
+    }
+    let moved = ws.join("sub/moved");
+    // The truncation that followed cleared the set-user-ID bit and set the time again, as any write
+    // does.
+    let (mode, _, len, xattr) = facts(&moved);
+    assert_eq!(mode & 0o777, 0o777, "{printed}");
+    assert_eq!(len, 0, "{printed}");
+    assert_eq!(xattr.as_deref(), Some(&b"planted"[..]), "{printed}");
+    assert!(ws.join("sub/hard").exists());
+    assert_nothing_left(m);
+}
+
+/// `dsh jsonl` confined to `workspace-write` under `backend` in `ws`, with `extra` flags.
+fn server(backend: Backend, ws: &Path, extra: &[&str]) -> Server {
+    let mut args = vec![
+        "--sandbox",
+        "workspace-write",
+        "--sandbox-backend",
+        backend.name(),
+        "--cwd",
+        ws.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    Server::start(&args).unwrap()
+}
+
+/// The private temps of the dsh process `pid` (`dsh-tmp-<pid>-…` in the host's temp directory).
+fn private_temps(pid: u32) -> Vec<PathBuf> {
+    let prefix = format!("dsh-tmp-{pid}-");
+    std::fs::read_dir(std::env::temp_dir())
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+        .map(|e| e.path())
+        .collect()
+}
+
+pub(crate) fn temp_is_private_and_gone_after_shutdown(backend: Backend) {
+    let Some((ws, m)) = setup_metadata(backend) else {
+        return;
+    };
+    let mut server = server(backend, ws.path(), &[]);
+    let pid = server.child.id();
+    let command = format!(
+        "echo TMPDIR=$TMPDIR; ln -s x /tmp/{m} && echo LINKED; echo v > /var/tmp/{m} && echo VAR; \
+         t=$(mktemp) && echo ok > $t && echo MKTEMP=$t; echo done # {m}"
+    );
+    server.call("temp", "bash", bash(&command, json!({})));
+    let printed = server.text("temp");
+    assert!(printed.contains("TMPDIR=/"), "{printed}");
+    for word in ["LINKED", "VAR", "MKTEMP=/", "done"] {
+        assert!(printed.contains(word), "{word}: {printed}");
+    }
+    let made = printed
+        .lines()
+        .find_map(|l| l.strip_prefix("MKTEMP="))
+        .unwrap()
+        .to_owned();
+    // None of it is in the host's temps.
+    for host in [format!("/tmp/{m}"), format!("/var/tmp/{m}"), made.clone()] {
+        assert!(
+            std::fs::symlink_metadata(&host).is_err(),
+            "{host} is visible on the host: {printed}"
+        );
+    }
+    let temps = private_temps(pid);
+    if let Backend::Landlock = backend {
+        // One private temp, mode 0700, holding what the command made there.
+        assert_eq!(temps.len(), 1, "{temps:?}");
+        let meta = std::fs::metadata(&temps[0]).unwrap();
+        assert_eq!(meta.permissions().mode() & 0o777, 0o700);
+        assert!(std::fs::symlink_metadata(temps[0].join(&m)).is_ok());
+    }
+    server.finish();
+    assert!(private_temps(pid).is_empty(), "{:?}", private_temps(pid));
+    assert_nothing_left(&m);
+}
+
+pub(crate) fn the_spill_directory_is_out_of_reach(backend: Backend) {
+    let Some((ws, m)) = setup_metadata(backend) else {
+        return;
+    };
+    let mut server = server(backend, ws.path(), &["--max-output-bytes", "1000"]);
+    let spill = server.spill_file();
+    let dir = spill.parent().unwrap().to_path_buf();
+    let before = std::fs::read(&spill).unwrap();
+    let (s, d) = (spill.display(), dir.display());
+    let command = format!(
+        "ls {d} && echo LISTED; head -c 10 {s} && echo READ; rm -f {s}; echo x > {d}/planted && echo PLANTED; \
+         head -c 100000 /dev/zero > {d}/filler && echo FILLED; echo done # {m}"
+    );
+    server.call("spill", "bash", bash(&command, json!({})));
+    let printed = server.text("spill");
+    assert!(printed.contains("done"), "{printed}");
+    for word in ["LISTED", "READ", "PLANTED", "FILLED"] {
+        assert!(!printed.contains(word), "{word}: {printed}");
+    }
+    assert_eq!(std::fs::read(&spill).unwrap(), before, "{printed}");
+    assert!(!dir.join("planted").exists() && !dir.join("filler").exists());
+    let mode = std::fs::metadata(&dir).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o700);
+    server.finish();
+    assert_nothing_left(&m);
+}
+
+crate::sandbox_escape::under_each_backend!(
+    metadata_outside_the_workspace_is_refused_in_both_modes,
+    metadata_inside_the_workspace_still_changes,
+    temp_is_private_and_gone_after_shutdown,
+    the_spill_directory_is_out_of_reach,
+);

@@ -4,8 +4,10 @@
 //! spawn: capabilities dropped, `no_new_privs`, the Landlock ruleset, the seccomp filter, in that
 //! order — shrinking the bounding set needs a capability, and the filter comes last so nothing of
 //! the setup runs under it); or a launcher the child execs (bubblewrap) confines the program and
-//! needs only the seccomp filter handed over on a descriptor. The parent prepares raw values
-//! (`Prepared`); the child applies them with plain syscalls (`ChildConfinement::apply`).
+//! needs only the seccomp filter handed over on a descriptor. Either shape may also name the
+//! runtime's network namespace (`--network loopback`, `crate::netns`), which the child joins first,
+//! while it still holds the capability to. The parent prepares raw values (`Prepared`); the child
+//! applies them with plain syscalls (`ChildConfinement::apply`).
 
 use std::ffi::CString;
 use std::io;
@@ -14,6 +16,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use nix::libc::{self, c_int};
 
 use crate::landlock::Ruleset;
+use crate::netns::Netns;
 use crate::seccomp::Filter;
 
 /// What the spawn does to confine the program.
@@ -26,6 +29,8 @@ pub enum Confinement {
         landlock: Ruleset,
         /// The seccomp filter.
         filter: Filter,
+        /// The network namespace to join first (`--network loopback`); `None` keeps the host's.
+        netns: Option<Netns>,
     },
     /// The program is a launcher (bubblewrap) that confines what it runs; the child gives it
     /// `filter` on descriptor [`Filter::launcher_fd`] (its own open file, read from the start), for
@@ -33,7 +38,32 @@ pub enum Confinement {
     Launcher {
         /// The seccomp filter.
         filter: Filter,
+        /// The network namespace the launcher starts in (`--network loopback`); `None` keeps the
+        /// host's.
+        netns: Option<Netns>,
     },
+}
+
+impl Confinement {
+    /// The same confinement, joining `netns` first (or keeping the host's with `None`).
+    pub fn with_netns(mut self, netns: Option<Netns>) -> Self {
+        match &mut self {
+            Confinement::InSpawn { netns: slot, .. }
+            | Confinement::Launcher { netns: slot, .. } => {
+                *slot = netns;
+            }
+        }
+        self
+    }
+
+    /// The network namespace the child joins, if any.
+    fn netns(&self) -> Option<&Netns> {
+        match self {
+            Confinement::InSpawn { netns, .. } | Confinement::Launcher { netns, .. } => {
+                netns.as_ref()
+            }
+        }
+    }
 }
 
 /// Which part of the confinement the child failed at.
@@ -52,20 +82,35 @@ pub(crate) enum ChildConfinement {
     InSpawn {
         landlock: c_int,
         filter: *const libc::sock_fprog,
+        netns: c_int,
     },
     Launcher {
         fresh: c_int,
         target: c_int,
+        netns: c_int,
     },
 }
 
 impl ChildConfinement {
+    /// The descriptor of the network namespace to join (`crate::netns::join_in_child`), negative
+    /// for none.
+    pub(crate) fn netns(self) -> c_int {
+        match self {
+            ChildConfinement::None => -1,
+            ChildConfinement::InSpawn { netns, .. } | ChildConfinement::Launcher { netns, .. } => {
+                netns
+            }
+        }
+    }
+
     /// Applies the confinement to the calling (child) thread. Async-signal-safe: plain syscalls on
     /// values the parent prepared.
     pub(crate) fn apply(self) -> Result<(), ConfineFailure> {
         match self {
             ChildConfinement::None => Ok(()),
-            ChildConfinement::InSpawn { landlock, filter } => {
+            ChildConfinement::InSpawn {
+                landlock, filter, ..
+            } => {
                 if !crate::caps::drop_all() {
                     return Err(ConfineFailure::DropCaps);
                 }
@@ -77,7 +122,7 @@ impl ChildConfinement {
                 }
                 Ok(())
             }
-            ChildConfinement::Launcher { fresh, target } => {
+            ChildConfinement::Launcher { fresh, target, .. } => {
                 // SAFETY: dup2 between two descriptor numbers; the copy at `target` is not
                 // close-on-exec, so the launcher inherits it.
                 if unsafe { libc::dup2(fresh, target) } != target {
@@ -95,25 +140,33 @@ pub(crate) enum Prepared {
     InSpawn {
         landlock: RawFd,
         fprog: libc::sock_fprog,
+        netns: RawFd,
     },
     /// `fresh`: the filter's memfd opened again, so this launcher reads it from offset 0 whatever
     /// other launchers read (a shared descriptor would share one offset).
     Launcher {
         fresh: OwnedFd,
         target: RawFd,
+        netns: RawFd,
     },
 }
 
 impl Prepared {
     /// Prepares `confinement` for one spawn.
     pub(crate) fn new(confinement: Option<&Confinement>) -> io::Result<Self> {
+        let netns = confinement
+            .and_then(Confinement::netns)
+            .map_or(-1, Netns::raw_fd);
         Ok(match confinement {
             None => Prepared::None,
-            Some(Confinement::InSpawn { landlock, filter }) => Prepared::InSpawn {
+            Some(Confinement::InSpawn {
+                landlock, filter, ..
+            }) => Prepared::InSpawn {
                 landlock: landlock.raw_fd(),
                 fprog: filter.fprog(),
+                netns,
             },
-            Some(Confinement::Launcher { filter }) => {
+            Some(Confinement::Launcher { filter, .. }) => {
                 let target = filter.launcher_fd().map_err(io::Error::other)?;
                 let path =
                     CString::new(format!("/proc/self/fd/{target}")).map_err(io::Error::other)?;
@@ -124,7 +177,11 @@ impl Prepared {
                 }
                 // SAFETY: open just returned it and nothing else owns it.
                 let fresh = unsafe { OwnedFd::from_raw_fd(fd) };
-                Prepared::Launcher { fresh, target }
+                Prepared::Launcher {
+                    fresh,
+                    target,
+                    netns,
+                }
             }
         })
     }
@@ -133,13 +190,23 @@ impl Prepared {
     pub(crate) fn child(&self) -> ChildConfinement {
         match self {
             Prepared::None => ChildConfinement::None,
-            Prepared::InSpawn { landlock, fprog } => ChildConfinement::InSpawn {
+            Prepared::InSpawn {
+                landlock,
+                fprog,
+                netns,
+            } => ChildConfinement::InSpawn {
                 landlock: *landlock,
                 filter: fprog,
+                netns: *netns,
             },
-            Prepared::Launcher { fresh, target } => ChildConfinement::Launcher {
+            Prepared::Launcher {
+                fresh,
+                target,
+                netns,
+            } => ChildConfinement::Launcher {
                 fresh: fresh.as_raw_fd(),
                 target: *target,
+                netns: *netns,
             },
         }
     }

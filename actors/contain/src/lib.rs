@@ -13,7 +13,8 @@
 //!   right before exec (the sandbox executor's in-spawn confinement); [`seccomp`]: the filter that
 //!   keeps a confined command's hands off other processes' limits and scheduling (and off UDP and
 //!   raw IP under `--network deny`); [`confine`]: how the spawn applies both, after dropping every
-//!   capability (`caps.rs`), or hands the filter to bubblewrap;
+//!   capability (`caps.rs`), or hands the filter to bubblewrap; [`netns`]: the runtime's own
+//!   network namespace with only loopback, which confined children join (`--network loopback`);
 //! - [`reap`]: waiting for a child's exit through its pidfd and reaping it only when told;
 //!   [`orphans`]: the process-wide registry of direct children and the reaper of adopted orphans;
 //!   [`rlimit`]: the open-files limit children start with;
@@ -66,6 +67,7 @@ pub mod host;
 pub mod input_wait;
 pub mod landlock;
 pub mod mountinfo;
+pub mod netns;
 pub mod orphans;
 pub mod pages;
 pub mod pidfd;

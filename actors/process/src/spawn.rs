@@ -311,7 +311,12 @@ fn spawn_error(program: &str, cwd: &Path, err: dsh_contain::SpawnError) -> Spawn
             source: source(),
         },
         dsh_contain::SpawnError::Child {
-            step: step @ (Step::Confine | Step::DropCaps | Step::Seccomp | Step::LauncherFilter),
+            step:
+                step @ (Step::Confine
+                | Step::DropCaps
+                | Step::Seccomp
+                | Step::LauncherFilter
+                | Step::JoinNetns),
             ..
         } if !out_of_resources(err.raw_os_error()) => SpawnError::Confine {
             step: *step,

@@ -38,6 +38,8 @@ pub enum Step {
     Seccomp = 17,
     /// Handing the seccomp filter to a launcher (bubblewrap's `--seccomp FD`).
     LauncherFilter = 18,
+    /// `setns` into the runtime's network namespace (`--network loopback`, `crate::netns`).
+    JoinNetns = 20,
 }
 
 impl Step {
@@ -55,6 +57,7 @@ impl Step {
             16 => Step::DropCaps,
             17 => Step::Seccomp,
             18 => Step::LauncherFilter,
+            20 => Step::JoinNetns,
             _ => return None,
         })
     }
@@ -75,6 +78,7 @@ impl std::fmt::Display for Step {
             Step::DropCaps => "dropping capabilities",
             Step::Seccomp => "installing the seccomp filter",
             Step::LauncherFilter => "handing the seccomp filter to the sandbox launcher",
+            Step::JoinNetns => "joining the runtime's network namespace",
         })
     }
 }
@@ -234,6 +238,12 @@ pub(crate) unsafe extern "C" fn child_main(ctx: *const ChildContext) -> ! {
     if !ctx.cwd.is_null() && unsafe { libc::chdir(ctx.cwd) } != 0 {
         // SAFETY: in the child, with a valid context.
         unsafe { fail(ctx, Step::Chdir) }
+    }
+    // 6a. The runtime's network namespace (`--network loopback`), while the child still holds
+    //     CAP_SYS_ADMIN: before confinement drops it, and before a launcher (bubblewrap) execs.
+    if !crate::netns::join_in_child(ctx.confinement.netns()) {
+        // SAFETY: in the child, with a valid context.
+        unsafe { fail(ctx, Step::JoinNetns) }
     }
     // 6b. Confinement (`crate::confine`), after every step that writes (the v1 cgroup joins) and
     //     before exec: credentials, Landlock domain and seccomp filter are this task's alone

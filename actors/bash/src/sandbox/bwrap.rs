@@ -1,8 +1,9 @@
 //! The bubblewrap backend: `bwrap <profile> -- bash -c <command>`. The profile is
 //! `--ro-bind / / --dev /dev --unshare-pid --proc /proc --cap-drop ALL --die-with-parent`;
 //! `workspace-write` adds `--tmpfs /tmp --bind <root> <root>`, `--network deny` adds
-//! `--unshare-net`. Enforcement `full`; a denial reads `read-only file system`, and bubblewrap's own
-//! failures start with `bwrap: `.
+//! `--unshare-net`; under `--network loopback` bubblewrap itself starts in the runtime's network
+//! namespace (the spawn joins it, `local.rs`), so no flag. Enforcement `full`; a denial reads
+//! `read-only file system`, and bubblewrap's own failures start with `bwrap: `.
 //!
 //! `--unshare-pid` with a `/proc` of its own: the command sees only its sandbox's processes, so it
 //! cannot read another process's `environ`, `mem` or `fd`, nor signal or renice one (their pids do
@@ -110,7 +111,10 @@ pub(crate) fn wrap_in(
         signatures.denial,
         signatures.runner_failure,
     );
-    wrap.confinement = Some(Confinement::Launcher { filter });
+    wrap.confinement = Some(Confinement::Launcher {
+        filter,
+        netns: None,
+    });
     Ok(wrap)
 }
 

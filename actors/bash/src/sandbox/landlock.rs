@@ -2,7 +2,8 @@
 //! unconfined parent, once per policy (cached), and the `clone3` child restricts itself with it
 //! right before exec (`dsh_contain::landlock`). Grants: read and execute below `/`, write to
 //! `/dev/null` and `/dev/tty` (the command's own terminal, if it has one); `workspace-write` adds
-//! `/tmp` and the workspace root. `--network deny` adds TCP bind/connect rules (ABI ≥ 4); the scopes (ABI ≥ 6) stop a command from signalling dsh or its
+//! `/tmp` and the workspace root. `--network deny` adds TCP bind/connect rules (ABI ≥ 4); under
+//! `--network loopback` the child joins the runtime's network namespace first (`local.rs`); the scopes (ABI ≥ 6) stop a command from signalling dsh or its
 //! agent and from connecting to an abstract UNIX socket bound outside its sandbox. The child also
 //! drops every capability first and installs the seccomp filter last (`dsh_contain::confine`).
 //! Enforcement `full` from ABI 3 (truncate is controlled), else `partial`.
@@ -43,6 +44,7 @@ pub fn landlock_spec(config: &LocalSandboxConfig, policy: &SandboxPolicy) -> Rul
     RulesetSpec {
         read_only: vec![PathBuf::from("/")],
         writable,
+        // Under `loopback` the runtime's network namespace confines TCP (`local.rs`), not rules.
         deny_tcp: config.network == NetworkPolicy::Deny,
         scope_signals: config.scope_signals,
         scope_abstract_sockets: true,
@@ -120,6 +122,7 @@ pub(crate) fn wrap(
         confinement: Some(Confinement::InSpawn {
             landlock: ruleset,
             filter,
+            netns: None,
         }),
         facts: WrapFacts {
             mode: policy.mode,

@@ -36,6 +36,7 @@ mod policies;
 mod retention;
 mod sandbox_cli;
 mod sandbox_escape;
+mod sandbox_network;
 mod serve;
 mod serve_sdk;
 mod soak;

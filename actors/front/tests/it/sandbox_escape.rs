@@ -31,14 +31,14 @@ pub(crate) enum Backend {
 }
 
 impl Backend {
-    fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Backend::Landlock => "landlock",
             Backend::Bwrap => "bwrap",
         }
     }
 
-    fn choice(self) -> dsh::BackendChoice {
+    pub(crate) fn choice(self) -> dsh::BackendChoice {
         match self {
             Backend::Landlock => dsh::BackendChoice::Landlock,
             Backend::Bwrap => dsh::BackendChoice::Bwrap,
@@ -46,7 +46,7 @@ impl Backend {
     }
 
     /// Whether this backend confines here; prints why not.
-    fn usable(self) -> bool {
+    pub(crate) fn usable(self) -> bool {
         let provider = dsh::LocalSandboxProvider::new(dsh::LocalSandboxConfig {
             backend: self.choice(),
             ..Default::default()
@@ -63,23 +63,23 @@ impl Backend {
 }
 
 /// A workspace outside `/tmp`.
-fn workspace() -> tempfile::TempDir {
+pub(crate) fn workspace() -> tempfile::TempDir {
     dsh_test_support::scratch::outside_tmp("dsh-escape-", Path::new(env!("CARGO_TARGET_TMPDIR")))
 }
 
 /// A marker nobody else uses, for command lines and names.
-fn marker() -> String {
+pub(crate) fn marker() -> String {
     format!("dsh-escape-{}", unique_marker(7).replace('.', "-"))
 }
 
 /// A workspace and a marker for a case on `backend`; `None` (the case is skipped) when it is not
 /// usable here.
-fn setup(backend: Backend) -> Option<(tempfile::TempDir, String)> {
+pub(crate) fn setup(backend: Backend) -> Option<(tempfile::TempDir, String)> {
     backend.usable().then(|| (workspace(), marker()))
 }
 
 /// `dsh run --sandbox workspace-write` under `backend` in `ws`, with `extra` flags; what it printed.
-fn run(backend: Backend, ws: &Path, extra: &[&str], command: &str) -> String {
+pub(crate) fn run(backend: Backend, ws: &Path, extra: &[&str], command: &str) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_dsh"))
         .args([
             "run",
@@ -99,7 +99,7 @@ fn run(backend: Backend, ws: &Path, extra: &[&str], command: &str) -> String {
 }
 
 /// Nothing whose command line holds `marker` is left running.
-fn assert_nothing_left(marker: &str) {
+pub(crate) fn assert_nothing_left(marker: &str) {
     assert!(
         wait_until(SOON, || live_with_cmdline(marker).is_empty()),
         "left running: {:?}",
@@ -413,6 +413,8 @@ macro_rules! under_each_backend {
         }
     };
 }
+
+pub(crate) use under_each_backend;
 
 under_each_backend!(
     commands_hold_no_capabilities,

@@ -11,7 +11,7 @@
 //! (`unshare(CLONE_NEWNET)` moves only the calling thread, so dsh itself stays in the host's
 //! namespace), brings `lo` up there with `ioctl(SIOCSIFFLAGS)` on a datagram socket made in the new
 //! namespace, and keeps the namespace by a descriptor of `/proc/thread-self/ns/net`; the thread then
-//! ends. Each confined spawn's child joins it with `setns(fd, CLONE_NEWNET)` ([`join_in_child`]),
+//! ends. Each confined spawn's child joins it with `setns(fd, CLONE_NEWNET)` (`join_in_child`),
 //! before it drops its capabilities (Landlock in the spawn) or before it execs bubblewrap, which then
 //! runs without `--unshare-net`. Creating and joining need `CAP_SYS_ADMIN` (dsh as root); without
 //! it the runtime refuses to start ([`NetnsError`] names the cause and the fix). The namespace goes

@@ -87,16 +87,7 @@ s.serve_forever()
 # {m}
 '"
     );
-    server.call(
-        "serve",
-        "bash",
-        bash(&serve, json!({"run_in_background": true})),
-    );
-    let started = server.text("serve");
-    let task = started
-        .strip_prefix("started background task ")
-        .unwrap_or_else(|| panic!("not started: {started}"))
-        .to_owned();
+    let task = server.start_background("serve", &serve);
     let port_file = ws.path().join("port");
     assert!(
         wait_until(SOON, || port_file.exists()),

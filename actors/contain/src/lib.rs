@@ -15,6 +15,8 @@
 //!   raw IP under `--network deny`); [`confine`]: how the spawn applies both, after dropping every
 //!   capability (`caps.rs`), or hands the filter to bubblewrap; [`mountns`]: the read-only mount
 //!   namespace the Landlock child enters first, for the metadata Landlock does not mediate;
+//!   [`netns`]: the runtime's own network namespace with only loopback, which confined children
+//!   join (`--network loopback`);
 //! - [`reap`]: waiting for a child's exit through its pidfd and reaping it only when told;
 //!   [`orphans`]: the process-wide registry of direct children and the reaper of adopted orphans;
 //!   [`rlimit`]: the open-files limit children start with;
@@ -68,6 +70,7 @@ pub mod input_wait;
 pub mod landlock;
 pub mod mountinfo;
 pub mod mountns;
+pub mod netns;
 pub mod orphans;
 pub mod pages;
 pub mod pidfd;

@@ -3,7 +3,8 @@
 //! - `landlock_in_spawn`: the chosen design — the ruleset and the seccomp filter built once in dsh,
 //!   the `clone3` child drops its capabilities, restricts itself and installs the filter right
 //!   before exec; `landlock_network_deny`: the same under `--network deny` (TCP rules, and the
-//!   longer filter that also refuses UDP and raw IP);
+//!   longer filter that also refuses UDP and raw IP); `landlock_network_loopback`: the same under
+//!   `--network loopback` (the child also joins the runtime's network namespace: one `setns`);
 //! - `landlock_launcher`: the alternative — the runner is this binary re-executed as a launcher
 //!   (`dsh __landlock-launch`), which confines itself and execs `bash -c` (through the operator-runner
 //!   path, `--sandbox-runner`: `bash -c "exec '<dsh>' '__landlock-launch' … 'bash' '-c' 'true'"`);
@@ -98,6 +99,15 @@ fn main() {
         };
         let (r, s) = runtime(|b| b.sandbox(SandboxMode::ReadOnly, deny));
         arms.push(("landlock_network_deny", r, s));
+        let loopback = LocalSandboxConfig {
+            network: NetworkPolicy::Loopback,
+            ..landlock(BackendChoice::Landlock)
+        };
+        // A host that cannot make the namespace (no CAP_SYS_ADMIN) has no such arm.
+        if dsh::LocalSandboxProvider::new(loopback.clone()).is_ok() {
+            let (r, s) = runtime(|b| b.sandbox(SandboxMode::ReadOnly, loopback));
+            arms.push(("landlock_network_loopback", r, s));
+        }
         let (r, s) =
             runtime(|b| b.sandbox_provider(SandboxMode::ReadOnly, Arc::new(Launcher(exe.clone()))));
         arms.push(("landlock_launcher", r, s));
@@ -188,9 +198,15 @@ fn paired(system: &actix::SystemRunner, arms: &[(&str, Runtime, tempfile::TempDi
             }
         }
         let [ours, base, raw] = times.map(|mut t| support::median_ms(&mut t));
+        // Issue 21: confined ≤ 1.10× unconfined; under `--network loopback` ≤ 1.15×.
+        let target = if name.ends_with("loopback") {
+            1.15
+        } else {
+            1.10
+        };
         println!(
             "RESULT paired x{ROUNDS}x{CALLS} {name}: {ours:.3} ms, unconfined {base:.3} ms, raw {raw:.3} ms; \
-             vs unconfined {:.3} (target <= 1.10), vs raw {:.3}",
+             vs unconfined {:.3} (target <= {target:.2}), vs raw {:.3}",
             ours / base,
             ours / raw
         );

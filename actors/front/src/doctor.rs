@@ -101,6 +101,17 @@ fn sandbox_lines() -> Vec<String> {
     })
     .ok()
     .and_then(|p| p.verdict().ok().map(ToString::to_string));
+    let loopback = match LocalSandboxProvider::new(LocalSandboxConfig {
+        network: NetworkPolicy::Loopback,
+        ..LocalSandboxConfig::default()
+    }) {
+        Ok(p) => p.verdict().map_or_else(
+            |_| "unavailable (no sandbox backend)".to_owned(),
+            |b| format!("yes, by a network namespace of the runtime's own with only lo, joined under {b}"),
+        ),
+        // The reason begins with "--network loopback: ".
+        Err(reason) => format!("unavailable ({reason})"),
+    };
     let backend_kind = provider.verdict().ok();
     let namespaced = matches!(backend_kind, Some(Backend::Bwrap(_) | Backend::Runner(_)));
     // Landlock mediates file contents, not metadata: without its read-only mount namespace (dsh
@@ -139,6 +150,7 @@ fn sandbox_lines() -> Vec<String> {
                 |b| format!("yes, by {b}")
             )
         ),
+        format!("sandbox network loopback: {loopback}"),
         format!(
             "sandbox signal scope: {}",
             if provider.signals_scoped() {

@@ -29,12 +29,16 @@ const SANDBOX: &[(SandboxMode, &str)] = &[
     (SandboxMode::DangerFullAccess, "No confinement"),
 ];
 
-/// `--network`: TCP for confined commands.
+/// `--network`: what confined commands reach.
 const NETWORK: &[(NetworkPolicy, &str)] = &[
     (NetworkPolicy::Allow, "Not restricted"),
     (
         NetworkPolicy::Deny,
         "No TCP connect or bind, loopback included",
+    ),
+    (
+        NetworkPolicy::Loopback,
+        "Loopback only, shared by the runtime's commands (needs CAP_SYS_ADMIN)",
     ),
 ];
 
@@ -137,7 +141,8 @@ pub struct RuntimeFlags {
     /// is a startup error.
     #[arg(long, value_parser = words(SANDBOX))]
     pub sandbox: Option<SandboxMode>,
-    /// TCP for confined commands; `deny` needs Landlock ABI 4 or bubblewrap, else startup fails.
+    /// What network confined commands reach; `deny` needs Landlock ABI 4 or bubblewrap, `loopback`
+    /// needs CAP_SYS_ADMIN (dsh as root), else startup fails.
     #[arg(long, value_parser = words(NETWORK), default_value_t = NetworkPolicy::default())]
     pub network: NetworkPolicy,
     /// Which sandbox backend confines commands.
@@ -302,13 +307,12 @@ impl RuntimeFlags {
     /// unconfined, said loudly.
     fn with_sandbox(&self, builder: RuntimeBuilder) -> Result<RuntimeBuilder, String> {
         let config = self.sandbox_config();
-        if self.network == NetworkPolicy::Deny
-            && self.sandbox == Some(SandboxMode::DangerFullAccess)
-        {
-            return Err(
-                "--network deny needs a confined --sandbox mode (read-only or workspace-write)"
-                    .into(),
-            );
+        let restricted = self.network != NetworkPolicy::Allow;
+        if restricted && self.sandbox == Some(SandboxMode::DangerFullAccess) {
+            return Err(format!(
+                "--network {} needs a confined --sandbox mode (read-only or workspace-write)",
+                self.network
+            ));
         }
         if let Some(mode) = self.sandbox {
             return Ok(builder.sandbox(mode, config));
@@ -320,8 +324,9 @@ impl RuntimeFlags {
                 Ok(builder
                     .sandbox_provider(SandboxMode::WorkspaceWrite, std::sync::Arc::new(provider)))
             }
-            Err(reason) if self.network == NetworkPolicy::Deny => Err(format!(
-                "--network deny: no sandbox backend is usable on this host ({reason})"
+            Err(reason) if restricted => Err(format!(
+                "--network {}: no sandbox backend is usable on this host ({reason})",
+                self.network
             )),
             Err(reason) => {
                 tracing::warn!(

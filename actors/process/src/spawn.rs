@@ -284,7 +284,8 @@ fn spawn_error(program: &str, cwd: &Path, err: dsh_contain::SpawnError) -> Spawn
                 | Step::DropCaps
                 | Step::Seccomp
                 | Step::LauncherFilter
-                | Step::MountNamespace),
+                | Step::MountNamespace
+                | Step::JoinNetns),
             ..
         } if !out_of_resources(err.raw_os_error()) => SpawnError::Confine {
             step: *step,

@@ -3,7 +3,8 @@
 //! --tmpfs /tmp --tmpfs /var/tmp`; `read-only` remounts both temps read-only
 //! (`--remount-ro`), `workspace-write` adds a `--bind <path> <path>` for the rest of the writable
 //! set of `writable.rs` (the workspace root, then the extra roots), `--network deny` adds
-//! `--unshare-net`. The temps are the command's own, empty and gone when it ends, so the host's
+//! `--unshare-net`; under `--network loopback` bubblewrap itself starts in the runtime's network
+//! namespace (the spawn joins it, `local.rs`), so no flag. The temps are the command's own, empty and gone when it ends, so the host's
 //! `/tmp` (and the spill directory in it) is not visible; `TMPDIR` is `/tmp`. Enforcement `full`; a denial reads `read-only file system`, and bubblewrap's own
 //! failures start with `bwrap: `.
 //!
@@ -129,7 +130,10 @@ pub(crate) fn wrap_in(
         signatures.denial,
         signatures.runner_failure,
     );
-    wrap.confinement = Some(Confinement::Launcher { filter });
+    wrap.confinement = Some(Confinement::Launcher {
+        filter,
+        netns: None,
+    });
     wrap.env = vec![("TMPDIR".to_owned(), "/tmp".to_owned())];
     Ok(wrap)
 }

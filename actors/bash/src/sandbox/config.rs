@@ -2,7 +2,7 @@
 //! probe bound, the network and signal scope of confined commands, and the extra writable roots. The binary sets them from
 //! its `--sandbox-*` and `--network` flags (README, "The binary: `dsh`").
 
-/// Whether confined commands may use TCP.
+/// What network confined commands reach.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum NetworkPolicy {
     /// The default: the network is not restricted.
@@ -11,6 +11,10 @@ pub enum NetworkPolicy {
     /// No TCP connect or bind, loopback included (Landlock ABI ≥ 4, else bubblewrap's own network
     /// namespace, else fail closed).
     Deny,
+    /// Loopback only: confined commands join the runtime's own network namespace, which holds
+    /// nothing but `lo` (`dsh_contain::netns`), so the commands of one runtime reach each other's
+    /// servers there and nothing else; needs `CAP_SYS_ADMIN`, else the runtime refuses to start.
+    Loopback,
 }
 
 /// Which backend to use.
@@ -25,7 +29,13 @@ pub enum BackendChoice {
     Bwrap,
 }
 
-dsh_tasks::named_setting!(NetworkPolicy, "a network policy", Allow => "allow", Deny => "deny");
+dsh_tasks::named_setting!(
+    NetworkPolicy,
+    "a network policy",
+    Allow => "allow",
+    Deny => "deny",
+    Loopback => "loopback",
+);
 
 dsh_tasks::named_setting!(
     BackendChoice,
@@ -46,7 +56,7 @@ pub struct LocalSandboxConfig {
     pub runner_failure_signatures: Vec<String>,
     /// Bound on each functional probe.
     pub probe_timeout_ms: u64,
-    /// TCP for confined commands.
+    /// What network confined commands reach.
     pub network: NetworkPolicy,
     /// Refuse signals from confined commands to processes outside their sandbox (Landlock ABI ≥ 6).
     pub scope_signals: bool,

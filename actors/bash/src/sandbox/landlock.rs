@@ -6,7 +6,8 @@
 //! the extra roots). Where dsh may make one, the child first enters a read-only mount namespace built
 //! from the same writable set (`dsh_contain::mountns`, one per policy, cached with the ruleset): it
 //! refuses the metadata changes Landlock does not mediate and shows the private temp as `/tmp` and
-//! `/var/tmp`; without it, enforcement is `partial`. `--network deny` adds TCP bind/connect rules (ABI ≥ 4); the scopes (ABI ≥ 6) stop a command from signalling dsh or its
+//! `/var/tmp`; without it, enforcement is `partial`. `--network deny` adds TCP bind/connect rules (ABI ≥ 4); under
+//! `--network loopback` the child joins the runtime's network namespace first (`local.rs`); the scopes (ABI ≥ 6) stop a command from signalling dsh or its
 //! agent and from connecting to an abstract UNIX socket bound outside its sandbox. The child also
 //! drops every capability first and installs the seccomp filter last (`dsh_contain::confine`).
 //! Enforcement `full` from ABI 3 (truncate is controlled), else `partial`.
@@ -41,6 +42,7 @@ pub fn landlock_spec(config: &LocalSandboxConfig, policy: &SandboxPolicy) -> Rul
     RulesetSpec {
         read_only: vec![PathBuf::from("/")],
         writable: writable_paths(config, policy),
+        // Under `loopback` the runtime's network namespace confines TCP (`local.rs`), not rules.
         deny_tcp: config.network == NetworkPolicy::Deny,
         scope_signals: config.scope_signals,
         scope_abstract_sockets: true,
@@ -159,6 +161,7 @@ pub(crate) fn wrap(
             landlock: ruleset,
             filter,
             mount_ns,
+            netns: None,
         }),
         facts: WrapFacts {
             mode: policy.mode,

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use dsh_contain::mountns::{MountNamespace, MountSpec};
+use dsh_contain::netns::Netns;
 use dsh_contain::seccomp::{Filter, Sockets};
 use dsh_tasks::{Enforcement, SandboxMode};
 
@@ -25,13 +26,16 @@ use crate::sandbox::{bwrap, landlock, runner};
 pub use crate::sandbox::landlock::landlock_spec;
 pub use crate::sandbox::probe::find_on_path;
 
-/// The host's provider: a backend chosen once, the seccomp filter built once, and Landlock
-/// rulesets cached per policy.
+/// The host's provider: a backend chosen once, the seccomp filter built once, the network
+/// namespace of `--network loopback` made once, and Landlock rulesets cached per policy.
 pub struct LocalSandboxProvider {
     config: LocalSandboxConfig,
     verdict: Result<Backend, String>,
     /// Every confined command's seccomp filter (`dsh_contain::seccomp`), for either backend.
     filter: Option<Filter>,
+    /// Under `--network loopback`, the namespace every confined command of this provider joins
+    /// (`dsh_contain::netns`), whatever the backend.
+    netns: Option<Netns>,
     rulesets: RulesetCache,
     /// Whether dsh may make the Landlock backend's read-only mount namespaces here (root or
     /// `CAP_SYS_ADMIN`, Linux 5.12): checked once by building an empty one.
@@ -49,12 +53,21 @@ impl std::fmt::Debug for LocalSandboxProvider {
 }
 
 impl LocalSandboxProvider {
-    /// Validates the config, then selects (and probes) the backend. A host with no usable backend
-    /// still gives a provider: its verdict says why, and every confined call fails closed.
+    /// Validates the config, makes the network namespace of `--network loopback`, then selects
+    /// (and probes) the backend. A host with no usable backend still gives a provider: its verdict
+    /// says why, and every confined call fails closed. A namespace that cannot be made is an error
+    /// (`--network loopback: <cause and fix>`): nothing could give that policy.
     pub fn new(config: LocalSandboxConfig) -> Result<Self, String> {
         config.validate()?;
+        let netns = match config.network {
+            NetworkPolicy::Loopback => {
+                Some(Netns::create().map_err(|err| format!("--network loopback: {err}"))?)
+            }
+            NetworkPolicy::Allow | NetworkPolicy::Deny => None,
+        };
         let sockets = match config.network {
-            NetworkPolicy::Allow => Sockets::Any,
+            // In the runtime's namespace every socket reaches loopback only.
+            NetworkPolicy::Allow | NetworkPolicy::Loopback => Sockets::Any,
             NetworkPolicy::Deny => Sockets::TcpOnly,
         };
         // A filter that cannot be built leaves no backend: confined calls fail closed.
@@ -72,6 +85,7 @@ impl LocalSandboxProvider {
             config,
             verdict,
             filter,
+            netns,
             rulesets: RulesetCache::default(),
             namespaces,
             temp: OnceLock::new(),
@@ -162,7 +176,7 @@ impl SandboxProvider for LocalSandboxProvider {
         } else {
             None
         };
-        Ok(match backend {
+        let mut wrap = match backend {
             Backend::Landlock { .. } => {
                 let config = self
                     .temp_config()
@@ -183,7 +197,13 @@ impl SandboxProvider for LocalSandboxProvider {
                 .map_err(|detail| unavailable(Some(&detail)))?,
             Backend::Runner(command) => runner::wrap(command, &self.config, policy, argv, filter)
                 .map_err(|detail| unavailable(Some(&detail)))?,
-        })
+        };
+        if let Some(netns) = &self.netns {
+            wrap.confinement = wrap
+                .confinement
+                .map(|confinement| confinement.with_netns(Some(netns.clone())));
+        }
+        Ok(wrap)
     }
 
     fn shutdown(&self) {

@@ -40,6 +40,8 @@ pub enum Step {
     LauncherFilter = 18,
     /// `setns` into the sandbox's read-only mount namespace (`crate::mountns`).
     MountNamespace = 19,
+    /// `setns` into the runtime's network namespace (`--network loopback`, `crate::netns`).
+    JoinNetns = 20,
 }
 
 impl Step {
@@ -58,6 +60,7 @@ impl Step {
             17 => Step::Seccomp,
             18 => Step::LauncherFilter,
             19 => Step::MountNamespace,
+            20 => Step::JoinNetns,
             _ => return None,
         })
     }
@@ -79,6 +82,7 @@ impl std::fmt::Display for Step {
             Step::Seccomp => "installing the seccomp filter",
             Step::LauncherFilter => "handing the seccomp filter to the sandbox launcher",
             Step::MountNamespace => "entering the sandbox's mount namespace",
+            Step::JoinNetns => "joining the runtime's network namespace",
         })
     }
 }
@@ -246,6 +250,12 @@ pub(crate) unsafe extern "C" fn child_main(ctx: *const ChildContext) -> ! {
     if !ctx.cwd.is_null() && unsafe { libc::chdir(ctx.cwd) } != 0 {
         // SAFETY: in the child, with a valid context.
         unsafe { fail(ctx, Step::Chdir) }
+    }
+    // 6a. The runtime's network namespace (`--network loopback`), while the child still holds
+    //     CAP_SYS_ADMIN: before confinement drops it, and before a launcher (bubblewrap) execs.
+    if !crate::netns::join_in_child(ctx.confinement.netns()) {
+        // SAFETY: in the child, with a valid context.
+        unsafe { fail(ctx, Step::JoinNetns) }
     }
     // 6b. Confinement (`crate::confine`), after every step that writes (the v1 cgroup joins) and
     //     before exec: credentials, Landlock domain and seccomp filter are this task's alone

@@ -45,16 +45,7 @@ fn limited_server(args: &[&str]) -> Option<Server> {
 fn start_term_trapping_task(server: &mut Server, marker: &str) -> String {
     let command =
         format!("trap '' TERM; exec -a \"$(printf '%s-%s' {marker} armed)\" sleep {marker}");
-    server.call(
-        "bg",
-        "bash",
-        bash(&command, json!({"run_in_background": true})),
-    );
-    let started = server.text("bg");
-    let task = started
-        .strip_prefix("started background task ")
-        .unwrap_or_else(|| panic!("not started: {started}"))
-        .to_owned();
+    let task = server.start_background("bg", &command);
     let armed = format!("{marker}-armed");
     wait_until("the task runs with SIGTERM ignored", || {
         live_with_marker(&armed) == 1
@@ -162,12 +153,7 @@ fn task_max_memory_reports_out_of_memory_in_the_foreground_and_in_bash_output() 
     let fg = server.run("fg", HOG);
     let text = fg["text"].as_str().unwrap_or_default();
     assert!(text.ends_with("[killed: out of memory]"), "{fg}");
-    server.call("bg", "bash", bash(HOG, json!({"run_in_background": true})));
-    let started = server.text("bg");
-    let task = started
-        .strip_prefix("started background task ")
-        .unwrap_or_else(|| panic!("not started: {started}"))
-        .to_owned();
+    let task = server.start_background("bg", HOG);
     let mut status = String::new();
     wait_until("the task ends", || {
         server.call("out", "bash_output", json!({"task_id": task}));

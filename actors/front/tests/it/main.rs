@@ -38,6 +38,7 @@ mod sandbox_cli;
 mod sandbox_errors;
 mod sandbox_escape;
 mod sandbox_metadata;
+mod sandbox_network;
 mod sandbox_workflows;
 mod serve;
 mod serve_sdk;

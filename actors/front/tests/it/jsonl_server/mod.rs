@@ -161,6 +161,20 @@ impl Server {
         self.reply(id)
     }
 
+    /// Starts `command` in the background as call `id`; its task id.
+    pub fn start_background(&mut self, id: &str, command: &str) -> String {
+        self.call(
+            id,
+            "bash",
+            bash(command, json!({"run_in_background": true})),
+        );
+        let started = self.text(id);
+        started
+            .strip_prefix("started background task ")
+            .unwrap_or_else(|| panic!("not started: {started}"))
+            .to_owned()
+    }
+
     /// The text of the reply to `id`.
     pub fn text(&mut self, id: &str) -> String {
         self.reply(id)["text"]

@@ -28,18 +28,17 @@
 
 use std::io;
 use std::os::fd::OwnedFd;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use dsh_contain::input_wait::{self, Input, Verdict};
 use nix::libc;
 use tokio::io::unix::AsyncFd;
 use tokio::net::unix::pipe;
+use tokio::sync::watch;
 use tokio::time::{Instant, sleep_until};
 
 use crate::containment::Contained;
 use crate::input::{InputChannel, InputItem, InputState, PipeKey};
-use crate::lock::lock_unpoisoned;
 use crate::outcome::StreamKind;
 use crate::shared_output::{Live, SharedOutput};
 use crate::spawn::StartedInput;
@@ -88,7 +87,7 @@ struct TerminalEnd {
     master: AsyncFd<OwnedFd>,
     device: libc::dev_t,
     terminal: Terminal,
-    live: Arc<Mutex<Live>>,
+    live: watch::Sender<Live>,
     /// Whether `EIO` was read (every slave descriptor closed).
     output: MasterOutput,
 }
@@ -137,7 +136,7 @@ impl InputDriver {
             StartedInput::Pipe(sender) => (End::Pipe(Some(sender)), None),
             StartedInput::Terminal { master, device } => {
                 let size = size.unwrap_or(dsh_contain::pty::Size::DEFAULT);
-                let live = Arc::new(Mutex::new(Live::Empty));
+                let live = watch::Sender::new(Live::Empty);
                 let end = TerminalEnd {
                     master,
                     device,
@@ -195,7 +194,7 @@ impl InputDriver {
     pub(crate) fn close(self) {
         self.channel.close();
         if let End::Terminal(end) = &self.end {
-            *lock_unpoisoned(&end.live) = Live::Empty;
+            end.live.send_replace(Live::Empty);
         }
     }
 
@@ -382,7 +381,12 @@ impl InputDriver {
                 line => Live::Line(line),
             }
         };
-        *lock_unpoisoned(&end.live) = live;
+        // Readers waiting on the live text (`until`) wake only when it changed.
+        end.live.send_if_modified(|shown| {
+            let changed = *shown != live;
+            *shown = live;
+            changed
+        });
         if !replies.is_empty() {
             // Answers go ahead of the input, so a program asking before its prompt gets them first.
             match self.pending.take() {

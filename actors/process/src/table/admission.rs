@@ -59,6 +59,13 @@ pub(crate) struct Launch {
     pub(super) reply: SpawnReply,
 }
 
+impl Launch {
+    /// The terminal slot taken at submission (see [`SpawnReply`]).
+    pub(crate) fn take_terminal_slot(&mut self) -> Option<crate::terminal_slots::TerminalSlot> {
+        self.reply.take_terminal_slot()
+    }
+}
+
 /// A spawn the policy asked to wait.
 pub(super) struct AwaitingAdmission {
     spec: ProcessSpawnSpec,

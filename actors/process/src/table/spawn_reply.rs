@@ -6,7 +6,6 @@
 
 use tokio::sync::oneshot;
 
-use super::admission::Launch;
 use crate::errors::SpawnError;
 use crate::messages::SpawnedProcess;
 use crate::terminal_slots::TerminalSlot;
@@ -35,6 +34,11 @@ impl SpawnReply {
         self.answer.send(answer)
     }
 
+    /// The terminal slot taken at submission, for the child to hold until its driver settles.
+    pub(crate) fn take_terminal_slot(&mut self) -> Option<TerminalSlot> {
+        self.terminal.take()
+    }
+
     /// Whether the caller stopped waiting.
     pub(crate) fn is_closed(&self) -> bool {
         self.answer.is_closed()
@@ -47,9 +51,3 @@ impl From<oneshot::Sender<SpawnAnswer>> for SpawnReply {
     }
 }
 
-impl Launch {
-    /// The terminal slot taken at submission, for the child to hold until its driver settles.
-    pub(crate) fn take_terminal_slot(&mut self) -> Option<TerminalSlot> {
-        self.reply.terminal.take()
-    }
-}

@@ -333,11 +333,13 @@ fn idle_terminals(count: usize) {
 
 fn main() {
     let mut c = Criterion::default().configure_from_args();
-    let mut server = Jsonl::start(&[]);
+    // Started at the first bench run: listing the benches (`--list`) starts nothing.
+    let mut server: Option<Jsonl> = None;
     let mut group = support::group(&mut c, "true_through_dsh_jsonl", 20, 1.0, 5.0);
     for (id, extra) in [("tty", json!({"tty": true})), ("pipe", json!({}))] {
         group.bench_function(id, |b| {
             b.iter_custom(|iters| {
+                let server = server.get_or_insert_with(|| Jsonl::start(&[]));
                 support::time_runs_blocking(&format!("spawn/{id}"), iters, || {
                     server.bash("true", extra.clone());
                 })
@@ -346,6 +348,9 @@ fn main() {
     }
     group.finish();
     c.final_summary();
+    let Some(mut server) = server else {
+        return;
+    };
     if support::listing() || support::median("spawn/tty").is_none() {
         server.finish();
         return;

@@ -50,4 +50,3 @@ impl From<oneshot::Sender<SpawnAnswer>> for SpawnReply {
         Self::new(answer, None)
     }
 }
-

@@ -18,8 +18,9 @@ pub struct ManagerConfig {
     pub policy: Box<dyn ProcessPolicy>,
     /// Containment mode (default `auto`), per-process kernel limits, and the watchdog.
     pub containment: ContainmentConfig,
-    /// The most children under a terminal at once (`--max-ttys`, default 64); a terminal spawn
-    /// beyond it fails with [`SpawnError::TooManyTerminals`](crate::SpawnError::TooManyTerminals).
+
+    /// The most terminal spawns running or queued at once (`--max-ttys`, default 64); one beyond it
+    /// is refused at admission with [`SpawnError::TooManyTerminals`](crate::SpawnError::TooManyTerminals).
     pub max_terminals: usize,
 }
 

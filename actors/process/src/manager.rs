@@ -27,8 +27,9 @@ use crate::messages::{
 };
 use crate::outcome::{ProcessOutcome, ReadResult};
 use crate::spawn::{Stdin, start_child};
+use crate::spec::InputMode;
 use crate::stragglers::kill_stragglers;
-use crate::table::{Pacing, ProcessTable, WaitFor};
+use crate::table::{Pacing, ProcessTable, SpawnReply, WaitFor};
 use crate::terminal_slots::TerminalSlots;
 
 /// The manager of all processes of one runtime.
@@ -97,14 +98,17 @@ impl ProcessManager {
     /// a burst of spawns thus interleaves with the drivers of running children (exits, reads) instead
     /// of holding them all back, without a second thread competing for the cores.
     fn launch_next(&mut self, ctx: &mut Context<Self>) {
-        let Some(launch) = self.table.next_launch() else {
+        let Some(mut launch) = self.table.next_launch() else {
             return;
         };
         let containment = self.table.containment().clone();
         let stdin = Stdin::of(&launch.spec);
-        // A terminal holds a slot from its start until its driver settles.
+        // A terminal holds a slot from its submission until its driver settles.
         let slot = match stdin {
-            Stdin::Terminal(_) => match self.terminals.take() {
+            Stdin::Terminal(_) => match launch
+                .take_terminal_slot()
+                .or_else(|| self.terminals.take())
+            {
                 Some(slot) => Ok(Some(slot)),
                 None => Err(SpawnError::TooManyTerminals(self.terminals.max())),
             },
@@ -170,8 +174,20 @@ impl Handler<Spawn> for ProcessManager {
     /// admission: the answer's receiver is then dropped and the table withdraws the spawn.
     fn handle(&mut self, Spawn(spec): Spawn, ctx: &mut Self::Context) -> Self::Result {
         let (reply, mut rx) = oneshot::channel();
+        // A terminal's slot is taken here, at admission: a call beyond `--max-ttys` is refused now,
+        // not after waiting in a queue, and queued terminal spawns count against the cap.
+        let terminal = match spec.input {
+            InputMode::Terminal(_) => match self.terminals.take() {
+                Some(slot) => Some(slot),
+                None => {
+                    let refused = SpawnError::TooManyTerminals(self.terminals.max());
+                    return Box::pin(std::future::ready(Err(refused)));
+                }
+            },
+            InputMode::Closed | InputMode::Open => None,
+        };
         let abort = spec.abort.clone();
-        let pacing = self.table.submit(spec, reply);
+        let pacing = self.table.submit(spec, SpawnReply::new(reply, terminal));
         self.pace(pacing, ctx);
         let me = ctx.address();
         Box::pin(async move {

@@ -33,8 +33,9 @@ pub struct SharedOutput {
 #[derive(Clone, Debug)]
 pub(crate) struct Interaction {
     pub(crate) input: InputChannel,
-    /// Under a terminal: what a read shows after the stream (see [`Live`]).
-    pub(crate) live: Option<Arc<Mutex<Live>>>,
+    /// Under a terminal: what a read shows after the stream (see [`Live`]), as a channel so a
+    /// wait can match it as it changes.
+    pub(crate) live: Option<watch::Sender<Live>>,
 }
 
 /// The part of a terminal's output that is not in the stream (yet): the cursor's line (a prompt,
@@ -88,8 +89,16 @@ impl SharedOutput {
         self.interaction
             .as_ref()
             .and_then(|i| i.live.as_ref())
-            .map(|live| lock_unpoisoned(live).clone())
+            .map(|live| live.borrow().clone())
             .unwrap_or_default()
+    }
+
+    /// Under a terminal, the live text's changes from now on (the current text counts as seen);
+    /// `None` without a terminal. A `bash_output`/`bash_write` wait matches `until` against each new
+    /// prompt line or screen, which the stream does not hold until the line is completed.
+    pub fn live_changes(&self) -> Option<watch::Receiver<Live>> {
+        let live = self.interaction.as_ref()?.live.as_ref()?;
+        Some(live.subscribe())
     }
 
     /// The outcome, once the process has settled (set before the manager hears of it).

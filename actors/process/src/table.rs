@@ -47,12 +47,14 @@ use crate::stragglers::Straggler;
 mod admission;
 mod fair_queue;
 mod load_book;
+mod spawn_reply;
 
 use admission::AwaitingAdmission;
 use admission::Launch;
 pub(crate) use admission::Pacing;
 use fair_queue::FairQueue;
 use load_book::{Count, LoadBook};
+pub(crate) use spawn_reply::SpawnReply;
 
 /// Stragglers kept before the list is pruned of groups that have gone.
 const STRAGGLER_PRUNE_AT: usize = 256;

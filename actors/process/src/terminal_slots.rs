@@ -1,5 +1,6 @@
-//! The per-manager cap on terminals (issue 22, `--max-ttys`): each running `tty` child holds a
-//! slot from its start until its driver has settled (the master is closed by then). A terminal
+//! The per-manager cap on terminals (issue 22, `--max-ttys`): each `tty` spawn holds a slot from
+//! its admission (`table/spawn_reply.rs` carries it through the queues) until its driver has settled
+//! (the master is closed by then). A terminal
 //! costs a pty pair from the kernel's `pty.max` and an emulator's memory, so their number is
 //! bounded apart from the process limits.
 

@@ -74,7 +74,9 @@ pub enum WriteRefusal {
 
 /// Write to task `id`'s input (never blocks). Owner-checked like a read.
 #[derive(Message, Debug)]
-#[rtype(result = "Result<(), TaskError>")]
+/// Answered with a look at the task's output, when its producer gives one (for progress reports
+/// during the wait that follows).
+#[rtype(result = "Result<Option<std::sync::Arc<dyn crate::OutputGlance>>, TaskError>")]
 pub struct WriteTask {
     /// The task to write to.
     pub id: String,

@@ -17,6 +17,7 @@
 mod agent;
 mod condition;
 mod errors;
+mod glance;
 mod input;
 mod messages;
 mod names;
@@ -31,6 +32,7 @@ mod wait;
 pub use agent::{AgentRef, Inject, Lease, TaskOwner};
 pub use condition::{OutputCondition, OutputScan};
 pub use errors::TaskError;
+pub use glance::{OutputGlance, PeekSnapshot};
 pub use input::{TaskInput, TaskInputItem, TaskKey, TaskPipeKey, WriteRefusal, WriteTask};
 pub use messages::{
     GetRetentionLoad, GetTask, KillReply, KillTask, ListTasks, ReadReply, ReadTask, Register,

@@ -106,6 +106,11 @@ pub trait TaskProducer: Send + 'static {
     fn input_waiting(&self) -> BoxFuture<'static, ()> {
         Box::pin(std::future::pending())
     }
+    /// A look at the output so far for progress reports (see [`crate::OutputGlance`]); the default
+    /// has none.
+    fn glance(&self) -> Option<std::sync::Arc<dyn crate::OutputGlance>> {
+        None
+    }
     /// Bytes of memory this work holds once it has ended: its output in memory (the buffers, not
     /// just the bytes in them) and its own records, in [`heap_block_bytes`](crate::heap_block_bytes)
     /// terms; the registry adds what its own record costs. Retention bounds the sum over finished

@@ -177,7 +177,7 @@ impl Handler<WaitTask> for TaskRegistry {
 }
 
 impl Handler<crate::WriteTask> for TaskRegistry {
-    type Result = Result<(), TaskError>;
+    type Result = Result<Option<std::sync::Arc<dyn crate::OutputGlance>>, TaskError>;
 
     fn handle(&mut self, msg: crate::WriteTask, _: &mut Self::Context) -> Self::Result {
         self.table.write(&msg.id, msg.caller.as_deref(), msg.items)

@@ -279,7 +279,7 @@ impl TaskTable {
         id: &str,
         caller: Option<&str>,
         items: Vec<crate::TaskInputItem>,
-    ) -> Result<(), TaskError> {
+    ) -> Result<Option<std::sync::Arc<dyn crate::OutputGlance>>, TaskError> {
         let record = self.access(id, caller)?;
         if record.settled() {
             return Err(match record.producer.input() {
@@ -294,7 +294,8 @@ impl TaskTable {
                 crate::WriteRefusal::NoInput => TaskError::NoInput(id.to_owned()),
                 crate::WriteRefusal::Closed => TaskError::InputClosed(id.to_owned()),
                 crate::WriteRefusal::Full => TaskError::InputFull,
-            })
+            })?;
+        Ok(record.producer.glance())
     }
 
     pub(crate) fn kill(&mut self, id: &str, caller: Option<&str>) -> Result<KillReply, TaskError> {

@@ -58,8 +58,12 @@ pub(crate) async fn bash_write(
         caller: caller.clone(),
         items,
     };
-    flatten(registry.send(write).await, REGISTRY)?;
+    let glance = flatten(registry.send(write).await, REGISTRY)?;
     tracing::debug!(task = %task_id, "bash_write: input queued");
+    // Progress reports during the wait (MCP) say what the task prints.
+    if let (Some(peek), Some(glance)) = (&call.peek, glance) {
+        peek.attach_glance(glance);
+    }
     wait_then_read(
         registry,
         escalation_offered,

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use dsh_process::{
-    Discard, InputError, InputItem, InputState, KeyInput, PipeKey, StreamKind, StreamScan,
+    Discard, InputError, InputItem, InputState, KeyInput, Live, PipeKey, StreamKind, StreamScan,
 };
 use dsh_tasks::{
     OutputCondition, OutputScan, TaskInput, TaskInputItem, TaskOutput, TaskPipeKey, TaskProducer,
@@ -86,6 +86,11 @@ impl TaskProducer for BashProcess {
         })
     }
 
+    fn glance(&self) -> Option<Arc<dyn dsh_tasks::OutputGlance>> {
+        let process = self.inner.process.get()?;
+        Some(Arc::new(crate::peek::Glance(process.output.clone())))
+    }
+
     /// Subscribes now, so a wait that starts after a write sees the next prompt, not the last.
     fn input_waiting(&self) -> BoxFuture<'static, ()> {
         let Some(input) = self.inner.process.get().and_then(|p| p.output.input()) else {
@@ -150,10 +155,44 @@ impl BashProcess {
                 .output
                 .watch(stream, from, Box::new(Scan(condition.scan())))
         });
+        let live = process
+            .output
+            .live_changes()
+            .map(|changes| live_matches(changes, condition.clone()));
         Box::pin(async move {
-            futures::future::select(stdout, stderr).await;
+            let streams = futures::future::select(stdout, stderr);
+            match live {
+                Some(live) => {
+                    futures::future::select(streams, live).await;
+                }
+                None => {
+                    streams.await;
+                }
+            }
         })
     }
+}
+
+/// Resolves once `condition` holds on a terminal's live text (the prompt line the program waits at,
+/// or the screen) as it changes from now on; the stream has that text only once its line completes.
+fn live_matches(
+    mut changes: tokio::sync::watch::Receiver<Live>,
+    condition: Arc<dyn OutputCondition>,
+) -> BoxFuture<'static, ()> {
+    Box::pin(async move {
+        while changes.changed().await.is_ok() {
+            // A copy, so the driver is never held up while the text is matched.
+            let live = changes.borrow_and_update().clone();
+            let holds = match &live {
+                Live::Empty => false,
+                Live::Line(text) | Live::Screen(text) => condition.scan().feed(text.as_bytes()),
+            };
+            if holds {
+                return;
+            }
+        }
+        std::future::pending::<()>().await;
+    })
 }
 
 /// A task's output scan, fed by the process layer's collector.

@@ -28,23 +28,22 @@
 
 use std::io;
 use std::os::fd::OwnedFd;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use dsh_contain::input_wait::{self, Input, Verdict};
 use nix::libc;
 use tokio::io::unix::AsyncFd;
 use tokio::net::unix::pipe;
+use tokio::sync::watch;
 use tokio::time::{Instant, sleep_until};
 
 use crate::containment::Contained;
 use crate::input::{InputChannel, InputItem, InputState, PipeKey};
-use crate::lock::lock_unpoisoned;
-use crate::outcome::StreamKind;
 use crate::shared_output::{Live, SharedOutput};
 use crate::spawn::StartedInput;
 use crate::terminal::Terminal;
 
+mod render;
 mod wait_watch;
 
 use wait_watch::{WaitWatch, candidates};
@@ -88,9 +87,11 @@ struct TerminalEnd {
     master: AsyncFd<OwnedFd>,
     device: libc::dev_t,
     terminal: Terminal,
-    live: Arc<Mutex<Live>>,
+    live: watch::Sender<Live>,
     /// Whether `EIO` was read (every slave descriptor closed).
     output: MasterOutput,
+    /// When the rows above the cursor and the live text were last rendered.
+    rendered: Instant,
 }
 
 /// Whether the master still carries output.
@@ -137,13 +138,14 @@ impl InputDriver {
             StartedInput::Pipe(sender) => (End::Pipe(Some(sender)), None),
             StartedInput::Terminal { master, device } => {
                 let size = size.unwrap_or(dsh_contain::pty::Size::DEFAULT);
-                let live = Arc::new(Mutex::new(Live::Empty));
+                let live = watch::Sender::new(Live::Empty);
                 let end = TerminalEnd {
                     master,
                     device,
                     terminal: Terminal::new(size.rows, size.cols),
                     live: live.clone(),
                     output: MasterOutput::Open,
+                    rendered: Instant::now(),
                 };
                 (End::Terminal(Box::new(end)), Some(live))
             }
@@ -195,7 +197,7 @@ impl InputDriver {
     pub(crate) fn close(self) {
         self.channel.close();
         if let End::Terminal(end) = &self.end {
-            *lock_unpoisoned(&end.live) = Live::Empty;
+            end.live.send_replace(Live::Empty);
         }
     }
 
@@ -341,63 +343,6 @@ impl InputDriver {
         }
     }
 
-    /// Reads what the master has, renders it, stores lines and the live text.
-    fn read_terminal(&mut self, chunk: io::Result<Vec<u8>>, output: &SharedOutput) -> Step {
-        let End::Terminal(end) = &mut self.end else {
-            return Step::Quiet;
-        };
-        let step = match chunk {
-            Ok(bytes) if !bytes.is_empty() => {
-                end.terminal.feed(&bytes);
-                Step::Quiet
-            }
-            Ok(_) => Step::EndOfOutput,
-            Err(err) if err.kind() == io::ErrorKind::Interrupted => return Step::Quiet,
-            Err(err) => {
-                if err.raw_os_error() != Some(libc::EIO) {
-                    tracing::warn!(%err, "terminal read failed; treating as the end of output");
-                }
-                Step::EndOfOutput
-            }
-        };
-        if let Step::EndOfOutput = step {
-            end.terminal.finish();
-            end.output = MasterOutput::Ended;
-        }
-        let replies = end.terminal.take_replies();
-        if end.output == MasterOutput::Open {
-            end.terminal.commit();
-        }
-        let lines = end.terminal.take_lines();
-        if !lines.is_empty() {
-            output.push(StreamKind::Stdout, lines.as_bytes());
-        }
-        let live = if end.output == MasterOutput::Ended {
-            Live::Empty
-        } else if end.terminal.full_screen() {
-            Live::Screen(end.terminal.visible())
-        } else {
-            match end.terminal.partial() {
-                line if line.is_empty() => Live::Empty,
-                line => Live::Line(line),
-            }
-        };
-        *lock_unpoisoned(&end.live) = live;
-        if !replies.is_empty() {
-            // Answers go ahead of the input, so a program asking before its prompt gets them first.
-            match self.pending.take() {
-                Some((bytes, written)) => {
-                    let mut ahead = replies;
-                    ahead.extend_from_slice(&bytes[written..]);
-                    self.pending = Some((ahead, 0));
-                }
-                None => self.pending = Some((replies, 0)),
-            }
-        }
-        self.saw_output();
-        step
-    }
-
     /// One check of the kernel's state, and what follows from it.
     fn check(&mut self, contained: &Contained, pgid: i32) {
         let now = Instant::now();
@@ -428,9 +373,12 @@ impl InputDriver {
         if self.watch.published.is_waiting()
             && now.duration_since(self.watch.last_output) >= HIBERNATE_AFTER
             && let End::Terminal(end) = &mut self.end
+            && !end.terminal.asleep()
             && end.terminal.hibernate()
         {
             tracing::trace!("an idle terminal sleeps");
+            // Its grid's rows are freed: give their pages back, or the heap keeps them resident.
+            dsh_contain::pages::release_free_memory();
         }
     }
 }

@@ -13,7 +13,6 @@
 
 use std::path::PathBuf;
 
-use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use super::{ProcessTable, Slot, SlotState};
@@ -31,8 +30,7 @@ use crate::spawn::{Started, check_workdir};
 use crate::spec::ProcessSpawnSpec;
 use crate::spill::{SpillDir, create_private_dir};
 
-/// Where a spawn's answer goes.
-pub(crate) type SpawnReply = oneshot::Sender<Result<SpawnedProcess, SpawnError>>;
+pub(crate) use super::spawn_reply::SpawnReply;
 
 /// What the actor must do about launches after a table call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -59,6 +57,13 @@ pub(crate) struct Launch {
     pub program: PathBuf,
     spill_dir: SpillDir,
     pub(super) reply: SpawnReply,
+}
+
+impl Launch {
+    /// The terminal slot taken at submission (see [`SpawnReply`]).
+    pub(crate) fn take_terminal_slot(&mut self) -> Option<crate::terminal_slots::TerminalSlot> {
+        self.reply.take_terminal_slot()
+    }
 }
 
 /// A spawn the policy asked to wait.

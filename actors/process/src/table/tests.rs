@@ -39,7 +39,7 @@ fn spec(cmd: &str) -> ProcessSpawnSpec {
 
 fn submit(table: &mut ProcessTable, spec: ProcessSpawnSpec) -> (Pacing, Answer) {
     let (reply, answer) = oneshot::channel();
-    (table.submit(spec, reply), answer)
+    (table.submit(spec, reply.into()), answer)
 }
 
 fn error_of(mut answer: Answer) -> String {

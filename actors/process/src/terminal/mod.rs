@@ -116,6 +116,11 @@ impl Terminal {
         true
     }
 
+    /// Whether it sleeps now (see [`Terminal::hibernate`]).
+    pub fn asleep(&self) -> bool {
+        self.asleep.is_some()
+    }
+
     /// Processes output read from the master.
     pub fn feed(&mut self, bytes: &[u8]) {
         self.parser().process(bytes);

@@ -71,11 +71,19 @@ pub fn status_field(pid: impl std::fmt::Display, name: &str) -> u64 {
         .unwrap_or_else(|| panic!("unreadable {line:?}"))
 }
 
+/// The most descriptors of cgroup files an idle runtime keeps by design: the leaf pool's warm
+/// leaves (`dsh_contain::pool::WARM_LEAVES`, 8), each with its directory, its `cgroup.events` and
+/// up to two v1 twins' `cgroup.procs`. How many are warm depends on the concurrency seen so far, not
+/// on the number of calls, so [`Usage::assert_no_growth`] judges them against this bound instead.
+pub const MAX_WARM_CGROUP_FDS: usize = 8 * 4;
+
 /// What a long-running process holds, sampled to show it does not grow with the work it serves.
 #[derive(Debug, Clone, Copy)]
 pub struct Usage {
-    /// Open descriptors.
+    /// Open descriptors, the cgroup files among them included.
     pub fds: usize,
+    /// Open descriptors of cgroup files (under `/sys/fs/cgroup`).
+    pub cgroup_fds: usize,
     /// Threads.
     pub threads: u64,
     /// Resident set, in KiB.
@@ -83,13 +91,22 @@ pub struct Usage {
 }
 
 impl Usage {
+    /// Open descriptors other than cgroup files: what must not grow at all.
+    pub fn plain_fds(&self) -> usize {
+        self.fds - self.cgroup_fds
+    }
+
     /// Asserts that `end`, sampled after `self`, holds no more descriptors or threads than `self`
     /// and at most `max_rss_growth_kib` more resident memory; `what` names the process.
     pub fn assert_no_growth(self, end: Usage, max_rss_growth_kib: u64, what: &str) {
         println!("{what}: after warm-up {self:?}, at the end {end:?}");
         assert!(
-            end.fds <= self.fds,
+            end.plain_fds() <= self.plain_fds(),
             "{what}: descriptors grew: {self:?} → {end:?}"
+        );
+        assert!(
+            end.cgroup_fds <= self.cgroup_fds.max(MAX_WARM_CGROUP_FDS),
+            "{what}: cgroup descriptors grew past what the leaf pool keeps warm: {self:?} → {end:?}"
         );
         assert!(
             end.threads <= self.threads,
@@ -102,10 +119,23 @@ impl Usage {
     }
 }
 
+/// How many of `pid`'s descriptors are cgroup files.
+fn cgroup_fds(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|entries| {
+            entries
+                .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+                .filter(|target| target.starts_with("/sys/fs/cgroup"))
+                .count()
+        })
+        .unwrap_or(0)
+}
+
 /// `pid`'s descriptors, threads and resident set now.
 pub fn usage(pid: u32) -> Usage {
     Usage {
         fds: open_fds(pid),
+        cgroup_fds: cgroup_fds(pid),
         threads: status_field(pid, "Threads:"),
         rss_kib: status_field(pid, "VmRSS:"),
     }

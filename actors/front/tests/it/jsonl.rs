@@ -100,7 +100,8 @@ fn bash(command: &str) -> Value {
 fn a_hundred_concurrent_requests_all_answered_with_their_ids() {
     let dir = tempfile::tempdir().unwrap();
     let counter = dir.path().join("started");
-    let mut server = Server::start(&[]);
+    // The shared counter's directory is writable to the commands (their own `/tmp` is private).
+    let mut server = Server::start(&["--writable-root", dir.path().to_str().unwrap()]);
     // Each request records that it started, then waits until all 100 have started: they can only all
     // finish quickly if they really run at the same time. Each then prints how many had started.
     for i in 0..100 {

@@ -49,7 +49,9 @@ fn ten_thousand_gone_sessions_leave_memory_flat_and_sessions_with_tasks_keep_the
     let dir = tempfile::tempdir().unwrap();
     let fifo = dir.path().join(format!("gate-{marker}"));
     nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
-    let mut server = Server::start(&[]).expect("start");
+    // The gate's directory is reachable by the commands (their own `/tmp` is private).
+    let mut server =
+        Server::start(&["--writable-root", dir.path().to_str().unwrap()]).expect("start");
     let pid = server.child.id();
 
     // One session's task runs until the test opens the gate; another's finished and is unread.

@@ -71,6 +71,8 @@ fn forty_concurrent_commands_fit_under_a_soft_limit_of_64() {
     let counter = dir.path().join("started");
     let mut child = dsh_with_soft_limit(64)
         .arg("jsonl")
+        // The shared counter's directory is writable to the commands (their own `/tmp` is private).
+        .args(["--writable-root", dir.path().to_str().unwrap()])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()

@@ -66,7 +66,7 @@ fn pump(
     // The last command's descriptors close just after its answer is written: wait (bounded) for the
     // server to be idle again before judging.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while samples[1].fds > samples[0].fds && std::time::Instant::now() < deadline {
+    while samples[1].plain_fds() > samples[0].plain_fds() && std::time::Instant::now() < deadline {
         std::thread::sleep(std::time::Duration::from_millis(50));
         samples[1] = usage(pid);
     }

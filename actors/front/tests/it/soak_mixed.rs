@@ -406,7 +406,6 @@ fn soak(mode: &'static str) {
     let pid = run.mux.pid();
     let began = Instant::now();
     run_scenarios(&run, 0, WARM_UP);
-    fill_bounded_caches(&run);
     let warm = settled_usage(pid, None);
     run_scenarios(&run, WARM_UP, SCENARIOS);
     let end = settled_usage(pid, Some(warm));
@@ -441,27 +440,6 @@ fn soak(mode: &'static str) {
     }
 }
 
-/// Ends the warm-up with `IN_FLIGHT` plain commands at once. The runtime keeps a bounded number of
-/// things that grow with concurrency, not with the number of calls: in cgroup mode the leaf pool
-/// keeps up to 8 emptied leaves *warm*, with their descriptors open (`dsh_contain`'s
-/// `cgroup/parked.rs`). Filling them here makes the warm-up figure their ceiling, so growth seen at
-/// the end is a leak, not a cache still filling.
-fn fill_bounded_caches(run: &Run) {
-    let marker = run.marker(9999);
-    let pending: Vec<_> = (0..IN_FLIGHT)
-        .map(|_| {
-            run.mux
-                .send_call("bash", bash(&format!("sleep 0.3 # {marker}"), json!({})))
-        })
-        .collect();
-    for (id, reply) in pending {
-        let reply = reply
-            .recv_timeout(REPLY)
-            .unwrap_or_else(|_| panic!("no reply to {id} within {REPLY:?}"));
-        assert_eq!(text(&reply), "(no output)", "{id}: {reply}");
-    }
-}
-
 /// The server's usage once it is idle: the last command's descriptors close just after its reply is
 /// written, so wait (bounded) until they are back to the warm-up figure before judging.
 fn settled_usage(pid: u32, warm: Option<Usage>) -> Usage {
@@ -469,7 +447,7 @@ fn settled_usage(pid: u32, warm: Option<Usage>) -> Usage {
     if let Some(warm) = warm {
         wait_until(Duration::from_secs(10), || {
             now = usage(pid);
-            now.fds <= warm.fds && now.threads <= warm.threads
+            now.plain_fds() <= warm.plain_fds() && now.threads <= warm.threads
         });
     }
     now

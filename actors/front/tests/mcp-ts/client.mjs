@@ -3,7 +3,9 @@
 // Usage: node client.mjs <path to dsh>. Prints one JSON line: the checks that passed and the pids of
 // every process it started (the Rust test checks they are all gone). Any failed check throws.
 
-import { readFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, realpathSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import assert from "node:assert/strict";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
@@ -30,9 +32,12 @@ function pidAlive(pid) {
 }
 
 async function main() {
+  // A directory the test reads a command's pid from: a writable root for the commands, whose own
+  // `/tmp` is private.
+  const dir = realpathSync(mkdtempSync(join(tmpdir(), "dsh-ts-")));
   const transport = new StdioClientTransport({
     command: dsh,
-    args: ["mcp", "--grace-ms", "300", "--progress-interval-ms", "250"],
+    args: ["mcp", "--grace-ms", "300", "--progress-interval-ms", "250", "--writable-root", dir],
     stderr: "inherit",
   });
   const client = new Client({ name: "dsh-ts-test", version: "1.0.0" }, { capabilities: {} });
@@ -137,7 +142,6 @@ async function main() {
   checks.push("progress");
 
   // cancel: abort a running call once its progress shows it started; its process is killed.
-  const dir = (await call("bash", { command: "mktemp -d", description: "temp dir" })).content[0].text.trim();
   const controller = new AbortController();
   const cancelled = call(
     "bash",

@@ -61,7 +61,10 @@ async def main(binary):
     checks = []
     pids = []
     workdir = Path(tempfile.mkdtemp())
-    server = StdioServerParameters(command=binary, args=["mcp", "--grace-ms", "300"])
+    # The test reads a command's pid file here: a writable root, since the commands' /tmp is private.
+    server = StdioServerParameters(
+        command=binary, args=["mcp", "--grace-ms", "300", "--writable-root", str(workdir.resolve())]
+    )
     async with stdio_client(server) as (read, write):
         async with ClientSession(read, write, logging_callback=on_log) as session:
             await session.initialize()

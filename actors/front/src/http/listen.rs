@@ -1,8 +1,10 @@
 //! The accept loop of `dsh serve`: at most `--max-connections` connections are open at once (a
-//! further client waits in the listen backlog until one closes), and a connection whose request
-//! headers do not arrive within `--header-timeout-ms` is closed, so a client that sends a byte a
-//! second holds nothing for long. axum's own `serve` has neither knob, so the loop is here, over
-//! hyper's HTTP/1 connection builder (its header timeout, driven by hyper-util's tokio timer).
+//! further client waits in the listen backlog until one closes), and a connection whose next
+//! request's headers do not arrive within `--header-timeout-ms` is closed (hyper's timer runs
+//! whenever it waits for a request head, so an idle kept-alive connection is closed too), so a
+//! client that sends a byte a second, or nothing, holds nothing for long. axum's own `serve` has
+//! neither knob, so the loop is here, over hyper's HTTP/1 connection builder (its header timeout,
+//! driven by hyper-util's tokio timer).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -38,6 +40,11 @@ pub async fn serve(listener: TcpListener, router: Router, limits: ConnectionLimi
                 continue;
             }
         };
+        // Replies are small and written in pieces (headers, then SSE events): with Nagle's
+        // algorithm each waited for the client's delayed ACK, 40 ms a call.
+        if let Err(err) = stream.set_nodelay(true) {
+            tracing::debug!(%err, "TCP_NODELAY");
+        }
         let service = TowerToHyperService::new(router.clone());
         tokio::spawn(async move {
             let mut builder = hyper::server::conn::http1::Builder::new();

@@ -8,9 +8,9 @@
 //! `--allow-origin`) and the body size (`--max-line-bytes`, 413). Around it: the identity of
 //! each request (`http/auth.rs`, `http/tokens.rs`), which owns its session's tasks
 //! (`http/identities.rs`), and the accept loop that bounds connections and times out slow
-//! headers (`http/listen.rs`). The flags and the refusal to listen beyond loopback without
-//! tokens are in `http/options.rs`. Malformed JSON-RPC bodies are answered as on stdio
-//! (`http/screen.rs`).
+//! headers and idle connections (`http/listen.rs`). The flags and the refusal to listen beyond
+//! loopback without tokens are in `http/options.rs`. Malformed JSON-RPC bodies are answered as
+//! on stdio, and slow bodies time out (`http/screen.rs`).
 
 mod auth;
 mod identities;
@@ -88,7 +88,10 @@ pub async fn main(flags: RuntimeFlags, options: ServeOptions) -> Result<i32, Str
         .nest_service("/mcp", mcp)
         // Runs after the auth layer (the outer one): a stranger gets 401, never a parse error.
         .layer(axum::middleware::from_fn_with_state(
-            options.max_line_bytes,
+            screen::BodyLimits {
+                max_bytes: options.max_line_bytes,
+                timeout: Duration::from_millis(options.header_timeout_ms),
+            },
             screen::screen_body,
         ))
         .layer(axum::middleware::from_fn_with_state(

@@ -15,7 +15,8 @@ pub const DEFAULT_IDENTITY_IDLE_MS: u64 = 600_000;
 /// Most connections open at once unless `--max-connections` says (more wait their turn).
 pub const DEFAULT_MAX_CONNECTIONS: usize = 256;
 
-/// How long a connection may take to send a request's headers unless `--header-timeout-ms` says.
+/// How long a connection may take to send a request's headers, and a request its body, unless
+/// `--header-timeout-ms` says.
 pub const DEFAULT_HEADER_TIMEOUT_MS: u64 = 30_000;
 
 /// The flags of `dsh serve`.
@@ -43,7 +44,8 @@ pub struct ServeOptions {
     #[arg(long, default_value_t = DEFAULT_MAX_CONNECTIONS, value_name = "N",
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub max_connections: usize,
-    /// A connection whose request headers take longer than this to arrive is closed.
+    /// A connection whose next request's headers take longer than this to arrive (an idle one
+    /// too) is closed; a request whose body takes longer is answered 408.
     #[arg(long, default_value_t = DEFAULT_HEADER_TIMEOUT_MS, value_name = "MS",
           value_parser = clap::value_parser!(u64).range(1..))]
     pub header_timeout_ms: u64,

@@ -39,6 +39,7 @@ mod sandbox_errors;
 mod sandbox_escape;
 mod sandbox_workflows;
 mod serve;
+mod serve_flows;
 mod serve_sdk;
 mod soak;
 mod soak_mixed;

@@ -10,13 +10,15 @@
 //! (`http/identities.rs`), and the accept loop that bounds connections and times out slow
 //! headers and idle connections (`http/listen.rs`). The flags and the refusal to listen beyond
 //! loopback without tokens are in `http/options.rs`. Malformed JSON-RPC bodies are answered as
-//! on stdio, and slow bodies time out (`http/screen.rs`).
+//! on stdio, and slow bodies time out (`http/screen.rs`). `--tls-cert`/`--tls-key` serve HTTPS
+//! with rustls (`http/tls.rs`).
 
 mod auth;
 mod identities;
 mod listen;
 mod options;
 mod screen;
+mod tls;
 mod tokens;
 
 use std::sync::Arc;
@@ -44,6 +46,10 @@ pub async fn main(flags: RuntimeFlags, options: ServeOptions) -> Result<i32, Str
     let auth = match &options.auth_tokens {
         Some(path) => Auth::Tokens(Arc::new(Tokens::load(path).map_err(|e| e.to_string())?)),
         None => Auth::Off,
+    };
+    let tls = match (&options.tls_cert, &options.tls_key) {
+        (Some(cert), Some(key)) => Some(tls::acceptor(cert, key).map_err(|e| e.to_string())?),
+        _ => None,
     };
     let listener = tokio::net::TcpListener::bind(options.listen)
         .await
@@ -108,9 +114,10 @@ pub async fn main(flags: RuntimeFlags, options: ServeOptions) -> Result<i32, Str
         Auth::Off => "off (every client is the identity `local`)",
         Auth::Tokens(_) => "on (bearer tokens)",
     };
-    eprintln!("dsh serve: MCP at http://{address}/mcp; auth {auth_state}");
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    eprintln!("dsh serve: MCP at {scheme}://{address}/mcp; auth {auth_state}");
     tokio::select! {
-        () = listen::serve(listener, router, limits) => {}
+        () = listen::serve(listener, router, limits, tls) => {}
         () = interrupts.next() => tracing::info!("interrupted; shutting down"),
     }
     stop.cancel();

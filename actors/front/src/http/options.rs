@@ -49,6 +49,12 @@ pub struct ServeOptions {
     #[arg(long, default_value_t = DEFAULT_HEADER_TIMEOUT_MS, value_name = "MS",
           value_parser = clap::value_parser!(u64).range(1..))]
     pub header_timeout_ms: u64,
+    /// PEM certificate chain (leaf first): serve HTTPS, with --tls-key.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key of --tls-cert.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
     /// Per identity: most MCP tasks and parked input rounds at once.
     #[arg(long, default_value_t = flow::DEFAULT_MAX_IN_FLIGHT, value_name = "N",
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]

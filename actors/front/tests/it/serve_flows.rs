@@ -5,6 +5,8 @@
 
 use std::io::Write;
 use std::net::TcpStream;
+use std::path::Path;
+use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -232,4 +234,130 @@ fn a_slow_body_gets_408_and_an_idle_kept_alive_connection_is_closed() {
         answered.ends_with("ok\n"),
         "served, then closed when idle: {answered}"
     );
+}
+
+/// Whether `tool` runs here.
+fn have(tool: &str) -> bool {
+    Command::new(tool).arg("--version").output().is_ok()
+}
+
+/// `curl` of `url` trusting `ca`, with `args`; its stdout (with the headers, `-i`).
+fn curl(ca: &Path, url: &str, args: &[&str]) -> String {
+    let out = Command::new("curl")
+        .args(["-sS", "-i", "--max-time", "60", "--cacert"])
+        .arg(ca)
+        .args(args)
+        .arg(url)
+        .output()
+        .expect("run curl");
+    assert!(
+        out.status.success(),
+        "curl {url}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn tls_serves_https_with_a_certificate_and_key_and_a_bad_key_stops_the_start() {
+    if !have("openssl") || !have("curl") {
+        println!("skipped: the TLS test needs the openssl and curl commands");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (cert, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+    let made = Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+        ])
+        .args(["-nodes", "-days", "2", "-subj", "/CN=localhost"])
+        .args(["-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"])
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .output()
+        .unwrap();
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let (cert_arg, key_arg) = (cert.to_str().unwrap(), key.to_str().unwrap());
+    let server = Server::alice(&dir, &["--tls-cert", cert_arg, "--tls-key", key_arg]);
+    assert!(server.base.starts_with("https://"), "{}", server.base);
+    let health = curl(&cert, &format!("{}/healthz", server.base), &[]);
+    assert!(
+        health.starts_with("HTTP/1.1 200") && health.ends_with("ok\n"),
+        "{health}"
+    );
+
+    // The tool round trip: initialize, initialized, a call.
+    let url = format!("{}/mcp", server.base);
+    let headers = [
+        "-H",
+        "Authorization: Bearer alice-token",
+        "-H",
+        "Content-Type: application/json",
+        "-H",
+        "Accept: application/json, text/event-stream",
+        "-H",
+        "MCP-Protocol-Version: 2025-11-25",
+    ];
+    let init = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"curl","version":"1"}}}"#;
+    let answer = curl(&cert, &url, &[&headers[..], &["-d", init]].concat());
+    let session = answer
+        .lines()
+        .find_map(|l| {
+            l.to_ascii_lowercase()
+                .strip_prefix("mcp-session-id:")
+                .map(|v| v.trim().to_owned())
+        })
+        .unwrap_or_else(|| panic!("no session in {answer}"));
+    let with_session = format!("Mcp-Session-Id: {session}");
+    let mut in_session = headers.to_vec();
+    in_session.extend(["-H", &with_session]);
+    let initialized = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+    curl(
+        &cert,
+        &url,
+        &[&in_session[..], &["-d", initialized]].concat(),
+    );
+    let m = marker("tls");
+    let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "bash", "arguments": {"command": format!("echo {m} $DSH_SESSION_ID"),
+        "description": "test"}}})
+    .to_string();
+    let called = curl(&cert, &url, &[&in_session[..], &["-d", &call]].concat());
+    assert!(called.contains(&format!("{m} alice\\n")), "{called}");
+
+    // Plain HTTP to the TLS port gets no answer.
+    let plain = server.base.replace("https://", "http://");
+    let refused = ureq::get(format!("{plain}/healthz")).call();
+    assert!(refused.is_err(), "plain HTTP was served");
+
+    let bad = Command::new(env!("CARGO_BIN_EXE_dsh"))
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--tls-cert",
+            cert_arg,
+            "--tls-key",
+        ])
+        .arg(&cert)
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        stderr.contains(&format!("--tls-key {cert_arg}: ")),
+        "{stderr}"
+    );
+    assert!(wait_until(SOON, || live_with_cmdline(&m).is_empty()));
 }

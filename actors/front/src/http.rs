@@ -10,7 +10,8 @@
 //! (`http/identities.rs`), and the accept loop that bounds connections and times out slow
 //! headers and idle connections (`http/listen.rs`). The flags and the refusal to listen beyond
 //! loopback without tokens are in `http/options.rs`. Malformed JSON-RPC bodies are answered as
-//! on stdio, and slow bodies time out (`http/screen.rs`). `--tls-cert`/`--tls-key` serve HTTPS
+//! on stdio, and slow bodies time out (`http/screen.rs`); an `initialize` past `--max-sessions`
+//! is refused (`http/session_cap.rs`). `--tls-cert`/`--tls-key` serve HTTPS
 //! with rustls (`http/tls.rs`).
 
 mod auth;
@@ -18,6 +19,7 @@ mod identities;
 mod listen;
 mod options;
 mod screen;
+mod session_cap;
 mod tls;
 mod tokens;
 
@@ -80,6 +82,11 @@ pub async fn main(flags: RuntimeFlags, options: ServeOptions) -> Result<i32, Str
         config = config.disable_allowed_hosts();
     }
     let tools = Arc::new(mcp_tools(&runtime));
+    let manager = Arc::new(LocalSessionManager::default());
+    let cap = Arc::new(session_cap::SessionCap {
+        manager: manager.clone(),
+        max: options.max_sessions,
+    });
     let mcp = StreamableHttpService::new(
         move || {
             Ok(DshServer {
@@ -87,11 +94,15 @@ pub async fn main(flags: RuntimeFlags, options: ServeOptions) -> Result<i32, Str
                 sessions: Arc::new(Connection::new(identities.clone())),
             })
         },
-        Arc::new(LocalSessionManager::default()),
+        manager,
         config,
     );
     let router = Router::new()
         .nest_service("/mcp", mcp)
+        .layer(axum::middleware::from_fn_with_state(
+            cap,
+            session_cap::cap_sessions,
+        ))
         // Runs after the auth layer (the outer one): a stranger gets 401, never a parse error.
         .layer(axum::middleware::from_fn_with_state(
             screen::BodyLimits {

@@ -4,6 +4,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+use crate::http::session_cap;
 use crate::{flow, mcp, stdio};
 
 /// Where `dsh serve` listens unless `--listen` says otherwise.
@@ -44,6 +45,10 @@ pub struct ServeOptions {
     #[arg(long, default_value_t = DEFAULT_MAX_CONNECTIONS, value_name = "N",
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub max_connections: usize,
+    /// Most MCP sessions (`Mcp-Session-Id`) at once; an `initialize` beyond is answered 503.
+    #[arg(long, default_value_t = session_cap::DEFAULT_MAX_SESSIONS, value_name = "N",
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    pub max_sessions: usize,
     /// A connection whose next request's headers take longer than this to arrive (an idle one
     /// too) is closed; a request whose body takes longer is answered 408.
     #[arg(long, default_value_t = DEFAULT_HEADER_TIMEOUT_MS, value_name = "MS",

@@ -361,3 +361,37 @@ fn tls_serves_https_with_a_certificate_and_key_and_a_bad_key_stops_the_start() {
     );
     assert!(wait_until(SOON, || live_with_cmdline(&m).is_empty()));
 }
+
+#[test]
+fn an_initialize_past_max_sessions_is_refused_until_one_closes() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::alice(&dir, &["--max-sessions", "2"]);
+    let first = McpSession::open(&server, "alice-token");
+    let mut second = McpSession::open(&server, "alice-token");
+    let initialize = json!({"jsonrpc": "2.0", "id": 4, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "x", "version": "1"}}})
+    .to_string();
+    let refused = post(&server, Some("alice-token"), &[], &initialize);
+    assert_eq!(refused.status, 503, "{}", refused.body);
+    let answer: Value = serde_json::from_str(&refused.body).unwrap();
+    assert_eq!(answer["id"], 4);
+    assert_eq!(
+        answer["error"]["message"],
+        "too many MCP sessions (limit 2); close one or retry later"
+    );
+    let text = second.text("bash", json!({"command": "echo on", "description": "test"}));
+    assert_eq!(text, "on\n", "the sessions there are go on");
+    first.close();
+    assert!(
+        wait_until(SOON, || post(
+            &server,
+            Some("alice-token"),
+            &[],
+            &initialize
+        )
+        .status
+            == 200),
+        "a closed session makes room"
+    );
+}

@@ -1,10 +1,13 @@
-//! The jsonl front end under load: 2,000 requests of `true` over `dsh jsonl` with 32 in flight,
-//! beside the same 2,000 commands run by raw tokio with 32 in flight.
+//! The front ends under load. jsonl: 2,000 requests of `true` over `dsh jsonl` with 32 in flight,
+//! beside the same 2,000 commands run by raw tokio with 32 in flight. `dsh serve` over HTTP beside
+//! `dsh mcp` on stdio, and with 200 agents: `serve/mod.rs` (in this binary, not a target of its own).
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
     reason = "a bench, not product code: a failed setup should stop it loudly"
 )]
+
+mod serve;
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
@@ -118,10 +121,13 @@ fn main() {
         })
     });
     group.finish();
+    let setup = serve::Setup::new();
+    let clients = serve::latency(&mut c, &setup);
     c.final_summary();
     if support::measuring() && support::median("jsonl/dsh").is_some() {
         paired(&mut server, &tokio_rt);
     }
+    serve::measure(&setup, clients);
     drop(server.stdin);
     assert!(server.child.wait().unwrap().success());
     if let Some(ratio) =
@@ -132,4 +138,5 @@ fn main() {
             1.0 / ratio
         );
     }
+    support::report_ratio("serve echo, HTTP vs stdio MCP", "serve/http", "serve/stdio");
 }

@@ -8,15 +8,19 @@
 //! `--allow-origin`) and the body size (`--max-line-bytes`, 413). Around it: the identity of
 //! each request (`http/auth.rs`, `http/tokens.rs`), which owns its session's tasks
 //! (`http/identities.rs`), and the accept loop that bounds connections and times out slow
-//! headers (`http/listen.rs`). The flags and the refusal to listen beyond loopback without
-//! tokens are in `http/options.rs`. Malformed JSON-RPC bodies are answered as on stdio
-//! (`http/screen.rs`).
+//! headers and idle connections (`http/listen.rs`). The flags and the refusal to listen beyond
+//! loopback without tokens are in `http/options.rs`. Malformed JSON-RPC bodies are answered as
+//! on stdio, and slow bodies time out (`http/screen.rs`); an `initialize` past `--max-sessions`
+//! is refused (`http/session_cap.rs`). `--tls-cert`/`--tls-key` serve HTTPS
+//! with rustls (`http/tls.rs`).
 
 mod auth;
 mod identities;
 mod listen;
 mod options;
 mod screen;
+mod session_cap;
+mod tls;
 mod tokens;
 
 use std::sync::Arc;
@@ -44,6 +48,10 @@ pub async fn main(flags: RuntimeFlags, options: ServeOptions) -> Result<i32, Str
     let auth = match &options.auth_tokens {
         Some(path) => Auth::Tokens(Arc::new(Tokens::load(path).map_err(|e| e.to_string())?)),
         None => Auth::Off,
+    };
+    let tls = match (&options.tls_cert, &options.tls_key) {
+        (Some(cert), Some(key)) => Some(tls::acceptor(cert, key).map_err(|e| e.to_string())?),
+        _ => None,
     };
     let listener = tokio::net::TcpListener::bind(options.listen)
         .await
@@ -74,6 +82,11 @@ pub async fn main(flags: RuntimeFlags, options: ServeOptions) -> Result<i32, Str
         config = config.disable_allowed_hosts();
     }
     let tools = Arc::new(mcp_tools(&runtime));
+    let manager = Arc::new(LocalSessionManager::default());
+    let cap = Arc::new(session_cap::SessionCap {
+        manager: manager.clone(),
+        max: options.max_sessions,
+    });
     let mcp = StreamableHttpService::new(
         move || {
             Ok(DshServer {
@@ -81,14 +94,21 @@ pub async fn main(flags: RuntimeFlags, options: ServeOptions) -> Result<i32, Str
                 sessions: Arc::new(Connection::new(identities.clone())),
             })
         },
-        Arc::new(LocalSessionManager::default()),
+        manager,
         config,
     );
     let router = Router::new()
         .nest_service("/mcp", mcp)
+        .layer(axum::middleware::from_fn_with_state(
+            cap,
+            session_cap::cap_sessions,
+        ))
         // Runs after the auth layer (the outer one): a stranger gets 401, never a parse error.
         .layer(axum::middleware::from_fn_with_state(
-            options.max_line_bytes,
+            screen::BodyLimits {
+                max_bytes: options.max_line_bytes,
+                timeout: Duration::from_millis(options.header_timeout_ms),
+            },
             screen::screen_body,
         ))
         .layer(axum::middleware::from_fn_with_state(
@@ -105,9 +125,10 @@ pub async fn main(flags: RuntimeFlags, options: ServeOptions) -> Result<i32, Str
         Auth::Off => "off (every client is the identity `local`)",
         Auth::Tokens(_) => "on (bearer tokens)",
     };
-    eprintln!("dsh serve: MCP at http://{address}/mcp; auth {auth_state}");
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    eprintln!("dsh serve: MCP at {scheme}://{address}/mcp; auth {auth_state}");
     tokio::select! {
-        () = listen::serve(listener, router, limits) => {}
+        () = listen::serve(listener, router, limits, tls) => {}
         () = interrupts.next() => tracing::info!("interrupted; shutting down"),
     }
     stop.cancel();

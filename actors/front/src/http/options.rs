@@ -4,6 +4,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+use crate::http::session_cap;
 use crate::{flow, mcp, stdio};
 
 /// Where `dsh serve` listens unless `--listen` says otherwise.
@@ -15,7 +16,8 @@ pub const DEFAULT_IDENTITY_IDLE_MS: u64 = 600_000;
 /// Most connections open at once unless `--max-connections` says (more wait their turn).
 pub const DEFAULT_MAX_CONNECTIONS: usize = 256;
 
-/// How long a connection may take to send a request's headers unless `--header-timeout-ms` says.
+/// How long a connection may take to send a request's headers, and a request its body, unless
+/// `--header-timeout-ms` says.
 pub const DEFAULT_HEADER_TIMEOUT_MS: u64 = 30_000;
 
 /// The flags of `dsh serve`.
@@ -43,10 +45,21 @@ pub struct ServeOptions {
     #[arg(long, default_value_t = DEFAULT_MAX_CONNECTIONS, value_name = "N",
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub max_connections: usize,
-    /// A connection whose request headers take longer than this to arrive is closed.
+    /// Most MCP sessions (`Mcp-Session-Id`) at once; an `initialize` beyond is answered 503.
+    #[arg(long, default_value_t = session_cap::DEFAULT_MAX_SESSIONS, value_name = "N",
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    pub max_sessions: usize,
+    /// A connection whose next request's headers take longer than this to arrive (an idle one
+    /// too) is closed; a request whose body takes longer is answered 408.
     #[arg(long, default_value_t = DEFAULT_HEADER_TIMEOUT_MS, value_name = "MS",
           value_parser = clap::value_parser!(u64).range(1..))]
     pub header_timeout_ms: u64,
+    /// PEM certificate chain (leaf first): serve HTTPS, with --tls-key.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key of --tls-cert.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
     /// Per identity: most MCP tasks and parked input rounds at once.
     #[arg(long, default_value_t = flow::DEFAULT_MAX_IN_FLIGHT, value_name = "N",
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]

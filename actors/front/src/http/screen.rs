@@ -6,7 +6,10 @@
 //! for unparseable input, -32600 for what is not a request object, -32602 for bad `tools/call`
 //! params, each as a JSON-RPC error (HTTP 400 when it has no id to answer, else 200). Everything
 //! else goes on to rmcp unchanged. The body is read whole, at most `--max-line-bytes` (413 past
-//! that).
+//! that) and within `--header-timeout-ms` of its headers (408 and the connection closed past that,
+//! so a client that sends its body a byte a second holds nothing for long).
+
+use std::time::Duration;
 
 use axum::body::{Body, to_bytes};
 use axum::extract::{Request, State};
@@ -17,14 +20,36 @@ use serde_json::Value;
 
 use crate::mcp::jsonrpc_errors::{PARSE_ERROR, Screened, error_response, screen};
 
-/// The middleware; its state is `--max-line-bytes`.
-pub async fn screen_body(State(limit): State<usize>, request: Request, next: Next) -> Response {
+/// How much of a body is read, and for how long.
+#[derive(Clone, Copy)]
+pub struct BodyLimits {
+    /// `--max-line-bytes`.
+    pub max_bytes: usize,
+    /// `--header-timeout-ms`.
+    pub timeout: Duration,
+}
+
+/// The middleware.
+pub async fn screen_body(
+    State(limits): State<BodyLimits>,
+    request: Request,
+    next: Next,
+) -> Response {
     if request.method() != Method::POST {
         return next.run(request).await;
     }
     let (parts, body) = request.into_parts();
-    let Ok(bytes) = to_bytes(body, limit).await else {
-        return status_only(StatusCode::PAYLOAD_TOO_LARGE);
+    let bytes = match tokio::time::timeout(limits.timeout, to_bytes(body, limits.max_bytes)).await {
+        Ok(Ok(bytes)) => bytes,
+        Ok(Err(_)) => return status_only(StatusCode::PAYLOAD_TOO_LARGE),
+        Err(_) => {
+            let mut late = status_only(StatusCode::REQUEST_TIMEOUT);
+            late.headers_mut().insert(
+                header::CONNECTION,
+                header::HeaderValue::from_static("close"),
+            );
+            return late;
+        }
     };
     let answer = match std::str::from_utf8(&bytes) {
         Ok(text) => match screen(text) {

@@ -42,6 +42,7 @@ mod sandbox_metadata;
 mod sandbox_network;
 mod sandbox_workflows;
 mod serve;
+mod serve_flows;
 mod serve_sdk;
 mod soak;
 mod soak_mixed;

@@ -13,16 +13,7 @@ use dsh_test_support::procfs::live_with_cmdline;
 use dsh_test_support::wait::wait_until;
 use serde_json::json;
 
-use crate::serve_client::{McpSession, SOON, Server, post};
-
-/// A marker no other process has: the test's name, this process and the time.
-fn marker(name: &str) -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .subsec_nanos();
-    format!("serve-{name}-{}-{nanos}", std::process::id())
-}
+use crate::serve_client::{McpSession, SOON, Server, marker, post, read_to_close};
 
 /// A long command carrying `marker` in its command line (its bash stays, with the marker).
 fn long_running(marker: &str) -> String {
@@ -196,16 +187,6 @@ fn sigterm_kills_every_identitys_tasks() {
     )
     .is_empty()
         && live_with_cmdline(&b).is_empty()));
-}
-
-/// Reads `stream` until the server closes it; what it sent.
-fn read_to_close(stream: &mut TcpStream) -> String {
-    stream.set_read_timeout(Some(SOON)).unwrap();
-    let mut seen = Vec::new();
-    stream
-        .read_to_end(&mut seen)
-        .expect("the server closes the connection");
-    String::from_utf8_lossy(&seen).into_owned()
 }
 
 #[test]

@@ -1,12 +1,32 @@
 //! A `dsh serve` process for the tests and a raw HTTP client of it (ureq): MCP sessions of the
-//! 2025-11-25 line (`initialize`, `Mcp-Session-Id`), with each response read off its SSE stream.
+//! 2025-11-25 line (`initialize`, `Mcp-Session-Id`), with each response read off its SSE stream;
+//! and the markers and raw-socket reads the serve tests share.
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
+
+/// A marker no other process has: the test's name, this process and the time.
+pub fn marker(name: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    format!("serve-{name}-{}-{nanos}", std::process::id())
+}
+
+/// Reads `stream` until the server closes it; what it sent.
+pub fn read_to_close(stream: &mut std::net::TcpStream) -> String {
+    stream.set_read_timeout(Some(SOON)).unwrap();
+    let mut seen = Vec::new();
+    stream
+        .read_to_end(&mut seen)
+        .expect("the server closes the connection");
+    String::from_utf8_lossy(&seen).into_owned()
+}
 
 /// Generous: two shared cores, heavily loaded.
 pub const SOON: Duration = Duration::from_secs(60);
@@ -61,6 +81,15 @@ impl Server {
             }
         });
         Self { child, base, log }
+    }
+
+    /// A server with `--auth-tokens` of the one identity `alice` (token `alice-token`) and `extra`
+    /// flags; its token file lives in `dir`.
+    pub fn alice(dir: &tempfile::TempDir, extra: &[&str]) -> Self {
+        let tokens = Self::tokens(dir, &[("alice", "alice-token")]);
+        let mut args = vec!["--auth-tokens", tokens.as_str()];
+        args.extend_from_slice(extra);
+        Self::start(&args)
     }
 
     /// A token file with these `(identity, token)` lines.

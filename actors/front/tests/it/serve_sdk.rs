@@ -2,7 +2,8 @@
 //! SDK (tests/mcp-ts/http_client.mjs, `StreamableHTTPClientTransport`: list, a foreground call, a
 //! background task, and the same identity reading it on a new connection) and the Python SDK
 //! (tests/mcp/http_client.py, `streamable_http_client`, in both modes: the 2025-11-25 handshake and
-//! 2026-07-28 stateless requests, each with the client's root as the workspace).
+//! 2026-07-28 stateless requests, each with the client's root as the workspace), and the MCP
+//! Inspector CLI (`--transport http` with the token in `--header`).
 
 use std::process::Command;
 
@@ -19,14 +20,20 @@ fn report_of(client: &mut Command, what: &str) -> Value {
     let output = client
         .output()
         .unwrap_or_else(|e| panic!("run {what}: {e}"));
-    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stdout = succeeded(&output, what);
+    serde_json::from_str(stdout.trim().lines().last().unwrap_or(""))
+        .unwrap_or_else(|e| panic!("not a JSON report ({e}): {stdout}"))
+}
+
+/// The stdout of `what`, which must have succeeded.
+fn succeeded(output: &std::process::Output, what: &str) -> String {
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     assert!(
         output.status.success(),
         "{what} failed\nstdout:\n{stdout}\nstderr:\n{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    serde_json::from_str(stdout.trim().lines().last().unwrap_or(""))
-        .unwrap_or_else(|e| panic!("not a JSON report ({e}): {stdout}"))
+    stdout
 }
 
 #[test]
@@ -35,8 +42,7 @@ fn the_typescript_sdk_round_trips_over_http_with_a_token_and_reconnects() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let tokens = Server::tokens(&dir, &[("alice", "alice-token")]);
-    let server = Server::start(&["--auth-tokens", &tokens]);
+    let server = Server::alice(&dir, &[]);
     let marker = format!("serve-sdk-ts-{}", std::process::id());
     let mut client = Command::new("node");
     client
@@ -91,4 +97,49 @@ fn the_python_sdk_round_trips_over_http_in_both_modes_with_roots() {
             serde_json::json!(["list", "call", "background"])
         );
     }
+}
+
+#[test]
+fn the_mcp_inspector_cli_calls_bash_over_http_with_a_token() {
+    let Some(project) = node_project() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::alice(&dir, &[]);
+    let marker = format!("serve-inspector-{}", std::process::id());
+    let inspector =
+        |token: &str, args: &[&str]| {
+            let mut cli = Command::new("node");
+            cli.arg(project.join(
+                "node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js",
+            ))
+            .arg("--cli")
+            .arg(format!("{}/mcp", server.base))
+            .args(["--transport", "http", "--header"])
+            .arg(format!("Authorization: Bearer {token}"))
+            .args(args)
+            .current_dir(&project);
+            cli.output().expect("run the MCP Inspector CLI")
+        };
+    let command = format!("command=echo \"$DSH_SESSION_ID {marker}\"; exit 3");
+    let call = [
+        "--method",
+        "tools/call",
+        "--tool-name",
+        "bash",
+        "--tool-arg",
+        &command,
+        "--tool-arg",
+        "description=try the inspector",
+    ];
+    let stdout = succeeded(&inspector("alice-token", &call), "the Inspector CLI");
+    let called: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    assert_eq!(
+        called["content"][0]["text"],
+        format!("alice {marker}\n[exit code: 3]")
+    );
+    assert_eq!(called["structuredContent"]["exit_code"], 3);
+    let refused = inspector("wrong-token", &call);
+    assert!(!refused.status.success(), "a wrong token is refused");
+    assert!(wait_until(SOON, || live_with_cmdline(&marker).is_empty()));
 }

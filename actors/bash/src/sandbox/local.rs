@@ -232,7 +232,41 @@ fn create_private_temp() -> std::io::Result<PathBuf> {
         dsh_contain::nonce()
     ));
     std::fs::DirBuilder::new().mode(0o700).create(&path)?;
+    sweep_stale_private_temps(&parent, &path);
     Ok(path)
+}
+
+/// Removes the private temps that dead runtimes left in `parent`: a runtime removes its own at
+/// shutdown, but one killed outright (SIGKILL, a crash) cannot. A `dsh-tmp-<pid>-<nonce>`
+/// directory of this user whose `<pid>` no longer runs is removed with what is in it; one whose pid
+/// runs (its runtime, or a stranger that reused the number) is kept, and so is anything else,
+/// links included. "This user" is the owner of `own`, the directory just made.
+fn sweep_stale_private_temps(parent: &Path, own: &Path) {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(uid) = own.metadata().map(|m| m.uid()) else {
+        return;
+    };
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("dsh-tmp-"))
+            .and_then(|rest| rest.split_once('-'))
+            .and_then(|(pid, _)| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let ours = entry
+            .path()
+            .symlink_metadata()
+            .is_ok_and(|m| m.is_dir() && m.uid() == uid);
+        if ours && !Path::new(&format!("/proc/{pid}")).exists() {
+            remove_private_temp(&entry.path());
+        }
+    }
 }
 
 /// Removes the private temp and whatever commands left in it (a second call finds nothing).
@@ -241,5 +275,34 @@ fn remove_private_temp(temp: &Path) {
         Ok(()) => {}
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
         Err(err) => tracing::warn!(path = %temp.display(), %err, "cannot remove the private temp"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_dead_runtimes_private_temp_is_swept_and_a_live_ones_kept() {
+        let parent = tempfile::tempdir().unwrap();
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let dead = child.id();
+        child.wait().unwrap();
+        let stale = parent.path().join(format!("dsh-tmp-{dead}-1a2b"));
+        let live = parent
+            .path()
+            .join(format!("dsh-tmp-{}-3c4d", std::process::id()));
+        let other = parent.path().join("dsh-tmp-notapid-5e6f");
+        for dir in [&stale, &live, &other] {
+            std::fs::create_dir(dir).unwrap();
+        }
+        std::fs::write(stale.join("left"), b"x").unwrap();
+        sweep_stale_private_temps(parent.path(), &live);
+        assert!(
+            !stale.exists(),
+            "a dead runtime's temp is removed with its contents"
+        );
+        assert!(live.exists(), "a live runtime's temp is kept");
+        assert!(other.exists(), "a name that is not a runtime's is kept");
     }
 }

@@ -221,14 +221,15 @@ impl Drop for LocalSandboxProvider {
     }
 }
 
-/// A new `dsh-tmp-<pid>-<nonce>` directory (mode 0700; `mkdir` never follows a planted link)
-/// under the host's temp directory, canonical.
+/// A new `dsh-tmp-<pid>-<pid namespace>-<nonce>` directory (mode 0700; `mkdir` never follows a
+/// planted link) under the host's temp directory, canonical.
 fn create_private_temp() -> std::io::Result<PathBuf> {
     use std::os::unix::fs::DirBuilderExt;
     let parent = std::fs::canonicalize(std::env::temp_dir())?;
     let path = parent.join(format!(
-        "dsh-tmp-{}-{}",
+        "dsh-tmp-{}-{}-{}",
         std::process::id(),
+        pid_namespace().unwrap_or_default(),
         dsh_contain::nonce()
     ));
     std::fs::DirBuilder::new().mode(0o700).create(&path)?;
@@ -237,13 +238,18 @@ fn create_private_temp() -> std::io::Result<PathBuf> {
 }
 
 /// Removes the private temps that dead runtimes left in `parent`: a runtime removes its own at
-/// shutdown, but one killed outright (SIGKILL, a crash) cannot. A `dsh-tmp-<pid>-<nonce>`
-/// directory of this user whose `<pid>` no longer runs is removed with what is in it; one whose pid
-/// runs (its runtime, or a stranger that reused the number) is kept, and so is anything else,
-/// links included. "This user" is the owner of `own`, the directory just made.
+/// shutdown, but one killed outright (SIGKILL, a crash) cannot. A
+/// `dsh-tmp-<pid>-<pid namespace>-<nonce>` directory of this user, made in this process's pid
+/// namespace, whose `<pid>` no longer runs is removed with what is in it. Kept: one whose pid runs
+/// (its runtime, or a stranger that reused the number), one made in another pid namespace (a
+/// container sharing this temp directory: its pids mean nothing here), and anything else, links
+/// included. "This user" is the owner of `own`, the directory just made.
 fn sweep_stale_private_temps(parent: &Path, own: &Path) {
     use std::os::unix::fs::MetadataExt;
     let Ok(uid) = own.metadata().map(|m| m.uid()) else {
+        return;
+    };
+    let Some(namespace) = pid_namespace() else {
         return;
     };
     let Ok(entries) = std::fs::read_dir(parent) else {
@@ -251,14 +257,21 @@ fn sweep_stale_private_temps(parent: &Path, own: &Path) {
     };
     for entry in entries.flatten() {
         let name = entry.file_name();
-        let Some(pid) = name
+        let mut parts = name
             .to_str()
             .and_then(|n| n.strip_prefix("dsh-tmp-"))
-            .and_then(|rest| rest.split_once('-'))
-            .and_then(|(pid, _)| pid.parse::<u32>().ok())
+            .unwrap_or_default()
+            .splitn(3, '-');
+        let (Some(pid), Some(made_in), Some(_nonce)) = (parts.next(), parts.next(), parts.next())
         else {
             continue;
         };
+        let Ok(pid) = pid.parse::<u32>() else {
+            continue;
+        };
+        if made_in != namespace {
+            continue;
+        }
         let ours = entry
             .path()
             .symlink_metadata()
@@ -267,6 +280,13 @@ fn sweep_stale_private_temps(parent: &Path, own: &Path) {
             remove_private_temp(&entry.path());
         }
     }
+}
+
+/// This process's pid namespace, as the number of `/proc/self/ns/pid` (`pid:[4026531836]`).
+fn pid_namespace() -> Option<String> {
+    let link = std::fs::read_link("/proc/self/ns/pid").ok()?;
+    let text = link.to_str()?;
+    Some(text.strip_prefix("pid:[")?.strip_suffix(']')?.to_owned())
 }
 
 /// Removes the private temp and whatever commands left in it (a second call finds nothing).
@@ -288,12 +308,14 @@ mod tests {
         let mut child = std::process::Command::new("true").spawn().unwrap();
         let dead = child.id();
         child.wait().unwrap();
-        let stale = parent.path().join(format!("dsh-tmp-{dead}-1a2b"));
+        let ns = pid_namespace().unwrap();
+        let stale = parent.path().join(format!("dsh-tmp-{dead}-{ns}-1a2b"));
         let live = parent
             .path()
-            .join(format!("dsh-tmp-{}-3c4d", std::process::id()));
-        let other = parent.path().join("dsh-tmp-notapid-5e6f");
-        for dir in [&stale, &live, &other] {
+            .join(format!("dsh-tmp-{}-{ns}-3c4d", std::process::id()));
+        let other = parent.path().join(format!("dsh-tmp-notapid-{ns}-5e6f"));
+        let elsewhere = parent.path().join(format!("dsh-tmp-{dead}-1-7a8b"));
+        for dir in [&stale, &live, &other, &elsewhere] {
             std::fs::create_dir(dir).unwrap();
         }
         std::fs::write(stale.join("left"), b"x").unwrap();
@@ -304,5 +326,6 @@ mod tests {
         );
         assert!(live.exists(), "a live runtime's temp is kept");
         assert!(other.exists(), "a name that is not a runtime's is kept");
+        assert!(elsewhere.exists(), "another pid namespace's temp is kept");
     }
 }

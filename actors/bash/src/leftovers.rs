@@ -18,8 +18,12 @@ use dsh_process::{KillLeftovers, LeftProcess, LeftoversAlive, ProcessManager};
 use dsh_tasks::{TaskOutput, TaskProducer, TaskStatus};
 use futures::future::BoxFuture;
 
-/// How often a leftover task looks whether its processes are gone: nothing signals it.
+/// How soon a leftover task first looks again whether its processes are gone (nothing signals
+/// it); the wait doubles up to [`POLL_MAX`], so a dev server left running for hours costs the
+/// manager a look every few seconds (in subreaper mode a `/proc` walk once its group is gone).
 const POLL: Duration = Duration::from_millis(100);
+/// The longest wait between two looks.
+const POLL_MAX: Duration = Duration::from_secs(2);
 
 /// The processes a foreground command left running, stoppable as one task.
 #[derive(Clone, Debug)]
@@ -109,6 +113,7 @@ impl TaskProducer for Leftovers {
     fn finished(&self) -> BoxFuture<'static, TaskStatus> {
         let inner = self.inner.clone();
         Box::pin(async move {
+            let mut poll = POLL;
             loop {
                 let alive = inner
                     .manager
@@ -119,7 +124,8 @@ impl TaskProducer for Leftovers {
                 if !alive {
                     break;
                 }
-                tokio::time::sleep(POLL).await;
+                tokio::time::sleep(poll).await;
+                poll = (poll * 2).min(POLL_MAX);
             }
             TaskStatus::Completed { exit_code: 0 }
                 .stays_killed(inner.kill_requested.load(Ordering::Relaxed))

@@ -58,7 +58,8 @@ pub(crate) fn node_project() -> Option<PathBuf> {
     Some(dir)
 }
 
-fn check(output: &Output, what: &str) -> String {
+/// The stdout of `what`, which must have succeeded (else its stdout and stderr in the failure).
+pub(crate) fn check(output: &Output, what: &str) -> String {
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     assert!(
         output.status.success(),

@@ -12,7 +12,7 @@ use dsh_test_support::wait::wait_until;
 use serde_json::Value;
 
 use crate::mcp_client::python;
-use crate::mcp_ts::node_project;
+use crate::mcp_ts::{check, node_project};
 use crate::serve_client::{SOON, Server};
 
 /// Runs an SDK client (`what`), asserts it succeeded, and returns the JSON report on its last line.
@@ -20,20 +20,9 @@ fn report_of(client: &mut Command, what: &str) -> Value {
     let output = client
         .output()
         .unwrap_or_else(|e| panic!("run {what}: {e}"));
-    let stdout = succeeded(&output, what);
+    let stdout = check(&output, what);
     serde_json::from_str(stdout.trim().lines().last().unwrap_or(""))
         .unwrap_or_else(|e| panic!("not a JSON report ({e}): {stdout}"))
-}
-
-/// The stdout of `what`, which must have succeeded.
-fn succeeded(output: &std::process::Output, what: &str) -> String {
-    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    assert!(
-        output.status.success(),
-        "{what} failed\nstdout:\n{stdout}\nstderr:\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    stdout
 }
 
 #[test]
@@ -132,7 +121,7 @@ fn the_mcp_inspector_cli_calls_bash_over_http_with_a_token() {
         "--tool-arg",
         "description=try the inspector",
     ];
-    let stdout = succeeded(&inspector("alice-token", &call), "the Inspector CLI");
+    let stdout = check(&inspector("alice-token", &call), "the Inspector CLI");
     let called: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"));
     assert_eq!(
         called["content"][0]["text"],

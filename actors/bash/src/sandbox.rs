@@ -18,6 +18,7 @@ mod bwrap;
 pub mod classify;
 pub mod config;
 pub mod executor;
+mod gate;
 pub mod landlock;
 pub mod local;
 pub mod policy;

@@ -12,6 +12,7 @@
 use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::Arc;
 
 use nix::libc::{self, c_int};
 
@@ -19,6 +20,7 @@ use crate::landlock::Ruleset;
 use crate::mountns::MountNamespace;
 use crate::netns::Netns;
 use crate::seccomp::Filter;
+use crate::sockgate::{GatePolicy, HandOver};
 
 /// What the spawn does to confine the program.
 #[derive(Debug, Clone)]
@@ -35,6 +37,8 @@ pub enum Confinement {
         mount_ns: Option<MountNamespace>,
         /// The network namespace to join first (`--network loopback`); `None` keeps the host's.
         netns: Option<Netns>,
+        /// The socket gate's rules (`crate::sockgate`); `None`: connects are not gated.
+        gate: Option<Arc<GatePolicy>>,
     },
     /// The program is a launcher (bubblewrap) that confines what it runs; the child gives it
     /// `filter` on descriptor [`Filter::launcher_fd`] (its own open file, read from the start), for
@@ -45,6 +49,9 @@ pub enum Confinement {
         /// The network namespace the launcher starts in (`--network loopback`); `None` keeps the
         /// host's.
         netns: Option<Netns>,
+        /// The socket gate's rules, installed before the launcher execs so its sandbox inherits
+        /// it; `None`: connects are not gated.
+        gate: Option<Arc<GatePolicy>>,
     },
 }
 
@@ -58,6 +65,13 @@ impl Confinement {
             }
         }
         self
+    }
+
+    /// The socket gate's rules, if connects are gated.
+    pub fn gate(&self) -> Option<&Arc<GatePolicy>> {
+        match self {
+            Confinement::InSpawn { gate, .. } | Confinement::Launcher { gate, .. } => gate.as_ref(),
+        }
     }
 
     /// The network namespace the child joins, if any.
@@ -77,6 +91,7 @@ pub(crate) enum ConfineFailure {
     Landlock,
     Seccomp,
     Launcher,
+    Gate,
 }
 
 /// The confinement as raw values for the child (no allocation, no reference counts).
@@ -89,12 +104,33 @@ pub(crate) enum ChildConfinement {
         /// `-1`: none.
         mount_ns: c_int,
         netns: c_int,
+        gate: ChildGate,
     },
     Launcher {
         fresh: c_int,
         target: c_int,
         netns: c_int,
+        gate: ChildGate,
     },
+}
+
+/// The socket gate as the child installs it: its program, and the socket its listener goes out
+/// on (`-1`: no gate).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ChildGate {
+    program: *const libc::sock_fprog,
+    sock: c_int,
+}
+
+impl ChildGate {
+    /// Installs the gate and sends its listener to dsh, when there is one.
+    fn apply(self) -> Result<(), ConfineFailure> {
+        if self.sock < 0 || crate::sockgate::install_in_child(self.program, self.sock) {
+            Ok(())
+        } else {
+            Err(ConfineFailure::Gate)
+        }
+    }
 }
 
 impl ChildConfinement {
@@ -115,7 +151,10 @@ impl ChildConfinement {
         match self {
             ChildConfinement::None => Ok(()),
             ChildConfinement::InSpawn {
-                landlock, filter, ..
+                landlock,
+                filter,
+                gate,
+                ..
             } => {
                 if !crate::caps::drop_all() {
                     return Err(ConfineFailure::DropCaps);
@@ -126,15 +165,20 @@ impl ChildConfinement {
                 if !crate::seccomp::install(filter) {
                     return Err(ConfineFailure::Seccomp);
                 }
-                Ok(())
+                gate.apply()
             }
-            ChildConfinement::Launcher { fresh, target, .. } => {
+            ChildConfinement::Launcher {
+                fresh,
+                target,
+                gate,
+                ..
+            } => {
                 // SAFETY: dup2 between two descriptor numbers; the copy at `target` is not
                 // close-on-exec, so the launcher inherits it.
                 if unsafe { libc::dup2(fresh, target) } != target {
                     return Err(ConfineFailure::Launcher);
                 }
-                Ok(())
+                gate.apply()
             }
         }
     }
@@ -151,7 +195,19 @@ impl ChildConfinement {
 }
 
 /// What the parent keeps alive across one spawn for the child's confinement.
-pub(crate) enum Prepared {
+pub(crate) struct Prepared {
+    shape: Shape,
+    gate: Option<PreparedGate>,
+}
+
+/// The socket gate of one spawn: its program, the pair its listener travels over, its rules.
+pub(crate) struct PreparedGate {
+    program: libc::sock_fprog,
+    hand_over: HandOver,
+    policy: Arc<GatePolicy>,
+}
+
+enum Shape {
     None,
     InSpawn {
         landlock: RawFd,
@@ -174,14 +230,29 @@ impl Prepared {
         let netns = confinement
             .and_then(Confinement::netns)
             .map_or(-1, Netns::raw_fd);
-        Ok(match confinement {
-            None => Prepared::None,
+        let gate = match confinement.and_then(Confinement::gate) {
+            Some(policy) => {
+                let program = crate::sockgate::gate_program();
+                Some(PreparedGate {
+                    program: libc::sock_fprog {
+                        // Six instructions.
+                        len: program.len() as u16,
+                        filter: program.as_ptr().cast_mut(),
+                    },
+                    hand_over: HandOver::new()?,
+                    policy: policy.clone(),
+                })
+            }
+            None => None,
+        };
+        let shape = match confinement {
+            None => Shape::None,
             Some(Confinement::InSpawn {
                 landlock,
                 filter,
                 mount_ns,
                 ..
-            }) => Prepared::InSpawn {
+            }) => Shape::InSpawn {
                 landlock: landlock.raw_fd(),
                 fprog: filter.fprog(),
                 mount_ns: mount_ns.as_ref().map_or(-1, MountNamespace::raw_fd),
@@ -198,20 +269,43 @@ impl Prepared {
                 }
                 // SAFETY: open just returned it and nothing else owns it.
                 let fresh = unsafe { OwnedFd::from_raw_fd(fd) };
-                Prepared::Launcher {
+                Shape::Launcher {
                     fresh,
                     target,
                     netns,
                 }
             }
-        })
+        };
+        Ok(Prepared { shape, gate })
+    }
+
+    /// After a successful spawn of `pid`: hands the child's gate listener to the gate.
+    pub(crate) fn start_gate(&self, pid: i32) {
+        let Some(gate) = &self.gate else {
+            return;
+        };
+        match gate.hand_over.receive() {
+            Ok(listener) => crate::sockgate::watch(listener, gate.policy.clone(), pid),
+            // The listener closed with the pair: the command's connects fail (`ENOSYS`).
+            Err(err) => tracing::error!(pid, %err, "no socket-gate listener from the child"),
+        }
     }
 
     /// The raw values for the child; they point into `self`, which must outlive the spawn.
     pub(crate) fn child(&self) -> ChildConfinement {
-        match self {
-            Prepared::None => ChildConfinement::None,
-            Prepared::InSpawn {
+        let gate = match &self.gate {
+            Some(gate) => ChildGate {
+                program: &gate.program,
+                sock: gate.hand_over.child_end(),
+            },
+            None => ChildGate {
+                program: std::ptr::null(),
+                sock: -1,
+            },
+        };
+        match &self.shape {
+            Shape::None => ChildConfinement::None,
+            Shape::InSpawn {
                 landlock,
                 fprog,
                 mount_ns,
@@ -221,8 +315,9 @@ impl Prepared {
                 filter: fprog,
                 mount_ns: *mount_ns,
                 netns: *netns,
+                gate,
             },
-            Prepared::Launcher {
+            Shape::Launcher {
                 fresh,
                 target,
                 netns,
@@ -230,6 +325,7 @@ impl Prepared {
                 fresh: fresh.as_raw_fd(),
                 target: *target,
                 netns: *netns,
+                gate,
             },
         }
     }

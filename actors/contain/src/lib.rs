@@ -16,7 +16,8 @@
 //!   capability (`caps.rs`), or hands the filter to bubblewrap; [`mountns`]: the read-only mount
 //!   namespace the Landlock child enters first, for the metadata Landlock does not mediate;
 //!   [`netns`]: the runtime's own network namespace with only loopback, which confined children
-//!   join (`--network loopback`);
+//!   join (`--network loopback`); [`sockgate`]: every `connect` of a confined command made by dsh
+//!   after a check, so no Unix socket outside its sandbox is reached;
 //! - [`reap`]: waiting for a child's exit through its pidfd and reaping it only when told;
 //!   [`orphans`]: the process-wide registry of direct children and the reaper of adopted orphans;
 //!   [`rlimit`]: the open-files limit children start with;
@@ -79,6 +80,7 @@ pub mod pty;
 pub mod reap;
 pub mod rlimit;
 pub mod seccomp;
+pub mod sockgate;
 pub mod spawn;
 pub mod subreaper;
 pub mod watchdog;

@@ -15,7 +15,8 @@
 //! | `ioprio_set` | `who != 0`, or `which == IOPRIO_WHO_USER` |
 //! | `sched_setaffinity`, `sched_setscheduler`, `sched_setparam`, `sched_setattr` | `pid != 0` |
 //! | `socket` (with [`Sockets::TcpOnly`]) | `AF_INET`/`AF_INET6` of any type but `SOCK_STREAM` (type flags masked), or a protocol other than 0 and TCP |
-//! | `io_uring_setup` (with [`Sockets::TcpOnly`]) | always: io_uring creates sockets without the `socket` call |
+//! | `socket`, `socketpair` | `AF_UNIX` with `SOCK_DGRAM`: a datagram names its destination in each send, which the socket gate (`crate::sockgate`) cannot see |
+//! | `io_uring_setup` | always: io_uring creates and connects sockets without the `socket` and `connect` calls the filters and the gate see |
 //!
 //! A filter compares arguments with constants, never with the caller's own pid (it is not among
 //! the data the kernel hands the filter), so "0, meaning myself" is the only way a command may name
@@ -145,8 +146,22 @@ fn refusals(sockets: Sockets) -> Result<BTreeMap<i64, Vec<SeccompRule>>, Seccomp
     ] {
         rules.insert(call, vec![other_pid()?]);
     }
+    // Datagram Unix sockets, for the socket gate.
+    let unix_datagram = || {
+        rule([
+            equals(0, libc::AF_UNIX as u64),
+            condition(
+                1,
+                SeccompCmpArgLen::Dword,
+                SeccompCmpOp::MaskedEq(SOCK_TYPE_MASK),
+                libc::SOCK_DGRAM as u64,
+            ),
+        ])
+    };
+    rules.insert(libc::SYS_socketpair, vec![unix_datagram()?]);
+    rules.insert(libc::SYS_io_uring_setup, Vec::new());
+    let mut socket = vec![unix_datagram()?];
     if sockets == Sockets::TcpOnly {
-        let mut socket = Vec::new();
         for family in [libc::AF_INET, libc::AF_INET6] {
             let family = family as u64;
             for kind in NOT_STREAM {
@@ -171,9 +186,8 @@ fn refusals(sockets: Sockets) -> Result<BTreeMap<i64, Vec<SeccompRule>>, Seccomp
                 ),
             ])?);
         }
-        rules.insert(libc::SYS_socket, socket);
-        rules.insert(libc::SYS_io_uring_setup, Vec::new());
     }
+    rules.insert(libc::SYS_socket, socket);
     Ok(rules)
 }
 

@@ -321,6 +321,9 @@ pub fn spawn_with(
         Method::Clone3Vm => clone::clone3_vm(&request),
     };
     drop(moved);
+    if let Ok(child) = &result {
+        confinement.start_gate(child.pid);
+    }
     drop(confinement);
     result
 }

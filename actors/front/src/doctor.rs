@@ -173,10 +173,13 @@ fn sandbox_lines() -> Vec<String> {
             }
         ),
     ];
-    lines.extend(confinement_lines(
-        backend_kind,
-        provider.abstract_sockets_scoped(),
-    ));
+    lines.extend(confinement_lines(backend_kind));
+    lines.push(
+        "sandbox unix sockets: connects gated by dsh (seccomp user notification): a path socket \
+         only below the writable roots or allowed by --allow-unix-socket PATH; an abstract one \
+         only if its listener is in the same sandbox; datagram Unix sockets and io_uring refused"
+            .to_owned(),
+    );
     lines
 }
 
@@ -188,7 +191,7 @@ fn display_paths(paths: &[std::path::PathBuf]) -> String {
 
 /// What confines a command beyond files and the network, per backend (docs/ARCHITECTURE.md,
 /// "Sandbox"): capabilities, other processes, abstract sockets, the seccomp filter.
-fn confinement_lines(backend: Option<&Backend>, abstract_scoped: bool) -> Vec<String> {
+fn confinement_lines(backend: Option<&Backend>) -> Vec<String> {
     let (caps, processes) = match backend {
         Some(Backend::Landlock { .. }) => (
             "none (every set cleared, the bounding set too; no_new_privs)",
@@ -202,19 +205,9 @@ fn confinement_lines(backend: Option<&Backend>, abstract_scoped: bool) -> Vec<St
     vec![
         format!("sandbox capabilities: {caps}"),
         format!("sandbox other processes: {processes}"),
-        format!(
-            "sandbox abstract unix sockets: {}",
-            if abstract_scoped {
-                "scoped (Landlock ABI 6+: no connection to a socket bound outside the sandbox)"
-            } else if matches!(backend, Some(Backend::Landlock { .. })) {
-                "open (needs Landlock ABI 6)"
-            } else {
-                "closed only with --network deny (bubblewrap's own network namespace); open otherwise"
-            }
-        ),
         "sandbox seccomp: refuses changing another process's limits, priority, affinity, scheduling \
          or I/O class (a command's own, named as 0, stay allowed); under --network deny also UDP, \
-         raw IP, SCTP and io_uring"
+         raw IP and SCTP"
             .to_owned(),
     ]
 }

@@ -159,6 +159,10 @@ pub struct RuntimeFlags {
     /// Also writable under workspace-write (repeatable): an absolute, existing, canonical path.
     #[arg(long, value_name = "PATH", value_parser = crate::writable::parse_root)]
     pub writable_root: Vec<PathBuf>,
+    /// A Unix socket confined commands may connect to wherever it is (repeatable; e.g.
+    /// "$SSH_AUTH_SOCK" for git over ssh). Others outside the writable roots are refused.
+    #[arg(long, value_name = "PATH", value_parser = crate::writable::parse_socket)]
+    pub allow_unix_socket: Vec<PathBuf>,
     /// Text the runner prints when it itself fails (required with --sandbox-runner; repeatable).
     #[arg(long, value_name = "TEXT")]
     pub sandbox_runner_failure_signature: Vec<String>,
@@ -298,6 +302,7 @@ impl RuntimeFlags {
                 &self.writable_root,
                 true,
             ),
+            allow_unix_sockets: self.allow_unix_socket.clone(),
             ..LocalSandboxConfig::default()
         }
     }

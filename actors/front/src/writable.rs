@@ -13,6 +13,16 @@ pub fn parse_root(text: &str) -> Result<PathBuf, String> {
     check_root(Path::new(text)).map_err(|err| err.to_string())
 }
 
+/// `--allow-unix-socket`'s parser: an absolute path (the socket may appear later: an agent
+/// restarted after dsh). Compared by device and inode at each connect, so it need not exist now.
+pub fn parse_socket(text: &str) -> Result<PathBuf, String> {
+    let path = Path::new(text);
+    if !path.is_absolute() {
+        return Err(format!("{text}: give the socket's absolute path"));
+    }
+    Ok(path.to_path_buf())
+}
+
 /// The extra writable roots: the everyday ones for this user (`dsh_home` as `--dsh-home` gives it,
 /// resolved as the runtime resolves it; missing directories created when `create`), then `extra`.
 pub fn roots(

@@ -24,6 +24,7 @@ use dsh_contain::seccomp::Filter;
 use dsh_tasks::SandboxMode;
 
 use crate::sandbox::config::{LocalSandboxConfig, NetworkPolicy};
+use crate::sandbox::gate::{GateBackend, gate_policy};
 use crate::sandbox::policy::SandboxPolicy;
 use crate::sandbox::provider::Wrap;
 use crate::sandbox::writable::writable_paths;
@@ -133,6 +134,7 @@ pub(crate) fn wrap_in(
     wrap.confinement = Some(Confinement::Launcher {
         filter,
         netns: None,
+        gate: Some(gate_policy(config, policy, GateBackend::Launcher)),
     });
     wrap.env = vec![("TMPDIR".to_owned(), "/tmp".to_owned())];
     Ok(wrap)

@@ -66,6 +66,9 @@ pub struct LocalSandboxConfig {
     /// The runtime's private temp directory (canonical), granted instead of the host's `/tmp`; the
     /// local provider sets it when it creates the directory.
     pub private_temp: Option<std::path::PathBuf>,
+    /// Unix sockets a confined command may connect to wherever they are (`--allow-unix-socket`,
+    /// absolute): the socket gate (`dsh_contain::sockgate`) compares each by device and inode.
+    pub allow_unix_sockets: Vec<std::path::PathBuf>,
 }
 
 impl Default for LocalSandboxConfig {
@@ -79,6 +82,7 @@ impl Default for LocalSandboxConfig {
             scope_signals: true,
             writable_roots: Vec::new(),
             private_temp: None,
+            allow_unix_sockets: Vec::new(),
         }
     }
 }

@@ -17,7 +17,7 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use dsh_contain::confine::Confinement;
 use dsh_contain::landlock::{Coverage, Ruleset, RulesetSpec};
@@ -26,7 +26,10 @@ use dsh_contain::seccomp::Filter;
 use dsh_process::lock_unpoisoned;
 use dsh_tasks::{Enforcement, SandboxMode};
 
+use dsh_contain::sockgate::GatePolicy;
+
 use crate::sandbox::config::{LocalSandboxConfig, NetworkPolicy};
+use crate::sandbox::gate::{GateBackend, gate_policy};
 use crate::sandbox::policy::SandboxPolicy;
 use crate::sandbox::provider::{Wrap, WrapFacts};
 use crate::sandbox::root_check::RootId;
@@ -80,11 +83,13 @@ pub(crate) fn probe(config: &LocalSandboxConfig) -> Result<u32, String> {
 struct CachedRuleset {
     ruleset: Ruleset,
     mount_ns: Option<MountNamespace>,
+    gate: Arc<GatePolicy>,
     root: Option<RootId>,
 }
 
-/// What one policy's commands are confined with.
-pub(crate) type Confined = (Ruleset, Option<MountNamespace>);
+/// What one policy's commands are confined with: the ruleset, the mount namespace, the socket
+/// gate's rules.
+pub(crate) type Confined = (Ruleset, Option<MountNamespace>, Arc<GatePolicy>);
 
 /// The rulesets built so far, one per policy.
 #[derive(Default)]
@@ -106,7 +111,11 @@ impl RulesetCache {
         if let Some(cached) = cache.get(policy)
             && cached.root == root
         {
-            return Ok((cached.ruleset.clone(), cached.mount_ns.clone()));
+            return Ok((
+                cached.ruleset.clone(),
+                cached.mount_ns.clone(),
+                cached.gate.clone(),
+            ));
         }
         let spec = landlock_spec(config, policy);
         let ruleset = Ruleset::create(&spec).map_err(|err| format!("landlock: {err}"))?;
@@ -117,6 +126,13 @@ impl RulesetCache {
         } else {
             None
         };
+        let gate = gate_policy(
+            config,
+            policy,
+            GateBackend::Landlock {
+                namespace: mount_ns.is_some(),
+            },
+        );
         if cache.len() >= MAX_CACHED_RULESETS {
             cache.clear();
         }
@@ -125,10 +141,11 @@ impl RulesetCache {
             CachedRuleset {
                 ruleset: ruleset.clone(),
                 mount_ns: mount_ns.clone(),
+                gate: gate.clone(),
                 root,
             },
         );
-        Ok((ruleset, mount_ns))
+        Ok((ruleset, mount_ns, gate))
     }
 }
 
@@ -139,7 +156,7 @@ pub(crate) fn wrap(
     argv: &[String],
     config: &LocalSandboxConfig,
     policy: &SandboxPolicy,
-    (ruleset, mount_ns): Confined,
+    (ruleset, mount_ns, gate): Confined,
     filter: Filter,
 ) -> Wrap {
     let enforcement = match (ruleset.coverage(), &mount_ns) {
@@ -162,6 +179,7 @@ pub(crate) fn wrap(
             filter,
             mount_ns,
             netns: None,
+            gate: Some(gate),
         }),
         facts: WrapFacts {
             mode: policy.mode,

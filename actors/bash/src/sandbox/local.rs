@@ -144,13 +144,6 @@ impl LocalSandboxProvider {
             && matches!(self.verdict, Ok(Backend::Landlock { abi }) if abi >= 6)
     }
 
-    /// Whether confined commands cannot connect to abstract UNIX sockets bound outside their
-    /// sandbox by Landlock's scope (bubblewrap isolates them only in its own network namespace,
-    /// with `--network deny`).
-    pub fn abstract_sockets_scoped(&self) -> bool {
-        matches!(self.verdict, Ok(Backend::Landlock { abi }) if abi >= 6)
-    }
-
     /// The network policy for confined commands.
     pub fn network(&self) -> NetworkPolicy {
         self.config.network

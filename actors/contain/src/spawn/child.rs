@@ -42,6 +42,8 @@ pub enum Step {
     MountNamespace = 19,
     /// `setns` into the runtime's network namespace (`--network loopback`, `crate::netns`).
     JoinNetns = 20,
+    /// Installing the socket gate and handing its listener to dsh (`crate::sockgate`).
+    SocketGate = 21,
 }
 
 impl Step {
@@ -61,6 +63,7 @@ impl Step {
             18 => Step::LauncherFilter,
             19 => Step::MountNamespace,
             20 => Step::JoinNetns,
+            21 => Step::SocketGate,
             _ => return None,
         })
     }
@@ -83,6 +86,7 @@ impl std::fmt::Display for Step {
             Step::LauncherFilter => "handing the seccomp filter to the sandbox launcher",
             Step::MountNamespace => "entering the sandbox's mount namespace",
             Step::JoinNetns => "joining the runtime's network namespace",
+            Step::SocketGate => "installing the socket gate",
         })
     }
 }
@@ -267,6 +271,7 @@ pub(crate) unsafe extern "C" fn child_main(ctx: *const ChildContext) -> ! {
             ConfineFailure::Landlock => Step::Confine,
             ConfineFailure::Seccomp => Step::Seccomp,
             ConfineFailure::Launcher => Step::LauncherFilter,
+            ConfineFailure::Gate => Step::SocketGate,
         };
         // SAFETY: in the child, with a valid context.
         unsafe { fail(ctx, step) }

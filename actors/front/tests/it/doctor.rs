@@ -44,7 +44,7 @@ fn doctor_reports_every_fact_and_exits_0() {
             &[
                 "sandbox capabilities: none",
                 "sandbox other processes: ",
-                "sandbox abstract unix sockets: ",
+                "sandbox unix sockets: connects gated by dsh",
                 "sandbox seccomp: refuses changing another process's limits",
                 "sandbox metadata: ",
             ],

@@ -40,6 +40,7 @@ mod sandbox_errors;
 mod sandbox_escape;
 mod sandbox_metadata;
 mod sandbox_network;
+mod sandbox_sockets;
 mod sandbox_workflows;
 mod serve;
 mod serve_flows;

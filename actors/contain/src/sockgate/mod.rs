@@ -1,0 +1,240 @@
+//! The socket gate: every `connect` of a confined command is made by dsh on its behalf, after a
+//! check, so no confined command reaches a Unix socket outside its sandbox.
+//!
+//! ## Why a gate
+//!
+//! A Unix socket is a way out of any file sandbox: connecting to the user's systemd
+//! (`systemd-run --user`), D-Bus, a Docker daemon or any helper that runs what it is asked runs it
+//! unconfined. Landlock (ABI 7 on this kernel) mediates creating a socket file, not connecting to
+//! one; its abstract-socket scope covers only abstract names, and only for the Landlock backend. A
+//! read-only mount does not stop `connect` (sockets are exempt), and no list of socket directories
+//! to hide is complete. A plain seccomp filter sees `connect`'s arguments as integers, never the
+//! address they point to. What sees the address is **seccomp user notification**: the filter
+//! (`filter.rs`) stops the calling thread in `connect` and hands dsh a notification; dsh reads the
+//! thread's socket and address (`notify.rs`), decides (`verdict.rs`), and — never letting the kernel
+//! re-read memory the program could have changed meanwhile — connects the thread's own socket
+//! itself (`relay.rs`), then answers with the result. Both backends: the Landlock child installs the
+//! gate with its other confinement; a launcher's child installs it before exec'ing bubblewrap, whose
+//! sandbox inherits it.
+//!
+//! ## The rules
+//!
+//! | socket | connected when |
+//! |---|---|
+//! | Unix, path | the socket lies below one of the command's writable roots (as its mount namespace shows them), or is an operator-allowed socket (`--allow-unix-socket`, same device and inode); else `EACCES` |
+//! | Unix, abstract name | the listening peer is in the command's own sandbox (bubblewrap: its pid namespace; else its session); else the connection is cut at once and the answer is `ECONNREFUSED` |
+//! | Internet | [`Inet::Connect`]; [`Inet::Refuse`] (Landlock's `--network deny`, whose TCP rules would not see dsh's connect) answers `EACCES` |
+//! | any other family | never (`EACCES`): dsh's own privileges would make the connect |
+//!
+//! Datagram Unix sockets are not created at all (`crate::seccomp` refuses them): a datagram names
+//! its destination in each `sendto`/`sendmsg`, which a filter cannot read. io_uring, which connects
+//! without the `connect` call, is refused the same way.
+//!
+//! The peer of a relayed Unix connection sees dsh's pid and credentials (`SO_PEERCRED`), not the
+//! command's. One thread runs the gate for the whole process (`dsh-sockgate`, a single-threaded
+//! tokio runtime): a listener per confined command, each served until the last process of its
+//! command is gone (the listener then reports hang-up).
+
+mod filter;
+mod notify;
+mod relay;
+mod verdict;
+
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::sync::{Arc, OnceLock};
+
+use nix::libc;
+use tokio::io::unix::AsyncFd;
+use tokio::sync::mpsc;
+
+pub(crate) use filter::{HandOver, install_in_child, program};
+pub use verdict::Reach;
+use verdict::UnixAddress;
+
+/// Whether a confined command's Internet sockets may connect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Inet {
+    /// The network policy lets them (or a network namespace confines them).
+    Connect,
+    /// Refused (`EACCES`).
+    Refuse,
+}
+
+/// The gate's rules for one command (or one sandbox policy's commands).
+#[derive(Debug, Clone)]
+pub struct GatePolicy {
+    /// Where its Unix sockets may be.
+    pub reach: Reach,
+    /// Whether its Internet sockets may connect.
+    pub inet: Inet,
+    /// Whether it runs under a launcher (bubblewrap), whose sandbox's mounts must be the ones the
+    /// connecting thread sees (`verdict.rs`).
+    pub launcher: bool,
+}
+
+/// The gate's program, built once: what the spawn installs.
+pub(crate) fn gate_program() -> &'static [libc::sock_filter] {
+    static PROGRAM: OnceLock<Vec<libc::sock_filter>> = OnceLock::new();
+    PROGRAM.get_or_init(program)
+}
+
+/// One listener to serve: the spawned child's, with its rules.
+struct Watch {
+    listener: OwnedFd,
+    policy: Arc<GatePolicy>,
+    spawned: i32,
+}
+
+/// Serves `listener` (received from the child `spawned`) under `policy` until its command is gone.
+pub(crate) fn watch(listener: OwnedFd, policy: Arc<GatePolicy>, spawned: i32) {
+    static GATE: OnceLock<Option<mpsc::UnboundedSender<Watch>>> = OnceLock::new();
+    let sender = GATE.get_or_init(start);
+    let watch = Watch {
+        listener,
+        policy,
+        spawned,
+    };
+    match sender {
+        Some(sender) if sender.send(watch).is_ok() => {}
+        // No gate thread: the listener closes here, and the command's connects fail (`ENOSYS`)
+        // rather than pass unchecked.
+        _ => tracing::error!("the socket gate is not running: confined connects will fail"),
+    }
+}
+
+fn start() -> Option<mpsc::UnboundedSender<Watch>> {
+    let (sender, mut receiver) = mpsc::unbounded_channel::<Watch>();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .enable_time()
+        .build()
+        .ok()?;
+    std::thread::Builder::new()
+        .name("dsh-sockgate".into())
+        .spawn(move || {
+            runtime.block_on(async move {
+                while let Some(watch) = receiver.recv().await {
+                    tokio::spawn(serve(watch));
+                }
+            });
+        })
+        .ok()?;
+    Some(sender)
+}
+
+/// Answers `watch`'s notifications until its listener hangs up (no process of the command left).
+async fn serve(watch: Watch) {
+    let Watch {
+        listener,
+        policy,
+        spawned,
+    } = watch;
+    // SAFETY: the descriptor moves into the `AsyncFd` and stays open and unchanged until it drops.
+    let registered =
+        unsafe { AsyncFd::register_with_interest(listener, tokio::io::Interest::READABLE) };
+    let Ok(listener) = registered else {
+        return;
+    };
+    let listener = Arc::new(listener);
+    loop {
+        let Ok(mut guard) = listener.readable().await else {
+            return;
+        };
+        // Drain what is pending; a hang-up with nothing pending ends the command's gate.
+        loop {
+            let mut poll = libc::pollfd {
+                fd: listener.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: poll on one pollfd, no wait.
+            unsafe { libc::poll(&mut poll, 1, 0) };
+            if poll.revents & libc::POLLIN == 0 {
+                if poll.revents & (libc::POLLHUP | libc::POLLERR) != 0 {
+                    return;
+                }
+                break;
+            }
+            match notify::receive(listener.get_ref().as_fd()) {
+                Ok(Some(notif)) => {
+                    tokio::spawn(settle(listener.clone(), notif, policy.clone(), spawned));
+                }
+                Ok(None) => {}
+                Err(_) => return,
+            }
+        }
+        guard.clear_ready();
+    }
+}
+
+/// Decides and carries out one `connect`, then answers it.
+async fn settle(
+    listener: Arc<AsyncFd<OwnedFd>>,
+    notif: libc::seccomp_notif,
+    policy: Arc<GatePolicy>,
+    spawned: i32,
+) {
+    let fd = || listener.get_ref().as_fd();
+    let request = match notify::Request::read(&notif) {
+        Ok(request) => request,
+        Err(errno) => return notify::answer(fd(), notif.id, errno),
+    };
+    if !notify::still_waiting(fd(), request.id) {
+        return;
+    }
+    let errno = match relay::int_option(request.socket.as_fd(), libc::SO_DOMAIN) {
+        Err(errno) => errno,
+        Ok(libc::AF_UNIX) => {
+            unix(&request, &policy, spawned, || {
+                notify::still_waiting(fd(), request.id)
+            })
+            .await
+        }
+        Ok(libc::AF_INET | libc::AF_INET6) => match policy.inet {
+            Inet::Refuse => libc::EACCES,
+            Inet::Connect => relay::connect_inet(request.socket, &request.address).await,
+        },
+        Ok(_) => libc::EACCES,
+    };
+    notify::answer(fd(), notif.id, errno);
+}
+
+/// A Unix socket's connect: the errno to answer.
+async fn unix(
+    request: &notify::Request,
+    policy: &GatePolicy,
+    spawned: i32,
+    waiting: impl Fn() -> bool,
+) -> i32 {
+    let socket = request.socket.as_fd();
+    match verdict::classify(&request.address) {
+        UnixAddress::Path(path) => {
+            if policy.launcher && !verdict::sees_sandbox_mounts(request.tid, spawned) {
+                return libc::EACCES;
+            }
+            let target = match verdict::resolve(request.tid, path) {
+                Ok(target) => target,
+                Err(errno) => return errno,
+            };
+            if !policy.reach.permits(&target) {
+                return libc::EACCES;
+            }
+            let via = relay::unix_address(&format!("/proc/self/fd/{}", target.as_raw_fd()));
+            relay::connect_unix(socket, &via, waiting).await
+        }
+        UnixAddress::Abstract => {
+            let errno = relay::connect_unix(socket, &request.address, waiting).await;
+            if errno != 0 {
+                return errno;
+            }
+            let peer = relay::peer_pid(socket);
+            if peer > 0 && verdict::same_sandbox(peer, request.tid) {
+                0
+            } else {
+                relay::sever(socket);
+                libc::ECONNREFUSED
+            }
+        }
+        UnixAddress::Other => relay::connect_unix(socket, &request.address, waiting).await,
+    }
+}

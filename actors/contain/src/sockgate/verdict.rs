@@ -1,0 +1,251 @@
+//! Which Unix socket a confined thread's address names, and whether it may reach it.
+//!
+//! A path is resolved as the thread would resolve it: from its root (`/proc/<tid>/root`, so a
+//! sandbox's own `/tmp` is seen) and its working directory, with `openat2(RESOLVE_IN_ROOT)` so no
+//! `..` or symbolic link leaves that root; magic links (`/proc/self/fd/N`) are refused (`ELOOP`).
+//! The result is an `O_PATH` descriptor of the socket itself, which dsh then connects to — the
+//! socket checked is the socket reached. It may be reached when its path, as the thread's mount
+//! namespace shows it, lies below a writable root, or when it is one of the operator's allowed
+//! sockets (compared by device and inode, looked up again at each connect, so a restarted agent's
+//! new socket at the same path counts).
+//!
+//! A path only means what the policy thinks if the thread sees the sandbox's mounts. Under Landlock
+//! a confined process cannot mount at all; under bubblewrap a command could make a user and mount
+//! namespace of its own and bind a foreign socket below its workspace, so there the thread's mount
+//! namespace must be its sandbox's (that of bubblewrap's first child), else the connect is refused.
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
+use std::path::PathBuf;
+
+use nix::libc::{self, c_int};
+
+/// `offsetof(struct sockaddr_un, sun_path)`.
+const SUN_PATH_OFFSET: usize = 2;
+/// How far up the process tree the sandbox's first process is looked for.
+const MAX_DEPTH: usize = 4096;
+
+/// What a Unix-socket address names.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum UnixAddress<'a> {
+    /// A file system path (`sun_path` up to its first NUL).
+    Path(&'a [u8]),
+    /// An abstract name (`sun_path` starting with NUL).
+    Abstract,
+    /// Anything else (another family, no name): the kernel refuses it by itself.
+    Other,
+}
+
+/// Classifies `address` (the bytes the thread passed) as the kernel will read it.
+pub(crate) fn classify(address: &[u8]) -> UnixAddress<'_> {
+    if address.len() <= SUN_PATH_OFFSET
+        || u16::from_ne_bytes([address[0], address[1]]) != libc::AF_UNIX as u16
+    {
+        return UnixAddress::Other;
+    }
+    let path = &address[SUN_PATH_OFFSET..];
+    if path[0] == 0 {
+        return UnixAddress::Abstract;
+    }
+    let end = path.iter().position(|&b| b == 0).unwrap_or(path.len());
+    UnixAddress::Path(&path[..end])
+}
+
+/// The socket `path` names for thread `tid`, as an `O_PATH` descriptor; `Err(errno)` as the thread's
+/// own connect would fail (`ENOENT`, `ENOTDIR`, `ELOOP`, `ECONNREFUSED` for a file that is not a
+/// socket).
+pub(crate) fn resolve(tid: i32, path: &[u8]) -> Result<OwnedFd, i32> {
+    let root = open(
+        &format!("/proc/{tid}/root"),
+        libc::O_PATH | libc::O_DIRECTORY,
+    )
+    .map_err(|_| libc::EACCES)?;
+    let absolute = if path.first() == Some(&b'/') {
+        path.to_vec()
+    } else {
+        let cwd = std::fs::read_link(format!("/proc/{tid}/cwd")).map_err(|_| libc::ENOENT)?;
+        let mut joined = cwd.as_os_str().as_bytes().to_vec();
+        joined.push(b'/');
+        joined.extend_from_slice(path);
+        joined
+    };
+    let absolute = CString::new(absolute).map_err(|_| libc::EINVAL)?;
+    // SAFETY: open_how is plain integers; all-zero is a valid value.
+    let mut how: libc::open_how = unsafe { std::mem::zeroed() };
+    how.flags = (libc::O_PATH | libc::O_CLOEXEC) as u64;
+    how.resolve = libc::RESOLVE_IN_ROOT | libc::RESOLVE_NO_MAGICLINKS;
+    // SAFETY: openat2 with a directory descriptor we own, a NUL-terminated path and an open_how of
+    // the size given; returns a new descriptor or -1.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            root.as_raw_fd(),
+            absolute.as_ptr(),
+            &how,
+            std::mem::size_of::<libc::open_how>(),
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::ENOENT));
+    }
+    // SAFETY: openat2 just returned it and nothing else owns it.
+    let socket = unsafe { OwnedFd::from_raw_fd(fd as c_int) };
+    match std::fs::metadata(format!("/proc/self/fd/{}", socket.as_raw_fd())) {
+        Ok(meta) if meta.mode() & libc::S_IFMT == libc::S_IFSOCK => Ok(socket),
+        Ok(_) => Err(libc::ECONNREFUSED),
+        Err(_) => Err(libc::ENOENT),
+    }
+}
+
+fn open(path: &str, flags: c_int) -> io::Result<OwnedFd> {
+    let path = CString::new(path).map_err(io::Error::other)?;
+    // SAFETY: a NUL-terminated path; returns a new descriptor or -1.
+    let fd = unsafe { libc::open(path.as_ptr(), flags | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: open just returned it and nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Where a socket may be reached from, for one command.
+#[derive(Debug, Clone, Default)]
+pub struct Reach {
+    /// Directories, as the command's mount namespace shows them, below which any socket may be
+    /// reached (its writable roots, its own temp).
+    pub writable: Vec<PathBuf>,
+    /// Sockets the operator allows wherever they are (`--allow-unix-socket`), as dsh sees them.
+    pub allowed: Vec<PathBuf>,
+}
+
+impl Reach {
+    /// Whether `socket` (from [`resolve`]) may be reached.
+    pub(crate) fn permits(&self, socket: &OwnedFd) -> bool {
+        let link = format!("/proc/self/fd/{}", socket.as_raw_fd());
+        if let Ok(path) = std::fs::read_link(&link)
+            && self.writable.iter().any(|root| path.starts_with(root))
+        {
+            return true;
+        }
+        let Ok(meta) = std::fs::metadata(&link) else {
+            return false;
+        };
+        self.allowed.iter().any(|allowed| {
+            std::fs::metadata(allowed).is_ok_and(|a| a.dev() == meta.dev() && a.ino() == meta.ino())
+        })
+    }
+}
+
+/// A process's namespace link (`/proc/<pid>/ns/<kind>`), e.g. `mnt:[4026531841]`.
+pub(crate) fn namespace(pid: i32, kind: &str) -> Option<PathBuf> {
+    std::fs::read_link(format!("/proc/{pid}/ns/{kind}")).ok()
+}
+
+/// The parent and session of `pid` (`/proc/<pid>/stat` fields 4 and 6).
+pub(crate) fn parent_and_session(pid: i32) -> Option<(i32, i32)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may hold spaces and parentheses: the fields start after the last ')'.
+    let mut fields = stat.get(stat.rfind(')')? + 1..)?.split_whitespace();
+    let parent = fields.nth(1)?.parse().ok()?;
+    let session = fields.nth(1)?.parse().ok()?;
+    Some((parent, session))
+}
+
+/// Under a launcher spawned as `launcher`: whether thread `tid` still sees its sandbox's mounts
+/// (its mount namespace is that of the launcher's child it descends from).
+pub(crate) fn sees_sandbox_mounts(tid: i32, launcher: i32) -> bool {
+    let mut pid = tid;
+    for _ in 0..MAX_DEPTH {
+        let Some((parent, _)) = parent_and_session(pid) else {
+            return false;
+        };
+        if parent == launcher {
+            return namespace(pid, "mnt").is_some()
+                && namespace(pid, "mnt") == namespace(tid, "mnt");
+        }
+        if parent <= 1 {
+            return false;
+        }
+        pid = parent;
+    }
+    false
+}
+
+/// Whether two processes are in one sandbox, for abstract sockets: the same pid namespace when it is
+/// not dsh's own (bubblewrap), else the same session (each command starts one).
+pub(crate) fn same_sandbox(a: i32, b: i32) -> bool {
+    let (Some(ns_a), Some(ns_b)) = (namespace(a, "pid"), namespace(b, "pid")) else {
+        return false;
+    };
+    if ns_a != ns_b {
+        return false;
+    }
+    if namespace(std::process::id() as i32, "pid") != Some(ns_a) {
+        return true;
+    }
+    matches!(
+        (parent_and_session(a), parent_and_session(b)),
+        (Some((_, s)), Some((_, t))) if s == t
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn address(path: &[u8]) -> Vec<u8> {
+        let mut bytes = (libc::AF_UNIX as u16).to_ne_bytes().to_vec();
+        bytes.extend_from_slice(path);
+        bytes
+    }
+
+    #[test]
+    fn addresses_are_read_as_the_kernel_reads_them() {
+        assert_eq!(
+            classify(&address(b"/run/x.sock\0junk")),
+            UnixAddress::Path(b"/run/x.sock")
+        );
+        assert_eq!(classify(&address(b"rel")), UnixAddress::Path(b"rel"));
+        assert_eq!(classify(&address(b"\0name")), UnixAddress::Abstract);
+        assert_eq!(classify(&address(b"")), UnixAddress::Other);
+        let mut inet = address(b"/x");
+        inet[0..2].copy_from_slice(&(libc::AF_INET as u16).to_ne_bytes());
+        assert_eq!(classify(&inet), UnixAddress::Other);
+    }
+
+    #[test]
+    fn a_socket_resolves_from_the_threads_root_and_a_file_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let sock = dir.path().join("s");
+        let _listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+        std::fs::write(dir.path().join("f"), b"").unwrap();
+        let me = std::process::id() as i32;
+        let fd = resolve(me, sock.as_os_str().as_bytes()).unwrap();
+        let reach = Reach {
+            writable: vec![dir.path().to_path_buf()],
+            allowed: Vec::new(),
+        };
+        assert!(reach.permits(&fd));
+        assert!(!Reach::default().permits(&fd), "outside every root");
+        let allowed = Reach {
+            writable: Vec::new(),
+            allowed: vec![sock.clone()],
+        };
+        assert!(allowed.permits(&fd), "allowed by identity");
+        let file = dir.path().join("f");
+        assert_eq!(
+            resolve(me, file.as_os_str().as_bytes()).err(),
+            Some(libc::ECONNREFUSED)
+        );
+        assert_eq!(
+            resolve(me, b"/proc/self/fd/0").err(),
+            Some(libc::ELOOP),
+            "magic links are refused"
+        );
+    }
+}

@@ -1,0 +1,390 @@
+//! Unix sockets under the sandbox (issue 21, point 3), through the `dsh` binary under each backend
+//! (`sandbox_sockets::landlock::…`, `sandbox_sockets::bwrap::…`): a listener the test starts
+//! outside the workspace is refused — by path, through a symbolic link, by a relative path, from a
+//! namespace of the command's own, and while a second thread swaps the address under the gate —
+//! unless `--allow-unix-socket` names it; sockets inside the sandbox, abstract names of the
+//! command's own and TCP still connect; datagram Unix sockets and io_uring are refused; and one
+//! server lives through a command killed while stopped in the gate. Each test checks that the
+//! outside listener took no connection and that nothing it started is left running.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "test code: a failed unwrap is a failed test"
+)]
+
+use std::io::Read;
+use std::os::unix::net::UnixListener;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use dsh_test_support::wait::wait_until;
+use serde_json::json;
+
+use crate::jsonl_server::{SOON, Server, bash};
+use crate::sandbox_escape::{Backend, assert_nothing_left, run, setup, under_each_backend};
+
+/// A listener outside the workspace (and outside `/tmp`, which a sandbox shows as its own), which
+/// no confined command may reach; non-blocking, so `accepted` can ask without waiting.
+struct Outside {
+    _dir: tempfile::TempDir,
+    path: PathBuf,
+    listener: UnixListener,
+}
+
+impl Outside {
+    fn start() -> Self {
+        let dir = dsh_test_support::scratch::outside_tmp(
+            "dsh-gate-outside-",
+            Path::new(env!("CARGO_TARGET_TMPDIR")),
+        );
+        let path = dir.path().join("outside.sock");
+        let listener = UnixListener::bind(&path).unwrap();
+        listener.set_nonblocking(true).unwrap();
+        Outside {
+            _dir: dir,
+            path,
+            listener,
+        }
+    }
+
+    fn path(&self) -> &str {
+        self.path.to_str().unwrap()
+    }
+
+    /// How many connections reached it so far.
+    fn accepted(&self) -> usize {
+        let mut n = 0;
+        while let Ok((mut stream, _)) = self.listener.accept() {
+            let mut byte = [0u8; 1];
+            stream.set_nonblocking(true).unwrap();
+            let _ = stream.read(&mut byte);
+            n += 1;
+        }
+        n
+    }
+}
+
+/// A Python line that connects to `address` and prints `<label> CONNECTED` or `<label> refused:
+/// <error>`.
+fn connect_line(label: &str, address: &str) -> String {
+    format!(
+        "python3 -c 'import socket,sys\ns=socket.socket(socket.AF_UNIX)\ntry:\n s.connect(sys.argv[1]); print(\"{label} CONNECTED\")\nexcept OSError as e: print(\"{label} refused:\", e.strerror)' '{address}'"
+    )
+}
+
+fn a_socket_outside_the_workspace_is_refused_unless_allowed(backend: Backend) {
+    let Some((ws, m)) = setup(backend) else {
+        return;
+    };
+    let outside = Outside::start();
+    let parent = outside.path.parent().unwrap().to_str().unwrap().to_owned();
+    let relative = pathdiff(&outside.path, ws.path());
+    let command = format!(
+        "{}; ln -s {} link.sock && {}; {}; echo done # {m}",
+        connect_line("direct", outside.path()),
+        outside.path(),
+        connect_line("link", "link.sock"),
+        connect_line("relative", &relative),
+    );
+    let printed = run(backend, ws.path(), &[], &command);
+    for label in ["direct", "link", "relative"] {
+        assert!(
+            printed.contains(&format!("{label} refused: Permission denied")),
+            "{label}: {printed}"
+        );
+    }
+    assert_eq!(outside.accepted(), 0, "{printed}");
+    // The operator allows it: the same connects reach it.
+    let printed = run(
+        backend,
+        ws.path(),
+        &["--allow-unix-socket", outside.path()],
+        &format!(
+            "{}; echo done # {m}",
+            connect_line("direct", outside.path())
+        ),
+    );
+    assert!(printed.contains("direct CONNECTED"), "{printed}");
+    assert_eq!(outside.accepted(), 1);
+    // Its directory is not allowed by that: a second socket beside it is still refused.
+    let beside = UnixListener::bind(Path::new(&parent).join("beside.sock")).unwrap();
+    beside.set_nonblocking(true).unwrap();
+    let printed = run(
+        backend,
+        ws.path(),
+        &["--allow-unix-socket", outside.path()],
+        &connect_line("beside", &format!("{parent}/beside.sock")),
+    );
+    assert!(printed.contains("beside refused"), "{printed}");
+    assert!(beside.accept().is_err());
+    assert_nothing_left(&m);
+}
+
+/// `target` relative to `from` (both absolute, `from` a directory), with `..` steps.
+fn pathdiff(target: &Path, from: &Path) -> String {
+    let ups = from.components().count() - 1;
+    format!(
+        "{}{}",
+        "../".repeat(ups),
+        target.to_str().unwrap().trim_start_matches('/')
+    )
+}
+
+fn sockets_inside_the_sandbox_and_tcp_still_connect(backend: Backend) {
+    let Some((ws, m)) = setup(backend) else {
+        return;
+    };
+    let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = tcp.local_addr().unwrap().port();
+    let script = format!(
+        r#"
+import socket, threading, os
+def serve(listener, reply):
+    c, _ = listener.accept(); c.sendall(reply); c.close()
+def round_trip(family, address):
+    l = socket.socket(family); l.bind(address); l.listen(1)
+    threading.Thread(target=serve, args=(l, b"pong")).start()
+    c = socket.socket(family); c.connect(address if family != socket.AF_INET else l.getsockname())
+    return c.recv(10).decode()
+print("workspace", round_trip(socket.AF_UNIX, "ws.sock"))
+print("tmp", round_trip(socket.AF_UNIX, "/tmp/{m}.sock"))
+print("abstract", round_trip(socket.AF_UNIX, "\0{m}-own"))
+print("loopback", round_trip(socket.AF_INET, ("127.0.0.1", 0)))
+t = socket.create_connection(("127.0.0.1", {port})); print("tcp-out", t.recv(10).decode())
+a, b = socket.socketpair(); a.sendall(b"pair"); print("pair", b.recv(10).decode())
+for kind in ("SOCK_DGRAM",):
+    try: socket.socket(socket.AF_UNIX, getattr(socket, kind)); print(kind, "OPENED")
+    except OSError as e: print(kind, "refused:", e.strerror)
+    try: socket.socketpair(socket.AF_UNIX, getattr(socket, kind)); print(kind, "pair OPENED")
+    except OSError as e: print(kind, "pair refused:", e.strerror)
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+params = ctypes.create_string_buffer(120)
+fd = libc.syscall(425, 4, params)
+print("io_uring", "OPENED" if fd >= 0 else "refused: " + os.strerror(ctypes.get_errno()))
+"#
+    );
+    std::fs::write(ws.path().join("inside.py"), script).unwrap();
+    let server = std::thread::spawn(move || {
+        let (mut stream, _) = tcp.accept().unwrap();
+        std::io::Write::write_all(&mut stream, b"tcp-ok").unwrap();
+    });
+    let printed = run(backend, ws.path(), &[], &format!("python3 inside.py # {m}"));
+    for line in [
+        "workspace pong",
+        "tmp pong",
+        "abstract pong",
+        "loopback pong",
+        "tcp-out tcp-ok",
+        "pair pair",
+        "SOCK_DGRAM refused: Operation not permitted",
+        "SOCK_DGRAM pair refused: Operation not permitted",
+        "io_uring refused: Operation not permitted",
+    ] {
+        assert!(printed.contains(line), "{line}: {printed}");
+    }
+    server.join().unwrap();
+    assert_nothing_left(&m);
+}
+
+fn swapping_the_address_under_the_gate_never_reaches_outside(backend: Backend) {
+    let Some((ws, m)) = setup(backend) else {
+        return;
+    };
+    let outside = Outside::start();
+    // The swapping thread copies whole 110-byte addresses; a connect that reads one half-copied
+    // names a file that does not exist.
+    let long_inside = format!("{}/{}", ws.path().display(), "i".repeat(8));
+    let target = outside.path().to_owned();
+    assert!(long_inside.len() < 100 && target.len() < 100);
+    let script = format!(
+        r#"
+import ctypes, socket, struct, threading
+libc = ctypes.CDLL(None, use_errno=True)
+def address(path): return struct.pack("H", socket.AF_UNIX) + path.encode().ljust(108, b"\0")
+good, bad = address("{good}"), address("{bad}")
+l = socket.socket(socket.AF_UNIX); l.bind("{good}"); l.listen(4096)
+buf = ctypes.create_string_buffer(good, 110)
+stop = False
+def swap():
+    while not stop:
+        ctypes.memmove(buf, bad, 110); ctypes.memmove(buf, good, 110)
+threading.Thread(target=swap).start()
+ok = 0
+for _ in range(1500):
+    s = socket.socket(socket.AF_UNIX)
+    if libc.connect(s.fileno(), buf, 110) == 0: ok += 1
+    s.close()
+    try:
+        while True:
+            l.setblocking(False); l.accept()[0].close()
+    except BlockingIOError: pass
+stop = True
+print("inside connects", ok)
+"#,
+        good = long_inside,
+        bad = target,
+    );
+    std::fs::write(ws.path().join("swap.py"), script).unwrap();
+    let printed = run(backend, ws.path(), &[], &format!("python3 swap.py # {m}"));
+    let inside: usize = printed
+        .lines()
+        .find_map(|l| l.strip_prefix("inside connects "))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{printed}"));
+    eprintln!(
+        "{}: {inside} of 1500 swapped connects reached the inside listener",
+        backend.name()
+    );
+    assert!(
+        inside > 0,
+        "the race never let the inside address through: {printed}"
+    );
+    assert_eq!(
+        outside.accepted(),
+        0,
+        "a swapped address reached the outside listener: {printed}"
+    );
+    assert_nothing_left(&m);
+}
+
+fn a_namespace_of_the_commands_own_does_not_rename_an_outside_socket(backend: Backend) {
+    let Some((ws, m)) = setup(backend) else {
+        return;
+    };
+    let outside = Outside::start();
+    std::fs::write(ws.path().join("x.sock"), b"").unwrap();
+    let command = format!(
+        "unshare -Urm sh -c 'mount --bind {} x.sock && echo BOUND; {}'; echo done # {m}",
+        outside.path(),
+        connect_line("bound", "x.sock").replace('\'', "'\\''"),
+    );
+    let printed = run(backend, ws.path(), &[], &command);
+    assert!(!printed.contains("bound CONNECTED"), "{printed}");
+    assert_eq!(outside.accepted(), 0, "{printed}");
+    assert_nothing_left(&m);
+}
+
+/// `systemd-run --user` would run anything outside the sandbox: refused where the host has a
+/// user manager to ask.
+fn systemd_run_user_is_refused(backend: Backend) {
+    let Some((ws, m)) = setup(backend) else {
+        return;
+    };
+    // SAFETY: getuid has no preconditions and cannot fail.
+    let uid = unsafe { nix::libc::getuid() };
+    let private = format!("/run/user/{uid}/systemd/private");
+    let has_systemd_run = std::process::Command::new("systemd-run")
+        .arg("--version")
+        .output()
+        .is_ok_and(|out| out.status.success());
+    if !has_systemd_run || !Path::new(&private).exists() {
+        eprintln!("skipped: no systemd-run or no user manager ({private}) on this host");
+        return;
+    }
+    let printed = run(
+        backend,
+        ws.path(),
+        &[],
+        &format!("systemd-run --user --wait touch /tmp/{m}-escaped; echo rc=$?"),
+    );
+    assert!(!printed.contains("rc=0"), "{printed}");
+    assert!(!Path::new(&format!("/tmp/{m}-escaped")).exists());
+    assert_nothing_left(&m);
+}
+
+/// One server, many calls: a command killed while it is stopped in the gate (its connect waits on
+/// a full backlog), a timeout of another, then ordinary socket work is right and quick.
+fn a_server_serves_after_commands_die_in_the_gate(backend: Backend) {
+    let Some((ws, m)) = setup(backend) else {
+        return;
+    };
+    let cwd = ws.path().to_str().unwrap().to_owned();
+    let mut server = Server::start(&[
+        "--sandbox",
+        "workspace-write",
+        "--sandbox-backend",
+        backend.name(),
+        "--cwd",
+        &cwd,
+        "--grace-ms",
+        "300",
+    ])
+    .unwrap();
+    // A listener in the workspace with a backlog of 0 that never accepts: the second connect
+    // blocks, stopped in the gate, which tries again until the command is gone.
+    let full = format!(
+        "python3 -c 'import socket,time\nl=socket.socket(socket.AF_UNIX); l.bind(\"full-{m}.sock\"); l.listen(0)\nfor i in range(3):\n c=socket.socket(socket.AF_UNIX); c.connect(\"full-{m}.sock\"); print(\"connected\", i, flush=True)\ntime.sleep(600)' {m}"
+    );
+    let task = server.start_background("blocked", &full);
+    let id = "blocked-read";
+    server.call(
+        id,
+        "bash_output",
+        json!({"task_id": task, "wait": true, "until": "connected 0", "timeout_ms": 30000}),
+    );
+    let read = server.text(id);
+    assert!(read.contains("connected 0"), "{read}");
+    server.call("kill", "bash_kill", json!({"task_id": task}));
+    let killed = server.text("kill");
+    assert!(killed.contains(&task), "{killed}");
+    // A foreground call that times out while stopped in the gate.
+    let stuck = full.replace("full-", "full2-");
+    server.call("stuck", "bash", bash(&stuck, json!({"timeoutMs": 1500})));
+    let timed_out = server.text("stuck");
+    assert!(timed_out.contains("timed out"), "{timed_out}");
+    for round in 0..5 {
+        let asked = Instant::now();
+        let printed = {
+            let id = format!("echo-{round}");
+            server.call(
+                &id,
+                "bash",
+                bash(
+                    &format!(
+                        "python3 -c 'import socket,threading\nl=socket.socket(socket.AF_UNIX); l.bind(\"r{round}-{m}.sock\"); l.listen(1)\nthreading.Thread(target=lambda: l.accept()[0].sendall(b\"ok\")).start()\nc=socket.socket(socket.AF_UNIX); c.connect(\"r{round}-{m}.sock\"); print(c.recv(2).decode())'"
+                    ),
+                    json!({}),
+                ),
+            );
+            server.text(&id)
+        };
+        assert_eq!(printed, "ok\n", "round {round}");
+        assert!(
+            asked.elapsed() < Duration::from_secs(10),
+            "round {round} was slow"
+        );
+    }
+    server.finish();
+    assert!(
+        wait_until(SOON, || dsh_test_support::procfs::live_with_cmdline(&m)
+            .is_empty()),
+        "left running: {:?}",
+        dsh_test_support::procfs::live_with_cmdline(&m)
+    );
+    assert_nothing_left(&m);
+}
+
+under_each_backend!(
+    a_socket_outside_the_workspace_is_refused_unless_allowed,
+    sockets_inside_the_sandbox_and_tcp_still_connect,
+    swapping_the_address_under_the_gate_never_reaches_outside,
+    a_namespace_of_the_commands_own_does_not_rename_an_outside_socket,
+    systemd_run_user_is_refused,
+    a_server_serves_after_commands_die_in_the_gate,
+);
+
+#[test]
+fn a_relative_allowed_socket_is_refused_at_start() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_dsh"))
+        .args(["run", "--allow-unix-socket", "agent.sock", "--", "true"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("agent.sock: give the socket's absolute path"),
+        "{err}"
+    );
+}

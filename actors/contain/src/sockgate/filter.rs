@@ -97,6 +97,17 @@ fn errno() -> c_int {
     unsafe { *libc::__errno_location() }
 }
 
+/// A message header for one byte (`iov`) and one descriptor's control message (`space`).
+fn one_fd_message(iov: &mut libc::iovec, space: &mut FdSpace) -> libc::msghdr {
+    // SAFETY: a zeroed msghdr is a valid value (null pointers, zero lengths).
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = space.0.as_mut_ptr().cast();
+    msg.msg_controllen = FD_CMSG_SPACE as _;
+    msg
+}
+
 /// Sends `fd` with one byte over `sock` (`SCM_RIGHTS`). Async-signal-safe.
 fn send_fd(sock: c_int, fd: c_int) -> bool {
     let mut byte = [1u8];
@@ -105,14 +116,10 @@ fn send_fd(sock: c_int, fd: c_int) -> bool {
         iov_len: 1,
     };
     let mut space = FdSpace([0; FD_CMSG_SPACE]);
-    // SAFETY: a zeroed msghdr is valid; every pointer set below points to stack data that outlives
-    // the sendmsg call, and the control buffer is large and aligned enough for one descriptor.
+    let msg = one_fd_message(&mut iov, &mut space);
+    // SAFETY: `msg` points to stack data that outlives the sendmsg call, and its control buffer is
+    // large and aligned enough for one descriptor's header, which CMSG_FIRSTHDR returns.
     unsafe {
-        let mut msg: libc::msghdr = std::mem::zeroed();
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = space.0.as_mut_ptr().cast();
-        msg.msg_controllen = FD_CMSG_SPACE as _;
         let cmsg = libc::CMSG_FIRSTHDR(&msg);
         if cmsg.is_null() {
             return false;
@@ -166,13 +173,9 @@ impl HandOver {
             iov_len: 1,
         };
         let mut space = FdSpace([0; FD_CMSG_SPACE]);
+        let mut msg = one_fd_message(&mut iov, &mut space);
         // SAFETY: as in `send_fd`; recvmsg fills at most the buffers given.
         unsafe {
-            let mut msg: libc::msghdr = std::mem::zeroed();
-            msg.msg_iov = &mut iov;
-            msg.msg_iovlen = 1;
-            msg.msg_control = space.0.as_mut_ptr().cast();
-            msg.msg_controllen = FD_CMSG_SPACE as _;
             let n = libc::recvmsg(
                 self.ours.as_raw_fd(),
                 &mut msg,

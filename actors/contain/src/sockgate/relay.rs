@@ -18,17 +18,16 @@ use tokio::io::unix::AsyncFd;
 const BACKLOG_RETRY: Duration = Duration::from_millis(5);
 const BACKLOG_RETRY_MAX: Duration = Duration::from_millis(200);
 
-/// `getsockopt(SOL_SOCKET, name)` as an integer.
-pub(crate) fn int_option(socket: BorrowedFd<'_>, name: c_int) -> Result<c_int, i32> {
-    let mut value: c_int = 0;
-    let mut len = std::mem::size_of::<c_int>() as libc::socklen_t;
-    // SAFETY: getsockopt writes at most `len` bytes into `value`.
+/// `getsockopt(SOL_SOCKET, name)` into a `T` (an integer, `ucred`, `timeval`: plain data).
+fn option<T: Copy>(socket: BorrowedFd<'_>, name: c_int, mut value: T) -> Result<T, i32> {
+    let mut len = std::mem::size_of::<T>() as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `len` bytes, the size of `value`.
     let ret = unsafe {
         libc::getsockopt(
             socket.as_raw_fd(),
             libc::SOL_SOCKET,
             name,
-            (&mut value as *mut c_int).cast(),
+            (&mut value as *mut T).cast(),
             &mut len,
         )
     };
@@ -36,6 +35,11 @@ pub(crate) fn int_option(socket: BorrowedFd<'_>, name: c_int) -> Result<c_int, i
         return Err(last_errno());
     }
     Ok(value)
+}
+
+/// `getsockopt(SOL_SOCKET, name)` as an integer.
+pub(crate) fn int_option(socket: BorrowedFd<'_>, name: c_int) -> Result<c_int, i32> {
+    option(socket, name, 0)
 }
 
 fn last_errno() -> i32 {
@@ -46,23 +50,12 @@ fn last_errno() -> i32 {
 
 /// The pid of the peer a connected Unix socket reached (`SO_PEERCRED`), 0 when unknown.
 pub(crate) fn peer_pid(socket: BorrowedFd<'_>) -> i32 {
-    let mut cred = libc::ucred {
+    let none = libc::ucred {
         pid: 0,
         uid: 0,
         gid: 0,
     };
-    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
-    // SAFETY: getsockopt writes at most `len` bytes into `cred`.
-    let ret = unsafe {
-        libc::getsockopt(
-            socket.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_PEERCRED,
-            (&mut cred as *mut libc::ucred).cast(),
-            &mut len,
-        )
-    };
-    if ret == 0 { cred.pid } else { 0 }
+    option(socket, libc::SO_PEERCRED, none).map_or(0, |cred| cred.pid)
 }
 
 /// Ends a connection dsh made but the policy refuses after all (an abstract peer outside the
@@ -101,24 +94,14 @@ fn connect_once(socket: BorrowedFd<'_>, address: &[u8]) -> (i32, bool) {
 
 /// The socket's `SO_SNDTIMEO`, which bounds a blocking connect; `None`: no bound.
 fn send_timeout(socket: BorrowedFd<'_>) -> Option<Duration> {
-    let mut tv = libc::timeval {
+    let zero = libc::timeval {
         tv_sec: 0,
         tv_usec: 0,
     };
-    let mut len = std::mem::size_of::<libc::timeval>() as libc::socklen_t;
-    // SAFETY: getsockopt writes at most `len` bytes into `tv`.
-    let ret = unsafe {
-        libc::getsockopt(
-            socket.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_SNDTIMEO,
-            (&mut tv as *mut libc::timeval).cast(),
-            &mut len,
-        )
-    };
+    let tv = option(socket, libc::SO_SNDTIMEO, zero).ok()?;
     let timeout = Duration::from_secs(tv.tv_sec.max(0) as u64)
         + Duration::from_micros(tv.tv_usec.max(0) as u64);
-    (ret == 0 && !timeout.is_zero()).then_some(timeout)
+    (!timeout.is_zero()).then_some(timeout)
 }
 
 /// Connects an Internet socket: the errno its own `connect` would have returned.

@@ -2,7 +2,8 @@
 //! at random (100 of warm-up, then 380 more) from every kind of call and ending an agent produces —
 //! plain commands, non-zero exits, timeouts with and without TERM traps, escapees, background tasks
 //! read to the end or killed, cancels at random moments, floods past the output cap, bad arguments,
-//! unknown task ids — with up to 8 in flight (issue 19, point 3).
+//! unknown task ids, Unix-socket round trips through the socket gate beside a connect it refuses
+//! (the server runs under its default sandbox) — with up to 8 in flight (issue 19, point 3).
 //!
 //! Every reply must arrive and be right. After the warm-up and at the end (both with nothing in
 //! flight) the server's descriptors, threads and RSS are sampled: descriptors and threads may not
@@ -198,6 +199,32 @@ struct Run {
     mode: &'static str,
     seed: u64,
     markers: Mutex<Vec<String>>,
+    /// A Unix listener outside every confined command's reach (kind 12 tries it).
+    outside: Outside,
+}
+
+/// A non-blocking Unix listener in a directory outside `/tmp` and the server's workspace.
+struct Outside {
+    _dir: tempfile::TempDir,
+    listener: std::os::unix::net::UnixListener,
+    path: String,
+}
+
+impl Outside {
+    fn start() -> Self {
+        let dir = dsh_test_support::scratch::outside_tmp(
+            "dsh-soak-outside-",
+            std::path::Path::new(env!("CARGO_TARGET_TMPDIR")),
+        );
+        let path = dir.path().join("outside.sock");
+        let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        listener.set_nonblocking(true).unwrap();
+        Outside {
+            path: path.to_str().unwrap().to_owned(),
+            _dir: dir,
+            listener,
+        }
+    }
 }
 
 impl Run {
@@ -210,7 +237,7 @@ impl Run {
     /// Scenario `n`: one kind of call drawn from the seed, run and checked.
     fn scenario(&self, n: usize) {
         let mut rng = Rng::new(self.seed ^ (n as u64).wrapping_mul(0x1000_0001));
-        let kind = rng.below(12);
+        let kind = rng.below(13);
         let mux = &self.mux;
         let why = |reply: &Value| format!("{}: scenario {n} (kind {kind}): {reply}", self.mode);
         match kind {
@@ -332,6 +359,22 @@ impl Run {
                     why(&reply)
                 );
             }
+            12 => {
+                // Through the socket gate: a round trip on a socket in the command's own temp, and
+                // a connect to the test's listener outside, which the gate refuses.
+                let value = rng.next();
+                let m = self.marker(n);
+                let command = format!(
+                    "python3 -c 'import socket,threading,sys\nl=socket.socket(socket.AF_UNIX); l.bind(\"/tmp/{m}.sock\"); l.listen(1)\nthreading.Thread(target=lambda: l.accept()[0].sendall(b\"{value}\")).start()\nc=socket.socket(socket.AF_UNIX); c.connect(\"/tmp/{m}.sock\"); print(c.recv(32).decode())\no=socket.socket(socket.AF_UNIX)\ntry: o.connect(sys.argv[1]); print(\"OUTSIDE\")\nexcept OSError as e: print(e.strerror)' {outside} # {m}",
+                    outside = self.outside.path,
+                );
+                let reply = mux.call("bash", bash(&command, json!({})));
+                assert!(
+                    text(&reply).starts_with(&format!("{value}\nPermission denied\n")),
+                    "{}",
+                    why(&reply)
+                );
+            }
             _ => {
                 let task = format!("bash-{}", 900_000 + rng.below(1000));
                 let tool = if rng.below(2) == 0 {
@@ -402,6 +445,7 @@ fn soak(mode: &'static str) {
         mode,
         seed,
         markers: Mutex::default(),
+        outside: Outside::start(),
     });
     let pid = run.mux.pid();
     let began = Instant::now();
@@ -432,6 +476,10 @@ fn soak(mode: &'static str) {
     if let Some(reader) = run.mux.reader.lock().unwrap().take() {
         reader.join().unwrap();
     }
+    assert!(
+        run.outside.listener.accept().is_err(),
+        "{mode}: a confined command reached the outside listener"
+    );
     for marker in run.markers.lock().unwrap().iter() {
         assert!(
             wait_until(REPLY, || live_with_cmdline(marker).is_empty()),

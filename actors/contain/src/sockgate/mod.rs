@@ -192,7 +192,11 @@ async fn settle(
         }
         Ok(libc::AF_INET | libc::AF_INET6) => match policy.inet {
             Inet::Refuse => libc::EACCES,
-            Inet::Connect => relay::connect_inet(request.socket, &request.address).await,
+            Inet::Connect => {
+                let id = request.id;
+                let waiting = || notify::still_waiting(fd(), id);
+                relay::connect_inet(request.socket, &request.address, waiting).await
+            }
         },
         Ok(_) => libc::EACCES,
     };

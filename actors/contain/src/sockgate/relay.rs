@@ -17,6 +17,8 @@ use tokio::io::unix::AsyncFd;
 /// How long to wait before trying a full Unix backlog again (doubling up to the second value).
 const BACKLOG_RETRY: Duration = Duration::from_millis(5);
 const BACKLOG_RETRY_MAX: Duration = Duration::from_millis(200);
+/// How often a connect in progress asks whether its thread still waits.
+const GONE_CHECK: Duration = Duration::from_secs(1);
 
 /// `getsockopt(SOL_SOCKET, name)` into a `T` (an integer, `ucred`, `timeval`: plain data).
 fn option<T: Copy>(socket: BorrowedFd<'_>, name: c_int, mut value: T) -> Result<T, i32> {
@@ -104,8 +106,15 @@ fn send_timeout(socket: BorrowedFd<'_>) -> Option<Duration> {
     (!timeout.is_zero()).then_some(timeout)
 }
 
-/// Connects an Internet socket: the errno its own `connect` would have returned.
-pub(crate) async fn connect_inet(socket: OwnedFd, address: &[u8]) -> i32 {
+/// Connects an Internet socket: the errno its own `connect` would have returned. `waiting` says
+/// whether the thread still waits; a blocking connect in progress is given up (and dsh's copy of
+/// the socket closed) within [`GONE_CHECK`] of the thread's end, so a killed command's connects to
+/// a black hole hold nothing of dsh's for the two minutes TCP would try.
+pub(crate) async fn connect_inet(
+    socket: OwnedFd,
+    address: &[u8],
+    waiting: impl Fn() -> bool,
+) -> i32 {
     let (errno, blocking) = connect_once(socket.as_fd(), address);
     if !blocking || !matches!(errno, libc::EINPROGRESS | libc::EALREADY) {
         return errno;
@@ -126,11 +135,25 @@ pub(crate) async fn connect_inet(socket: OwnedFd, address: &[u8]) -> i32 {
             Err(err) => err.raw_os_error().unwrap_or(libc::EIO),
         }
     };
-    match timeout {
-        Some(limit) => tokio::time::timeout(limit, writable)
-            .await
-            .unwrap_or(libc::EINPROGRESS),
-        None => writable.await,
+    let gone = async {
+        loop {
+            tokio::time::sleep(GONE_CHECK).await;
+            if !waiting() {
+                return libc::EINTR;
+            }
+        }
+    };
+    let bounded = async {
+        match timeout {
+            Some(limit) => tokio::time::timeout(limit, writable)
+                .await
+                .unwrap_or(libc::EINPROGRESS),
+            None => writable.await,
+        }
+    };
+    tokio::select! {
+        errno = bounded => errno,
+        errno = gone => errno,
     }
 }
 

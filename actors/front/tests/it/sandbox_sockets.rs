@@ -317,6 +317,20 @@ fn a_server_serves_after_commands_die_in_the_gate(backend: Backend) {
     let full = format!(
         "python3 -c 'import socket,time\nl=socket.socket(socket.AF_UNIX); l.bind(\"full-{m}.sock\"); l.listen(0)\nfor i in range(3):\n c=socket.socket(socket.AF_UNIX); c.connect(\"full-{m}.sock\"); print(\"connected\", i, flush=True)\ntime.sleep(600)' {m}"
     );
+    // dsh's descriptors but its parked cgroup leaves (the pool keeps up to 8 warm, each two
+    // descriptors, however many commands have run).
+    let fds = |pid: u32| {
+        std::fs::read_dir(format!("/proc/{pid}/fd"))
+            .unwrap()
+            .filter_map(|e| std::fs::read_link(e.unwrap().path()).ok())
+            .filter(|link| !link.starts_with("/sys/fs/cgroup"))
+            .count()
+    };
+    let pid = server.child.id();
+    // One plain call first, so the gate thread and the runtime's descriptors are all made.
+    server.call("first", "bash", bash("echo first", json!({})));
+    assert_eq!(server.text("first"), "first\n");
+    let before = fds(pid);
     let task = server.start_background("blocked", &full);
     let id = "blocked-read";
     server.call(
@@ -329,6 +343,16 @@ fn a_server_serves_after_commands_die_in_the_gate(backend: Backend) {
     server.call("kill", "bash_kill", json!({"task_id": task}));
     let killed = server.text("kill");
     assert!(killed.contains(&task), "{killed}");
+    // The gate let go of the killed command's socket and listener.
+    assert!(
+        wait_until(SOON, || fds(pid) <= before),
+        "dsh holds {} descriptors, {before} before the blocked connect: {:?}",
+        fds(pid),
+        std::fs::read_dir(format!("/proc/{pid}/fd"))
+            .unwrap()
+            .filter_map(|e| std::fs::read_link(e.unwrap().path()).ok())
+            .collect::<Vec<_>>()
+    );
     // A foreground call that times out while stopped in the gate.
     let stuck = full.replace("full-", "full2-");
     server.call("stuck", "bash", bash(&stuck, json!({"timeoutMs": 1500})));

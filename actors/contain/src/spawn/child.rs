@@ -195,13 +195,6 @@ pub(crate) unsafe extern "C" fn child_main(ctx: *const ChildContext) -> ! {
             unsafe { fail(ctx, Step::JoinCgroup) }
         }
     }
-    // 1b. The open-files limit the program should see (the parent may run with a raised one). Set
-    //     here, not around the clone in the parent, where a lowered limit would make the parent's
-    //     own descriptor allocations (the pidfd) fail.
-    if ctx.set_nofile && !set_nofile_soft(ctx.nofile_soft) {
-        // SAFETY: in the child, with a valid context.
-        unsafe { fail(ctx, Step::Rlimit) }
-    }
     // 2. Default dispositions for every caught signal (handlers belong to the parent's code) and for
     //    the termination signals even if ignored. Errors (SIGKILL, SIGSTOP, glibc-reserved signals)
     //    are expected and harmless.
@@ -275,6 +268,15 @@ pub(crate) unsafe extern "C" fn child_main(ctx: *const ChildContext) -> ! {
         };
         // SAFETY: in the child, with a valid context.
         unsafe { fail(ctx, step) }
+    }
+    // 6c. The open-files limit the program should see (the parent may run with a raised one). Set
+    //     here, not around the clone in the parent, where a lowered limit would make the parent's
+    //     own descriptor allocations (the pidfd) fail; and after confinement, whose socket gate
+    //     allocates a descriptor in this copy of the parent's table, above the lowered limit once
+    //     the parent holds many. (`setrlimit` names the caller as 0: the seccomp filter allows it.)
+    if ctx.set_nofile && !set_nofile_soft(ctx.nofile_soft) {
+        // SAFETY: in the child, with a valid context.
+        unsafe { fail(ctx, Step::Rlimit) }
     }
     // 7. An empty signal mask, last: the parent blocked everything before cloning.
     // SAFETY: a zeroed sigset_t is a valid argument for sigemptyset, and both calls take valid

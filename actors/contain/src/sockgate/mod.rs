@@ -135,6 +135,7 @@ async fn serve(watch: Watch) {
     let Ok(listener) = registered else {
         return;
     };
+    notify::wake_synchronously(listener.get_ref().as_fd());
     let listener = Arc::new(listener);
     loop {
         let Ok(mut guard) = listener.readable().await else {

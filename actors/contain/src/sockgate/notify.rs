@@ -51,6 +51,21 @@ pub(crate) fn receive(listener: BorrowedFd<'_>) -> io::Result<Option<libc::secco
     }
 }
 
+/// Asks the kernel to wake the gate and the stopped thread synchronously (Linux 6.6,
+/// `SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP`): each `connect` pays one scheduler hand-off instead of
+/// two wake-ups. Older kernels refuse it, which changes nothing but the latency.
+pub(crate) fn wake_synchronously(listener: BorrowedFd<'_>) {
+    const SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP: u64 = 1;
+    // SAFETY: the ioctl reads one u64 of flags.
+    unsafe {
+        libc::ioctl(
+            listener.as_raw_fd(),
+            libc::SECCOMP_IOCTL_NOTIF_SET_FLAGS,
+            SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP,
+        )
+    };
+}
+
 /// Whether the thread of notification `id` still waits for its answer (not killed, its pid not
 /// reused): checked after reading its memory and descriptors.
 pub(crate) fn still_waiting(listener: BorrowedFd<'_>, id: u64) -> bool {

@@ -111,7 +111,7 @@ impl SessionTable {
 }
 
 /// A stream's events as the `Stream` rmcp's HTTP side reads.
-struct Events(Receiver<ServerSseMessage>);
+pub struct Events(Receiver<ServerSseMessage>);
 
 impl futures::Stream for Events {
     type Item = ServerSseMessage;
@@ -121,6 +121,10 @@ impl futures::Stream for Events {
     }
 }
 
+#[expect(
+    refining_impl_trait,
+    reason = "the streams are `Events`; rmcp reads them through the `Stream` bounds"
+)]
 impl SessionManager for SessionTable {
     type Error = SessionError;
     type Transport = SessionTransport;
@@ -166,8 +170,7 @@ impl SessionManager for SessionTable {
         &self,
         id: &SessionId,
         message: ClientJsonRpcMessage,
-    ) -> Result<impl futures::Stream<Item = ServerSseMessage> + Send + Sync + 'static, SessionError>
-    {
+    ) -> Result<Events, SessionError> {
         self.update(id, |state| Events(state.request(message)))
     }
 
@@ -179,20 +182,11 @@ impl SessionManager for SessionTable {
         self.update(id, |state| state.accept(message))
     }
 
-    async fn create_standalone_stream(
-        &self,
-        id: &SessionId,
-    ) -> Result<impl futures::Stream<Item = ServerSseMessage> + Send + Sync + 'static, SessionError>
-    {
+    async fn create_standalone_stream(&self, id: &SessionId) -> Result<Events, SessionError> {
         self.update(id, |state| Events(state.listen_standalone(None)))
     }
 
-    async fn resume(
-        &self,
-        id: &SessionId,
-        last_event_id: String,
-    ) -> Result<impl futures::Stream<Item = ServerSseMessage> + Send + Sync + 'static, SessionError>
-    {
+    async fn resume(&self, id: &SessionId, last_event_id: String) -> Result<Events, SessionError> {
         Ok(Events(
             self.update(id, |state| state.resume(&last_event_id))??,
         ))
@@ -212,7 +206,9 @@ impl Transport<RoleServer> for SessionTransport {
         &mut self,
         message: ServerJsonRpcMessage,
     ) -> impl Future<Output = Result<(), SessionError>> + Send + 'static {
-        // Routed now, in the handler's order; only an event that finds its channel full waits.
+        // Routed and numbered now, in the handler's order; only an event that finds its channel full
+        // (a client 16 events behind) waits, and a later one may then pass it, as rmcp's sends,
+        // each a task of the service's, could too.
         let routed = {
             let mut state = lock_unpoisoned(&self.shared.state);
             if state.closed {

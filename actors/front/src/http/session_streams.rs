@@ -328,3 +328,103 @@ fn route(message: &ServerJsonRpcMessage) -> (Option<Key>, bool) {
         JsonRpcMessage::Error(error) => (error.id.clone().map(Key::Request), true),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+    use tokio::sync::mpsc::error::TryRecvError;
+
+    use super::*;
+
+    fn client(message: Value) -> ClientJsonRpcMessage {
+        serde_json::from_value(message).unwrap()
+    }
+
+    fn server(message: Value) -> ServerJsonRpcMessage {
+        serde_json::from_value(message).unwrap()
+    }
+
+    fn call(id: u64, token: Option<&str>) -> ClientJsonRpcMessage {
+        let mut params = json!({"name": "bash", "arguments": {}});
+        if let Some(token) = token {
+            params["_meta"] = json!({"progressToken": token});
+        }
+        client(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params}))
+    }
+
+    fn progress(token: &str) -> ServerJsonRpcMessage {
+        server(json!({"jsonrpc": "2.0", "method": "notifications/progress",
+            "params": {"progressToken": token, "progress": 1}}))
+    }
+
+    /// The event ids on `rx` until it is empty, and whether it has ended.
+    fn drain(rx: &mut Receiver<ServerSseMessage>) -> (Vec<String>, bool) {
+        let mut ids = Vec::new();
+        loop {
+            match rx.try_recv() {
+                Ok(event) => ids.push(event.event_id.unwrap_or_default()),
+                Err(TryRecvError::Empty) => return (ids, false),
+                Err(TryRecvError::Disconnected) => return (ids, true),
+            }
+        }
+    }
+
+    #[test]
+    fn a_response_ends_its_stream_and_an_idle_session_keeps_no_table() {
+        let mut session = SessionStreams::new(Some(Duration::from_secs(3)));
+        let mut rx = session.request(call(1, Some("p")));
+        assert!(session.take_inbound().is_some() && session.take_inbound().is_none());
+        assert!(session.send(progress("p")).is_none());
+        assert!(
+            session
+                .send(server(json!({"jsonrpc": "2.0", "id": 1, "result": {}})))
+                .is_none()
+        );
+        assert_eq!(
+            drain(&mut rx),
+            (vec!["0/0".into(), "1/0".into(), "2/0".into()], true)
+        );
+        assert_eq!((session.open.capacity(), session.keys.capacity()), (0, 0));
+        assert_eq!(session.inbox.capacity(), 0);
+    }
+
+    #[test]
+    fn what_belongs_to_no_request_goes_to_the_standalone_stream_and_is_replayed() {
+        let mut session = SessionStreams::new(None);
+        let log = json!({"jsonrpc": "2.0", "method": "notifications/message",
+            "params": {"level": "info", "data": "x"}});
+        let _ = session.send(server(log.clone()));
+        let _ = session.send(progress("nobody's"));
+        let mut first = session.listen_standalone(None);
+        assert_eq!(drain(&mut first), (vec!["1".into(), "2".into()], false));
+        // While it listens, another GET is a shadow that gets nothing.
+        let mut shadow = session.listen_standalone(None);
+        let _ = session.send(server(log));
+        assert_eq!(drain(&mut shadow).0, Vec::<String>::new());
+        assert_eq!(drain(&mut first).0, vec!["3".to_owned()]);
+        drop(first);
+        let mut resumed = session.resume("2").unwrap();
+        assert_eq!(drain(&mut resumed).0, vec!["3".to_owned()]);
+    }
+
+    #[test]
+    fn a_resume_replays_what_came_after_and_a_cancellation_ends_the_stream() {
+        let mut session = SessionStreams::new(Some(Duration::from_secs(3)));
+        let rx = session.request(call(7, Some("t")));
+        drop(rx);
+        let _ = session.send(progress("t"));
+        let _ = session.send(progress("t"));
+        let mut resumed = session.resume("1/0").unwrap();
+        assert_eq!(drain(&mut resumed), (vec!["2/0".into()], false));
+        assert!(matches!(
+            session.resume("x/0"),
+            Err(ResumeError::BadEventId(_))
+        ));
+        session.accept(client(
+            json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+            "params": {"requestId": 7}}),
+        ));
+        assert!(drain(&mut resumed).1, "the cancelled request's stream ends");
+        assert!(matches!(session.resume("2/0"), Err(ResumeError::Ended(_))));
+    }
+}

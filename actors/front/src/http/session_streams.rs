@@ -12,7 +12,9 @@
 //! answers and ends it; a progress notification to the stream of its progress token; a
 //! cancellation to the stream of the request it names; a server request raised while handling a
 //! client request (rmcp's `OriginatingRequestId`) to that request's stream; everything else to the
-//! standalone (GET) stream, whose last events are kept for the next GET to replay.
+//! standalone (GET) stream, whose last events are kept for the next GET to replay. One difference:
+//! rmcp kept a stream its client cancelled for a minute, for a resume; here it ends at once, like
+//! the stream of an answered request (in both, a resume of an ended stream gets an empty stream).
 
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};

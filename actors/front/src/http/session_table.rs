@@ -1,7 +1,7 @@
 //! `dsh serve`'s MCP session manager (2025-11-25 `Mcp-Session-Id` sessions), in place of rmcp's
 //! `LocalSessionManager`, for what an idle session costs: rmcp's ran a worker task per session
 //! between the HTTP side and the session's handler, with five tokio channels whose first blocks (32
-//! slots of ~500-byte messages each) were allocated up front and touched slot by slot, ~30 KiB of an
+//! slots of ~500-byte messages each) were allocated up front and touched slot by slot, ~34 KiB of an
 //! idle session's ~66 KiB. Here a session is an entry in a table: its state
 //! (`http/session_streams.rs`) under a lock, which the HTTP requests and the handler's sends update
 //! directly, and a [`Notify`] that wakes the handler's read. The behaviour is rmcp's: the same

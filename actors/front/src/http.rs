@@ -3,7 +3,9 @@
 //!
 //! rmcp's `StreamableHttpService` carries both protocol lines: 2025-11-25 sessions
 //! (`initialize`, `Mcp-Session-Id`, SSE streams, server-to-client requests) and 2026-07-28
-//! stateless requests with per-request `_meta` and input rounds. It also checks `Host`
+//! stateless requests with per-request `_meta` and input rounds; the sessions are entries of dsh's
+//! own session table (`http/session_table.rs`, cheaper per idle session than rmcp's worker per
+//! session). It also checks `Host`
 //! (loopback names while listening on loopback), `Origin` (loopback origins and
 //! `--allow-origin`) and the body size (`--max-line-bytes`, 413). Around it: the identity of
 //! each request (`http/auth.rs`, `http/tokens.rs`), which owns its session's tasks
@@ -20,6 +22,8 @@ mod listen;
 mod options;
 mod screen;
 mod session_cap;
+mod session_streams;
+mod session_table;
 mod tls;
 mod tokens;
 
@@ -28,7 +32,6 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::routing::get;
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
 
@@ -36,6 +39,7 @@ use crate::flags::RuntimeFlags;
 use crate::http::auth::Auth;
 use crate::http::identities::{Connection, Identities};
 use crate::http::listen::ConnectionLimits;
+use crate::http::session_table::SessionTable;
 use crate::http::tokens::Tokens;
 use crate::mcp::{DshServer, SessionSettings, mcp_tools};
 use crate::signals;
@@ -82,7 +86,7 @@ pub async fn main(flags: RuntimeFlags, options: ServeOptions) -> Result<i32, Str
         config = config.disable_allowed_hosts();
     }
     let tools = Arc::new(mcp_tools(&runtime));
-    let manager = Arc::new(LocalSessionManager::default());
+    let manager = Arc::new(SessionTable::default());
     let cap = Arc::new(session_cap::SessionCap {
         manager: manager.clone(),
         max: options.max_sessions,

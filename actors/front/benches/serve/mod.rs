@@ -8,6 +8,8 @@
 //!   when half of all calls are done.
 //!
 //! Everything past criterion's group runs only under `cargo bench` (not in criterion's test mode).
+//! `DSH_BENCH_SERVE_IDLE_ONLY=1` skips the paired latency rounds and the 200 agents there, leaving
+//! the idle-session measurement (to iterate on a session's memory in a minute instead of three).
 
 mod clients;
 
@@ -71,6 +73,12 @@ pub fn latency(c: &mut Criterion, setup: &Setup) -> (HttpServer, HttpClient, Std
 /// The measurements beyond criterion, if its serve group ran under `cargo bench`.
 pub fn measure(setup: &Setup, clients: (HttpServer, HttpClient, StdioClient)) {
     if !support::measuring() || support::median("serve/http").is_none() {
+        return;
+    }
+    if std::env::var_os("DSH_BENCH_SERVE_IDLE_ONLY").is_some() {
+        drop(clients);
+        idle_sessions(setup, true);
+        idle_sessions(setup, false);
         return;
     }
     let (server, mut http, mut stdio) = clients;

@@ -1,9 +1,10 @@
-//! `--max-sessions`: at most N MCP sessions (2025-11-25 `Mcp-Session-Id` sessions, each ~60 KiB of
-//! rmcp's state while it lives) at once, so a client that keeps initializing cannot grow the server
-//! without bound in the 5 minutes rmcp keeps an idle session. rmcp's session manager has no such
-//! bound and answers a failed session creation with a bare 500, so the check is here, in front of
-//! it: an `initialize` while N sessions live is answered HTTP 503 with a JSON-RPC error; every other
-//! request (a session's own, a 2026-07-28 stateless one) passes.
+//! `--max-sessions`: at most N MCP sessions (2025-11-25 `Mcp-Session-Id` sessions, each ~30 KiB
+//! while it idles, most of it rmcp's service task and channels) at once, so a client that keeps
+//! initializing cannot grow the server without bound in the 5 minutes an idle session is kept. rmcp
+//! answers a failed session creation with a bare 500, so the check is here, in front of it and of
+//! the session table (`http/session_table.rs`): an `initialize` while N sessions live is answered
+//! HTTP 503 with a JSON-RPC error; every other request (a session's own, a 2026-07-28 stateless one)
+//! passes.
 
 use std::sync::Arc;
 
@@ -12,16 +13,17 @@ use axum::extract::{Request, State};
 use axum::http::{Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::Response;
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use serde_json::{Value, json};
+
+use crate::http::session_table::SessionTable;
 
 /// Most MCP sessions at once unless `--max-sessions` says.
 pub const DEFAULT_MAX_SESSIONS: usize = 4096;
 
 /// The sessions and their bound.
 pub struct SessionCap {
-    /// rmcp's session manager, whose live sessions are counted.
-    pub manager: Arc<LocalSessionManager>,
+    /// The session manager, whose live sessions are counted.
+    pub manager: Arc<SessionTable>,
     /// `--max-sessions`.
     pub max: usize,
 }
@@ -39,7 +41,7 @@ pub async fn cap_sessions(
 ) -> Response {
     let opens_one = request.method() == Method::POST
         && !request.headers().contains_key("mcp-session-id")
-        && cap.manager.sessions.read().await.len() >= cap.max;
+        && cap.manager.len() >= cap.max;
     if !opens_one {
         return next.run(request).await;
     }

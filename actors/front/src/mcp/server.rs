@@ -171,7 +171,7 @@ impl ServerHandler for DshServer {
         let approver = match lifecycle {
             Lifecycle::Handshake => {
                 workspace.ensure(&context.peer);
-                approvals::client_elicits(&context.peer).then(|| served.session.approver.clone())
+                approvals::client_elicits(&context.peer).then(|| served.session.approver())
             }
             Lifecycle::Inline => {
                 let capabilities = context.client_capabilities().unwrap_or_default();
@@ -186,7 +186,7 @@ impl ServerHandler for DshServer {
                 capabilities
                     .elicitation
                     .is_some()
-                    .then(|| served.session.round_approver.clone())
+                    .then(|| served.session.round_approver())
             }
         };
         let mut effective = arguments.clone();

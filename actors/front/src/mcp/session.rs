@@ -2,7 +2,7 @@
 //! parked on approval rounds, the MCP tasks, the notices not yet shown, the log gate and the
 //! workspace; and the result a call's request carries.
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use actix::{Actor, ArbiterHandle};
@@ -43,11 +43,13 @@ pub type PeerSlot = Arc<Mutex<Option<Peer<RoleServer>>>>;
 pub struct Session {
     /// The runtime's handle on this connection's session.
     pub handle: dsh::Session,
-    /// Asks a handshake-era client through `elicitation/create` (used only when it declared the
-    /// capability).
-    pub approver: actix::Recipient<dsh::ApprovalRequest>,
-    /// Hands a 2026-07-28 call's approvals back to its run, for an input round.
-    pub round_approver: actix::Recipient<dsh::ApprovalRequest>,
+    /// The arbiter its actors run on.
+    arbiter: ArbiterHandle,
+    /// Asks a handshake-era client through `elicitation/create`; started by the first call that
+    /// needs it ([`Session::approver`]), so a session that never asks holds no actor for it.
+    approver: OnceLock<actix::Recipient<dsh::ApprovalRequest>>,
+    /// Hands a 2026-07-28 call's approvals back to its run, for an input round; started as late.
+    round_approver: OnceLock<actix::Recipient<dsh::ApprovalRequest>>,
     /// The calls parked on approval rounds.
     pub rounds: Arc<Rounds>,
     /// The session's MCP tasks.
@@ -97,15 +99,9 @@ impl Session {
             settings.progress_interval.as_millis() as u64,
         ));
         Arc::new(Session {
-            approver: {
-                let peer = peer.clone();
-                McpApprover::start_in_arbiter(arbiter, move |_| McpApprover { peer }).recipient()
-            },
-            round_approver: {
-                let asking = rounds.asking.clone();
-                RoundApprover::start_in_arbiter(arbiter, move |_| RoundApprover { asking })
-                    .recipient()
-            },
+            arbiter: arbiter.clone(),
+            approver: OnceLock::new(),
+            round_approver: OnceLock::new(),
             rounds,
             tasks,
             pending,
@@ -114,6 +110,26 @@ impl Session {
             handle,
             peer,
         })
+    }
+
+    /// Asks a handshake-era client through `elicitation/create` (for a client that declared the
+    /// capability).
+    pub fn approver(&self) -> actix::Recipient<dsh::ApprovalRequest> {
+        let start = || {
+            let peer = self.peer.clone();
+            McpApprover::start_in_arbiter(&self.arbiter, move |_| McpApprover { peer }).recipient()
+        };
+        self.approver.get_or_init(start).clone()
+    }
+
+    /// Hands a 2026-07-28 call's approvals back to its run, for an input round.
+    pub fn round_approver(&self) -> actix::Recipient<dsh::ApprovalRequest> {
+        let start = || {
+            let asking = self.rounds.asking.clone();
+            RoundApprover::start_in_arbiter(&self.arbiter, move |_| RoundApprover { asking })
+                .recipient()
+        };
+        self.round_approver.get_or_init(start).clone()
     }
 
     /// Sends the session's approvals and log notifications to `peer` from now on.

@@ -44,6 +44,7 @@ mod sandbox_sockets;
 mod sandbox_workflows;
 mod serve;
 mod serve_flows;
+mod serve_idle;
 mod serve_sdk;
 mod soak;
 mod soak_mixed;

@@ -15,7 +15,8 @@
 //! | `ioprio_set` | `who != 0`, or `which == IOPRIO_WHO_USER` |
 //! | `sched_setaffinity`, `sched_setscheduler`, `sched_setparam`, `sched_setattr` | `pid != 0` |
 //! | `socket` (with [`Sockets::TcpOnly`]) | `AF_INET`/`AF_INET6` of any type but `SOCK_STREAM` (type flags masked), or a protocol other than 0 and TCP |
-//! | `socket`, `socketpair` | `AF_UNIX` with `SOCK_DGRAM`: a datagram names its destination in each send, which the socket gate (`crate::sockgate`) cannot see |
+//! | `socket`, `socketpair` | `AF_UNIX` with `SOCK_DGRAM` or `SOCK_RAW` (which the kernel makes a datagram socket): a datagram names its destination in each send, which the socket gate (`crate::sockgate`) cannot see |
+//! | `sendto`, `sendmsg`, `sendmmsg` (with [`Sockets::TcpOnly`]) | `MSG_FASTOPEN`: TCP Fast Open connects without `connect`, where neither Landlock's TCP rules nor the socket gate look |
 //! | `io_uring_setup` | always: io_uring creates and connects sockets without the `socket` and `connect` calls the filters and the gate see |
 //!
 //! A filter compares arguments with constants, never with the caller's own pid (it is not among
@@ -146,22 +147,43 @@ fn refusals(sockets: Sockets) -> Result<BTreeMap<i64, Vec<SeccompRule>>, Seccomp
     ] {
         rules.insert(call, vec![other_pid()?]);
     }
-    // Datagram Unix sockets, for the socket gate.
-    let unix_datagram = || {
-        rule([
-            equals(0, libc::AF_UNIX as u64),
-            condition(
-                1,
-                SeccompCmpArgLen::Dword,
-                SeccompCmpOp::MaskedEq(SOCK_TYPE_MASK),
-                libc::SOCK_DGRAM as u64,
-            ),
-        ])
+    // Datagram Unix sockets (`SOCK_RAW` is one too, for `AF_UNIX`), for the socket gate.
+    let unix_datagram = || -> Result<Vec<SeccompRule>, SeccompError> {
+        [libc::SOCK_DGRAM, libc::SOCK_RAW]
+            .into_iter()
+            .map(|kind| {
+                rule([
+                    equals(0, libc::AF_UNIX as u64),
+                    condition(
+                        1,
+                        SeccompCmpArgLen::Dword,
+                        SeccompCmpOp::MaskedEq(SOCK_TYPE_MASK),
+                        kind as u64,
+                    ),
+                ])
+            })
+            .collect()
     };
-    rules.insert(libc::SYS_socketpair, vec![unix_datagram()?]);
+    rules.insert(libc::SYS_socketpair, unix_datagram()?);
     rules.insert(libc::SYS_io_uring_setup, Vec::new());
-    let mut socket = vec![unix_datagram()?];
+    let mut socket = unix_datagram()?;
     if sockets == Sockets::TcpOnly {
+        // TCP Fast Open: the flags argument of each send call.
+        for (call, flags_arg) in [
+            (libc::SYS_sendto, 3),
+            (libc::SYS_sendmsg, 2),
+            (libc::SYS_sendmmsg, 3),
+        ] {
+            rules.insert(
+                call,
+                vec![rule([condition(
+                    flags_arg,
+                    SeccompCmpArgLen::Dword,
+                    SeccompCmpOp::MaskedEq(libc::MSG_FASTOPEN as u64),
+                    libc::MSG_FASTOPEN as u64,
+                )])?],
+            );
+        }
         for family in [libc::AF_INET, libc::AF_INET6] {
             let family = family as u64;
             for kind in NOT_STREAM {

@@ -36,12 +36,13 @@
 //! command is gone (the listener then reports hang-up).
 
 mod filter;
+mod inflight;
 mod notify;
 mod relay;
 mod verdict;
 
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use nix::libc;
 use tokio::io::unix::AsyncFd;
@@ -137,6 +138,7 @@ async fn serve(watch: Watch) {
     };
     notify::wake_synchronously(listener.get_ref().as_fd());
     let listener = Arc::new(listener);
+    let in_flight = inflight::InFlight::default();
     loop {
         let Ok(mut guard) = listener.readable().await else {
             return;
@@ -158,50 +160,78 @@ async fn serve(watch: Watch) {
             }
             match notify::receive(listener.get_ref().as_fd()) {
                 Ok(Some(notif)) => {
-                    tokio::spawn(settle(listener.clone(), notif, policy.clone(), spawned));
+                    let settling = settle(
+                        listener.clone(),
+                        notif,
+                        policy.clone(),
+                        spawned,
+                        in_flight.clone(),
+                    );
+                    tokio::spawn(settling);
                 }
                 Ok(None) => {}
                 Err(_) => return,
             }
+            // One command flooding its listener must not hold the thread every command's gate
+            // runs on: the others' notifications are served between two of its own.
+            tokio::task::yield_now().await;
         }
         guard.clear_ready();
     }
 }
 
-/// Decides and carries out one `connect`, then answers it.
+/// Decides and carries out one `connect`, then answers it; a second notification for a socket the
+/// gate is still connecting gets the first's result (`inflight.rs`).
 async fn settle(
     listener: Arc<AsyncFd<OwnedFd>>,
     notif: libc::seccomp_notif,
     policy: Arc<GatePolicy>,
     spawned: i32,
+    in_flight: inflight::InFlight,
 ) {
     let fd = || listener.get_ref().as_fd();
     let request = match notify::Request::read(&notif) {
         Ok(request) => request,
-        Err(errno) => return notify::answer(fd(), notif.id, errno),
+        Err(errno) => {
+            notify::answer(fd(), notif.id, errno);
+            return;
+        }
     };
     if !notify::still_waiting(fd(), request.id) {
         return;
     }
+    let deliver = |socket: u64, errno: i32| {
+        if !notify::answer(fd(), notif.id, errno) {
+            in_flight.undelivered(socket, errno);
+        }
+    };
+    let (lead, socket) = match in_flight.turn(request.socket.as_fd()) {
+        (inflight::Turn::Done(errno), socket) => return deliver(socket, errno),
+        (inflight::Turn::Follow(result), socket) => {
+            return deliver(socket, inflight::follow(result).await);
+        }
+        (inflight::Turn::Lead(lead), socket) => (lead, socket),
+    };
+    // Someone still wants the result: this notification's thread, or a restarted call's.
+    let waiting = || notify::still_waiting(fd(), request.id) || lead.followed();
     let errno = match relay::int_option(request.socket.as_fd(), libc::SO_DOMAIN) {
         Err(errno) => errno,
-        Ok(libc::AF_UNIX) => {
-            unix(&request, &policy, spawned, || {
-                notify::still_waiting(fd(), request.id)
-            })
-            .await
-        }
+        Ok(libc::AF_UNIX) => unix(&request, &policy, spawned, waiting).await,
         Ok(libc::AF_INET | libc::AF_INET6) => match policy.inet {
             Inet::Refuse => libc::EACCES,
-            Inet::Connect => {
-                let id = request.id;
-                let waiting = || notify::still_waiting(fd(), id);
-                relay::connect_inet(request.socket, &request.address, waiting).await
-            }
+            Inet::Connect => relay::connect_inet(request.socket, &request.address, waiting).await,
         },
         Ok(_) => libc::EACCES,
     };
-    notify::answer(fd(), notif.id, errno);
+    lead.finish(errno);
+    deliver(socket, errno);
+}
+
+/// A mutex's guard, poisoned or not (the gate's tables hold plain data).
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// A Unix socket's connect: the errno to answer.
@@ -228,6 +258,10 @@ async fn unix(
             relay::connect_unix(socket, &via, waiting).await
         }
         UnixAddress::Abstract => {
+            let name = &request.address[3..];
+            if !verdict::listened_in_sandbox(request.tid, name) {
+                return libc::ECONNREFUSED;
+            }
             let errno = relay::connect_unix(socket, &request.address, waiting).await;
             if errno != 0 {
                 return errno;
@@ -240,6 +274,7 @@ async fn unix(
                 libc::ECONNREFUSED
             }
         }
+        UnixAddress::TooLong => libc::EINVAL,
         UnixAddress::Other => relay::connect_unix(socket, &request.address, waiting).await,
     }
 }

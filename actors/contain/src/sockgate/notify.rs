@@ -79,23 +79,24 @@ pub(crate) fn still_waiting(listener: BorrowedFd<'_>, id: u64) -> bool {
     }
 }
 
-/// Answers notification `id`: the `connect` returns 0 (`errno` 0) or fails with `errno`.
-pub(crate) fn answer(listener: BorrowedFd<'_>, id: u64, errno: i32) {
+/// Answers notification `id`: the `connect` returns 0 (`errno` 0) or fails with `errno`. Whether
+/// the answer reached its thread (it may have been killed, or interrupted by a signal).
+pub(crate) fn answer(listener: BorrowedFd<'_>, id: u64, errno: i32) -> bool {
     let mut resp = libc::seccomp_notif_resp {
         id,
         val: 0,
         error: -errno,
         flags: 0,
     };
-    // SAFETY: the ioctl reads one seccomp_notif_resp. A thread killed meanwhile makes it fail with
-    // ENOENT, which leaves nothing to do.
+    // SAFETY: the ioctl reads one seccomp_notif_resp. A thread killed or interrupted meanwhile
+    // makes it fail with ENOENT.
     unsafe {
         libc::ioctl(
             listener.as_raw_fd(),
             libc::SECCOMP_IOCTL_NOTIF_SEND,
             &mut resp,
-        )
-    };
+        ) == 0
+    }
 }
 
 impl Request {

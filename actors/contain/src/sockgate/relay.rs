@@ -165,10 +165,19 @@ pub(crate) async fn connect_unix(
     waiting: impl Fn() -> bool,
 ) -> i32 {
     let mut pause = BACKLOG_RETRY;
+    let mut asked = tokio::time::Instant::now();
     loop {
         let (errno, blocking) = connect_once(socket, address);
-        if errno != libc::EAGAIN || !blocking || !waiting() {
+        if errno != libc::EAGAIN || !blocking {
             return errno;
+        }
+        // Whether the thread still waits costs the kernel a walk of the listener's pending
+        // notifications: asked about once a second, not at every try.
+        if asked.elapsed() >= GONE_CHECK {
+            if !waiting() {
+                return errno;
+            }
+            asked = tokio::time::Instant::now();
         }
         tokio::time::sleep(pause).await;
         pause = (pause * 2).min(BACKLOG_RETRY_MAX);

@@ -23,8 +23,9 @@ use std::path::PathBuf;
 
 use nix::libc::{self, c_int};
 
-/// `offsetof(struct sockaddr_un, sun_path)`.
+/// `offsetof(struct sockaddr_un, sun_path)` and `sizeof(struct sockaddr_un)`.
 const SUN_PATH_OFFSET: usize = 2;
+const SOCKADDR_UN_SIZE: usize = 110;
 /// How far up the process tree the sandbox's first process is looked for.
 const MAX_DEPTH: usize = 4096;
 
@@ -35,6 +36,8 @@ pub(crate) enum UnixAddress<'a> {
     Path(&'a [u8]),
     /// An abstract name (`sun_path` starting with NUL).
     Abstract,
+    /// Longer than a `sockaddr_un`: refused (`EINVAL`), as the kernel would.
+    TooLong,
     /// Anything else (another family, no name): the kernel refuses it by itself.
     Other,
 }
@@ -45,6 +48,9 @@ pub(crate) fn classify(address: &[u8]) -> UnixAddress<'_> {
         || u16::from_ne_bytes([address[0], address[1]]) != libc::AF_UNIX as u16
     {
         return UnixAddress::Other;
+    }
+    if address.len() > SOCKADDR_UN_SIZE {
+        return UnixAddress::TooLong;
     }
     let path = &address[SUN_PATH_OFFSET..];
     if path[0] == 0 {
@@ -68,6 +74,10 @@ pub(crate) fn resolve(tid: i32, path: &[u8]) -> Result<OwnedFd, i32> {
     } else {
         let cwd = std::fs::read_link(format!("/proc/{tid}/cwd")).map_err(|_| libc::ENOENT)?;
         let mut joined = cwd.as_os_str().as_bytes().to_vec();
+        if joined.ends_with(b" (deleted)") {
+            // A removed working directory: nothing can be found from it.
+            return Err(libc::ENOENT);
+        }
         joined.push(b'/');
         joined.extend_from_slice(path);
         joined
@@ -156,8 +166,10 @@ pub(crate) fn parent_and_session(pid: i32) -> Option<(i32, i32)> {
     Some((parent, session))
 }
 
-/// Under a launcher spawned as `launcher`: whether thread `tid` still sees its sandbox's mounts
-/// (its mount namespace is that of the launcher's child it descends from).
+/// Under a launcher spawned as `launcher`: whether thread `tid` still sees its sandbox's mounts:
+/// its mount namespace and its root (mount, device, inode) are those of the launcher's child it
+/// descends from. A thread of a user namespace of its own could otherwise `chroot` into the root of
+/// a mount namespace where it bound an outside socket below the workspace.
 pub(crate) fn sees_sandbox_mounts(tid: i32, launcher: i32) -> bool {
     let mut pid = tid;
     for _ in 0..MAX_DEPTH {
@@ -165,8 +177,11 @@ pub(crate) fn sees_sandbox_mounts(tid: i32, launcher: i32) -> bool {
             return false;
         };
         if parent == launcher {
-            return namespace(pid, "mnt").is_some()
-                && namespace(pid, "mnt") == namespace(tid, "mnt");
+            let same_namespace =
+                namespace(pid, "mnt").is_some() && namespace(pid, "mnt") == namespace(tid, "mnt");
+            let same_root =
+                root_identity(pid).is_some() && root_identity(pid) == root_identity(tid);
+            return same_namespace && same_root;
         }
         if parent <= 1 {
             return false;
@@ -174,6 +189,91 @@ pub(crate) fn sees_sandbox_mounts(tid: i32, launcher: i32) -> bool {
         pid = parent;
     }
     false
+}
+
+/// The mount id, device and inode of a process's root directory.
+fn root_identity(pid: i32) -> Option<(u64, u32, u32, u64)> {
+    let path = CString::new(format!("/proc/{pid}/root")).ok()?;
+    // SAFETY: a zeroed statx is a valid buffer; statx fills it.
+    let mut buf: libc::statx = unsafe { std::mem::zeroed() };
+    // SAFETY: a NUL-terminated path and a buffer of the right type.
+    let ret = unsafe {
+        libc::statx(
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            0,
+            libc::STATX_INO | libc::STATX_MNT_ID,
+            &mut buf,
+        )
+    };
+    (ret == 0 && buf.stx_mask & libc::STATX_MNT_ID != 0).then_some((
+        buf.stx_mnt_id,
+        buf.stx_dev_major,
+        buf.stx_dev_minor,
+        buf.stx_ino,
+    ))
+}
+
+/// Whether an abstract name has a listener held by a process of thread `tid`'s sandbox: the
+/// listening socket of that name in the thread's network namespace (`/proc/<tid>/net/unix`), then a
+/// descriptor of it among the processes of the same sandbox. Asked before the gate connects, so an
+/// outside listener never sees the command's connection; [`same_sandbox`] on the peer after the
+/// connect covers a name bound again in between.
+pub(crate) fn listened_in_sandbox(tid: i32, name: &[u8]) -> bool {
+    let Some(inode) = listening_inode(tid, name) else {
+        return false;
+    };
+    let wanted = format!("socket:[{inode}]");
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    entries
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|&pid| same_sandbox(pid, tid))
+        .any(|pid| {
+            std::fs::read_dir(format!("/proc/{pid}/fd")).is_ok_and(|fds| {
+                fds.filter_map(|fd| std::fs::read_link(fd.ok()?.path()).ok())
+                    .any(|link| link.as_os_str().as_bytes() == wanted.as_bytes())
+            })
+        })
+}
+
+/// The inode of the listening Unix socket bound to abstract `name` (its bytes after the leading
+/// NUL) in thread `tid`'s network namespace.
+fn listening_inode(tid: i32, name: &[u8]) -> Option<u64> {
+    /// `__SO_ACCEPTCON` in `/proc/net/unix`'s flags: a listening socket.
+    const ACCEPTING: u32 = 0x0001_0000;
+    if name.contains(&b'\n') {
+        return None;
+    }
+    // The kernel shows an abstract name as `@` and its bytes, each NUL as `@`.
+    let mut shown = vec![b'@'];
+    shown.extend(name.iter().map(|&b| if b == 0 { b'@' } else { b }));
+    let table = std::fs::read(format!("/proc/{tid}/net/unix")).ok()?;
+    table
+        .split(|&b| b == b'\n')
+        .skip(1)
+        .filter_map(|line| listening_entry(line, ACCEPTING))
+        .find(|(_, path)| *path == shown.as_slice())
+        .map(|(inode, _)| inode)
+}
+
+/// A `/proc/net/unix` line (`Num: RefCount Protocol Flags Type St Inode Path`, the inode padded)
+/// of a socket with `flag` set: its inode and path.
+fn listening_entry(line: &[u8], flag: u32) -> Option<(u64, &[u8])> {
+    let mut rest = line;
+    let mut fields = Vec::with_capacity(7);
+    for _ in 0..7 {
+        let start = rest.iter().position(|&b| b != b' ')?;
+        rest = &rest[start..];
+        let end = rest.iter().position(|&b| b == b' ').unwrap_or(rest.len());
+        fields.push(&rest[..end]);
+        rest = &rest[end..];
+    }
+    let flags = u32::from_str_radix(std::str::from_utf8(fields[3]).ok()?, 16).ok()?;
+    let inode = std::str::from_utf8(fields[6]).ok()?.parse().ok()?;
+    let path = rest.strip_prefix(b" ")?;
+    (flags & flag != 0).then_some((inode, path))
 }
 
 /// Whether two processes are in one sandbox, for abstract sockets: the same pid namespace when it is
@@ -216,6 +316,28 @@ mod tests {
         let mut inet = address(b"/x");
         inet[0..2].copy_from_slice(&(libc::AF_INET as u16).to_ne_bytes());
         assert_eq!(classify(&inet), UnixAddress::Other);
+    }
+
+    #[test]
+    fn an_abstract_listener_is_found_by_name_and_holder() {
+        use std::os::linux::net::SocketAddrExt;
+        let name = format!("dsh-verdict-{}", std::process::id());
+        let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
+        let _listener = std::os::unix::net::UnixListener::bind_addr(&addr).unwrap();
+        let me = std::process::id() as i32;
+        assert!(listening_inode(me, name.as_bytes()).is_some());
+        assert!(
+            listened_in_sandbox(me, name.as_bytes()),
+            "this process holds it"
+        );
+        assert!(listening_inode(me, b"dsh-verdict-nobody").is_none());
+        assert_eq!(
+            listening_entry(
+                b"0000000096a9a8ae: 00000002 00000000 00010000 0001 01  1074 @x y",
+                0x10000
+            ),
+            Some((1074, &b"@x y"[..]))
+        );
     }
 
     #[test]

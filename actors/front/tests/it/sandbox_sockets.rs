@@ -153,7 +153,7 @@ print("abstract", round_trip(socket.AF_UNIX, "\0{m}-own"))
 print("loopback", round_trip(socket.AF_INET, ("127.0.0.1", 0)))
 t = socket.create_connection(("127.0.0.1", {port})); print("tcp-out", t.recv(10).decode())
 a, b = socket.socketpair(); a.sendall(b"pair"); print("pair", b.recv(10).decode())
-for kind in ("SOCK_DGRAM",):
+for kind in ("SOCK_DGRAM", "SOCK_RAW"):
     try: socket.socket(socket.AF_UNIX, getattr(socket, kind)); print(kind, "OPENED")
     except OSError as e: print(kind, "refused:", e.strerror)
     try: socket.socketpair(socket.AF_UNIX, getattr(socket, kind)); print(kind, "pair OPENED")
@@ -180,6 +180,8 @@ print("io_uring", "OPENED" if fd >= 0 else "refused: " + os.strerror(ctypes.get_
         "pair pair",
         "SOCK_DGRAM refused: Operation not permitted",
         "SOCK_DGRAM pair refused: Operation not permitted",
+        "SOCK_RAW refused: Operation not permitted",
+        "SOCK_RAW pair refused: Operation not permitted",
         "io_uring refused: Operation not permitted",
     ] {
         assert!(printed.contains(line), "{line}: {printed}");
@@ -263,6 +265,146 @@ fn a_namespace_of_the_commands_own_does_not_rename_an_outside_socket(backend: Ba
     let printed = run(backend, ws.path(), &[], &command);
     assert!(!printed.contains("bound CONNECTED"), "{printed}");
     assert_eq!(outside.accepted(), 0, "{printed}");
+    assert_nothing_left(&m);
+}
+
+/// A user namespace of the command's own binds the outside socket below the workspace in a mount
+/// namespace of its own; a second process, still in the sandbox's mount namespace, `chroot`s into
+/// that namespace's root (through a descriptor passed over a socket pair) and connects there
+/// (bubblewrap: no nested user namespace is refused; Landlock refuses the mount itself).
+fn a_chroot_into_a_namespace_of_its_own_does_not_reach_outside(backend: Backend) {
+    let Some((ws, m)) = setup(backend) else {
+        return;
+    };
+    let outside = Outside::start();
+    let script = r#"
+import ctypes, os, socket, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+CLONE_NEWNS, CLONE_NEWUSER, MS_BIND, MS_REC, MS_PRIVATE = 0x20000, 0x10000000, 4096, 16384, 1 << 18
+def check(ret, what):
+    if ret != 0:
+        print(what, "refused:", os.strerror(ctypes.get_errno())); sys.exit(0)
+outside, inside = sys.argv[1], os.path.abspath("x.sock")
+open(inside, "w").close()
+a, b = socket.socketpair()
+pid = os.fork()
+if pid == 0:
+    check(libc.unshare(CLONE_NEWUSER | CLONE_NEWNS), "unshare")
+    check(libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "private")
+    check(libc.mount(outside.encode(), inside.encode(), None, MS_BIND, None), "bind")
+    socket.send_fds(b, [b"x"], [os.open("/", os.O_RDONLY | os.O_DIRECTORY)])
+    time.sleep(3); os._exit(0)
+msg, fds, _, _ = socket.recv_fds(a, 1, 1)
+if not fds: print("no namespace"); sys.exit(0)
+check(libc.unshare(CLONE_NEWUSER), "unshare user")
+os.fchdir(fds[0]); check(libc.chroot(b"."), "chroot")
+s = socket.socket(socket.AF_UNIX)
+try:
+    s.connect(inside); s.sendall(b"ESCAPED"); print("CONNECTED")
+except OSError as e: print("refused:", e.strerror)
+"#;
+    std::fs::write(ws.path().join("nest.py"), script).unwrap();
+    let printed = run(
+        backend,
+        ws.path(),
+        &[],
+        &format!("timeout 20 python3 nest.py {} # {m}", outside.path()),
+    );
+    assert!(!printed.contains("CONNECTED"), "{printed}");
+    assert!(printed.contains("refused"), "{printed}");
+    assert_eq!(outside.accepted(), 0, "{printed}");
+    assert_nothing_left(&m);
+}
+
+/// A second thread sends on the socket while the gate handles its `connect` to an abstract name
+/// outside: the outside listener sees no connection at all (the gate asks who listens first).
+fn a_racing_sender_gets_nothing_to_an_outside_abstract_listener(backend: Backend) {
+    use std::os::linux::net::SocketAddrExt;
+    let Some((ws, m)) = setup(backend) else {
+        return;
+    };
+    let name = format!("{m}-abstract");
+    let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
+    let listener = UnixListener::bind_addr(&addr).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let script = format!(
+        r#"
+import socket, threading
+ok = 0
+for _ in range(30):
+    s = socket.socket(socket.AF_UNIX); stop = False
+    def spin():
+        while not stop:
+            try: s.send(b"RACED", socket.MSG_DONTWAIT)
+            except OSError: pass
+    t = threading.Thread(target=spin); t.start()
+    try: s.connect("\0{name}"); ok += 1
+    except OSError: pass
+    stop = True; t.join(); s.close()
+print("connected", ok)
+"#
+    );
+    std::fs::write(ws.path().join("race.py"), script).unwrap();
+    let printed = run(backend, ws.path(), &[], &format!("python3 race.py # {m}"));
+    assert!(printed.contains("connected 0"), "{printed}");
+    assert!(
+        listener.accept().is_err(),
+        "the outside listener saw a connection: {printed}"
+    );
+    assert_nothing_left(&m);
+}
+
+/// A blocking connect interrupted by signals (a full backlog freed after 300 ms, a timer firing
+/// every 2 ms) ends connected, as unconfined: the restarted call waits for the gate's first.
+fn a_connect_interrupted_by_signals_ends_connected(backend: Backend) {
+    let Some((ws, m)) = setup(backend) else {
+        return;
+    };
+    let script = r#"
+import ctypes, errno, os, signal, socket, struct, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+signal.signal(signal.SIGALRM, lambda *_: None)
+# Restarted by the kernel (SA_RESTART), or returned as EINTR and called again, as C programs do.
+signal.siginterrupt(signal.SIGALRM, sys.argv[1] == "eintr")
+l = socket.socket(socket.AF_UNIX); l.bind("sig.sock"); l.listen(0)
+fill = [socket.socket(socket.AF_UNIX) for _ in range(2)]
+for f in fill:
+    f.setblocking(False)
+    try: f.connect("sig.sock")
+    except OSError: pass
+if os.fork() == 0:
+    time.sleep(0.3)
+    l.settimeout(2)
+    try:
+        while True: l.accept()
+    except OSError: os._exit(0)
+address = struct.pack("H", socket.AF_UNIX) + os.path.abspath("sig.sock").encode() + b"\0"
+s = socket.socket(socket.AF_UNIX)
+signal.setitimer(signal.ITIMER_REAL, 0.002, 0.002)
+while True:
+    ret = libc.connect(s.fileno(), address, len(address))
+    err = ctypes.get_errno()
+    if ret == 0 or err != errno.EINTR: break
+signal.setitimer(signal.ITIMER_REAL, 0, 0)
+print("connected" if ret == 0 else "failed: " + os.strerror(err))
+os.wait()
+"#;
+    std::fs::write(ws.path().join("sig.py"), script).unwrap();
+    for round in 0..4 {
+        let asked = Instant::now();
+        let how = if round % 2 == 0 { "restart" } else { "eintr" };
+        let printed = run(
+            backend,
+            ws.path(),
+            &[],
+            &format!("rm -f sig.sock; python3 sig.py {how} # {m}"),
+        );
+        assert_eq!(printed, "connected\n", "round {round} ({how})");
+        assert!(
+            asked.elapsed() < Duration::from_secs(30),
+            "round {round} was slow"
+        );
+    }
     assert_nothing_left(&m);
 }
 
@@ -391,6 +533,9 @@ fn a_server_serves_after_commands_die_in_the_gate(backend: Backend) {
 }
 
 under_each_backend!(
+    a_chroot_into_a_namespace_of_its_own_does_not_reach_outside,
+    a_racing_sender_gets_nothing_to_an_outside_abstract_listener,
+    a_connect_interrupted_by_signals_ends_connected,
     a_socket_outside_the_workspace_is_refused_unless_allowed,
     sockets_inside_the_sandbox_and_tcp_still_connect,
     swapping_the_address_under_the_gate_never_reaches_outside,
@@ -398,6 +543,33 @@ under_each_backend!(
     systemd_run_user_is_refused,
     a_server_serves_after_commands_die_in_the_gate,
 );
+
+/// Under Landlock's `--network deny` a TCP Fast Open send (which connects without `connect`) is
+/// refused like a connect.
+#[test]
+fn tcp_fast_open_is_refused_under_network_deny() {
+    let Some((ws, m)) = setup(Backend::Landlock) else {
+        return;
+    };
+    let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    tcp.set_nonblocking(true).unwrap();
+    let port = tcp.local_addr().unwrap().port();
+    let command = format!(
+        "python3 -c 'import socket\ns=socket.socket()\ntry: s.sendto(b\"x\", socket.MSG_FASTOPEN, (\"127.0.0.1\", {port})); print(\"SENT\")\nexcept OSError as e: print(\"refused:\", e.strerror)' # {m}"
+    );
+    let printed = run(
+        Backend::Landlock,
+        ws.path(),
+        &["--network", "deny"],
+        &command,
+    );
+    assert!(
+        printed.contains("refused: Operation not permitted"),
+        "{printed}"
+    );
+    assert!(tcp.accept().is_err(), "the listener saw a connection");
+    assert_nothing_left(&m);
+}
 
 #[test]
 fn a_relative_allowed_socket_is_refused_at_start() {

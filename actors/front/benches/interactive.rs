@@ -142,7 +142,9 @@ fn report_latency(what: &str, times: &mut [Duration]) {
 /// From the program's clock right before its prompt to the reply: `starts` starts that end at a
 /// prompt (each task killed after), and `writes` answers that each get the next prompt.
 fn prompt_to_reply(server: &mut Jsonl, starts: usize, writes: usize) {
-    let dir = tempfile::tempdir().unwrap();
+    // Below the working directory: the binary's default sandbox (`workspace-write`) gives commands
+    // a private `/tmp`, where the stamp would be out of the bench's sight.
+    let dir = tempfile::tempdir_in(std::env::current_dir().unwrap()).unwrap();
     let stamp = dir.path().join("t");
     let prompt = format!(
         "echo $EPOCHREALTIME > {}; read -p 'name? ' x",

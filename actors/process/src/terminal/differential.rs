@@ -5,42 +5,40 @@
 //! lines split across chunks, escapes and control bytes (split across chunks too), tabs, UTF-8
 //! with wide and combining characters, `\r` overdraws, scroll regions, the alternate screen.
 
+use dsh_test_support::rng::Rng;
+
 use super::Terminal;
 
-/// A small seeded generator (xorshift64*).
-struct Rng(u64);
+/// Draws from the shared seeded generator in `usize`.
+trait Draw {
+    fn below_usize(&mut self, n: usize) -> usize;
+    fn chance(&mut self, percent: usize) -> bool;
+}
 
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
+impl Draw for Rng {
+    fn below_usize(&mut self, n: usize) -> usize {
+        usize::try_from(self.below(n as u64)).unwrap_or(0)
     }
 
     fn chance(&mut self, percent: usize) -> bool {
-        self.below(100) < percent
+        self.below_usize(100) < percent
     }
 }
 
 /// Printable ASCII, `len` bytes.
 fn text(rng: &mut Rng, len: usize) -> Vec<u8> {
-    (0..len).map(|_| b' ' + rng.below(95) as u8).collect()
+    (0..len).map(|_| b' ' + rng.below_usize(95) as u8).collect()
 }
 
 /// A line length: short, exactly a multiple of the width, one more or less, or long.
 fn line_len(rng: &mut Rng, cols: usize) -> usize {
-    match rng.below(6) {
+    match rng.below_usize(6) {
         0 => 0,
-        1 => cols * (1 + rng.below(3)),
-        2 => cols * (1 + rng.below(3)) - 1,
-        3 => cols * (1 + rng.below(3)) + 1,
-        4 => rng.below(4 * cols),
-        _ => rng.below(cols),
+        1 => cols * (1 + rng.below_usize(3)),
+        2 => cols * (1 + rng.below_usize(3)) - 1,
+        3 => cols * (1 + rng.below_usize(3)) + 1,
+        4 => rng.below_usize(4 * cols),
+        _ => rng.below_usize(cols),
     }
 }
 
@@ -84,13 +82,13 @@ const OTHERS: &[&[u8]] = &[
 /// An output of plain lines with `others` percent of other things mixed in.
 fn output(rng: &mut Rng, rows: usize, cols: usize, others: usize) -> Vec<u8> {
     let mut out = Vec::new();
-    for _ in 0..rng.below(40 * rows) + 1 {
+    for _ in 0..rng.below_usize(40 * rows) + 1 {
         if rng.chance(others) {
             let last = OTHERS.len() - usize::from(cols == 1);
-            out.extend_from_slice(OTHERS[rng.below(last)]);
+            out.extend_from_slice(OTHERS[rng.below_usize(last)]);
             continue;
         }
-        match rng.below(10) {
+        match rng.below_usize(10) {
             // A partial line, or an overdraw.
             0 => {
                 let len = line_len(rng, cols);
@@ -101,7 +99,7 @@ fn output(rng: &mut Rng, rows: usize, cols: usize, others: usize) -> Vec<u8> {
             }
             // A burst of lines.
             1 => {
-                for _ in 0..rng.below(3 * rows) {
+                for _ in 0..rng.below_usize(3 * rows) {
                     let len = line_len(rng, cols);
                     out.extend(text(rng, len));
                     out.extend_from_slice(b"\r\n");
@@ -149,16 +147,16 @@ fn state(t: &mut Terminal) -> String {
 /// Feeds `out` in random chunks to both terminals, reading both now and then; returns the bytes
 /// the fast path took. Panics where they differ.
 fn compare(seed: u64, rows: u16, cols: u16, out: &[u8], reads: usize) -> usize {
-    let mut rng = Rng(seed | 1);
+    let mut rng = Rng::new(seed);
     let mut fast = Terminal::new(rows, cols);
     let mut slow = Terminal::slow(rows, cols);
     let mut at = 0;
     let mut chunks = Vec::new();
     while at < out.len() {
-        let len = match rng.below(4) {
-            0 => 1 + rng.below(8),
+        let len = match rng.below_usize(4) {
+            0 => 1 + rng.below_usize(8),
             1 => 4096,
-            _ => 1 + rng.below(600),
+            _ => 1 + rng.below_usize(600),
         };
         let chunk = &out[at..out.len().min(at + len)];
         at += chunk.len();
@@ -188,13 +186,16 @@ fn plain_lines_mixed_with_anything_give_what_the_emulator_gives() {
     let mut taken = 0;
     let mut total = 0;
     for seed in 1..=400u64 {
-        let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15));
-        let (rows, cols) = match rng.below(4) {
+        let mut rng = Rng::new(seed ^ 0x5eed);
+        let (rows, cols) = match rng.below_usize(4) {
             0 => (40, 120),
-            _ => (1 + rng.below(8) as u16, 1 + rng.below(24) as u16),
+            _ => (
+                1 + rng.below_usize(8) as u16,
+                1 + rng.below_usize(24) as u16,
+            ),
         };
-        let others = [0, 1, 5, 20][rng.below(4)];
-        let reads = [0, 2, 20, 100][rng.below(4)];
+        let others = [0, 1, 5, 20][rng.below_usize(4)];
+        let reads = [0, 2, 20, 100][rng.below_usize(4)];
         let out = output(&mut rng, usize::from(rows), usize::from(cols), others);
         total += out.len();
         taken += compare(seed, rows, cols, &out, reads);

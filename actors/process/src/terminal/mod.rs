@@ -29,7 +29,7 @@
 //! [`Terminal::take_replies`]; the driver writes them to the master.
 //!
 //! A flood of plain lines (printable ASCII ended by `\r\n`, what `yes`, logs and most build tools
-//! print) takes a fast path ([`plain`]): the rows that would scroll off go to the stream directly,
+//! print) takes a fast path (`plain.rs`): the rows that would scroll off go to the stream directly,
 //! as the same text in the same order, and the emulator is fed only what is still on screen when it
 //! is next looked at. The differential tests (`differential.rs`) hold the two paths to the same
 //! stream and the same screen.
@@ -159,7 +159,7 @@ impl Terminal {
     }
 
     /// Processes output read from the master: plain lines through the fast path once it could
-    /// start (see [`plain`]), the rest through the emulator.
+    /// start (see `plain.rs`), the rest through the emulator.
     pub fn feed(&mut self, bytes: &[u8]) {
         self.awake();
         let mut rest = bytes;

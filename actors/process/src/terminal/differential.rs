@@ -3,7 +3,8 @@
 //! stream, the same partial line and the same screen (text, colours, cursor, wrap flags, modes, and
 //! the character `CSI b` repeats), whatever is mixed into the plain lines: long lines that wrap,
 //! lines split across chunks, escapes and control bytes (split across chunks too), tabs, UTF-8
-//! with wide and combining characters, `\r` overdraws, scroll regions, the alternate screen.
+//! with wide and combining characters, `\r` overdraws, scroll regions, the alternate screen, and
+//! the terminal put to sleep or resized in between.
 
 use dsh_test_support::rng::Rng;
 
@@ -148,9 +149,10 @@ fn state(t: &mut Terminal) -> String {
     state
 }
 
-/// Feeds `out` in random chunks to both terminals, reading both now and then; returns the bytes
-/// the fast path took. Panics where they differ.
-fn compare(seed: u64, rows: u16, cols: u16, out: &[u8], reads: usize) -> usize {
+/// Feeds `out` in random chunks to both terminals, reading both now and then (and with `upsets`,
+/// putting both to sleep or shrinking them now and then); returns the bytes the fast path took.
+/// Panics where they differ.
+fn compare(seed: u64, rows: u16, cols: u16, out: &[u8], reads: usize, upsets: bool) -> usize {
     let mut rng = Rng::new(seed);
     let mut fast = Terminal::new(rows, cols);
     let mut slow = Terminal::slow(rows, cols);
@@ -174,6 +176,19 @@ fn compare(seed: u64, rows: u16, cols: u16, out: &[u8], reads: usize) -> usize {
         }
         if rng.chance(reads / 10) {
             assert_eq!(state(&mut fast), state(&mut slow), "{}", context());
+        }
+        if upsets && rng.chance(2) {
+            assert_eq!(fast.hibernate(), slow.hibernate(), "{}", context());
+        }
+        if upsets && rng.chance(1) {
+            // Fewer or as many rows: see `Terminal::resize` for more.
+            let now = slow.parser().screen().size().0.get();
+            let (rows, cols) = (
+                1 + rng.below_usize(usize::from(now)) as u16,
+                1 + rng.below_usize(24) as u16,
+            );
+            fast.resize(rows, cols);
+            slow.resize(rows, cols);
         }
     }
     let context = format!("seed {seed}, {rows}x{cols}, chunks {chunks:?}");
@@ -202,7 +217,7 @@ fn plain_lines_mixed_with_anything_give_what_the_emulator_gives() {
         let reads = [0, 2, 20, 100][rng.below_usize(4)];
         let out = output(&mut rng, usize::from(rows), usize::from(cols), others);
         total += out.len();
-        taken += compare(seed, rows, cols, &out, reads);
+        taken += compare(seed, rows, cols, &out, reads, true);
     }
     // The fast path must have run, or this compares the emulator with itself.
     assert!(
@@ -216,7 +231,7 @@ fn a_flood_of_plain_lines_is_taken_by_the_fast_path_and_reads_the_same() {
     let line = "the quick brown fox jumps over the lazy dog; 0123456789 abcdefghijklmnopqrstuvwxyz ABCDEFGHIJK";
     let out = format!("{line}\r\n").repeat(5000);
     // All but the lines that fill the screen first (until then a newline scrolls nothing).
-    let taken = compare(7, 40, 120, out.as_bytes(), 1);
+    let taken = compare(7, 40, 120, out.as_bytes(), 1, false);
     assert!(
         taken + 40 * (line.len() + 2) >= out.len(),
         "the fast path took {taken} of {} bytes",
@@ -224,5 +239,7 @@ fn a_flood_of_plain_lines_is_taken_by_the_fast_path_and_reads_the_same() {
     );
     // Lines longer than the width, and the end of the flood without a newline.
     let long = format!("{line}{line}\r\n").repeat(3000) + line;
-    assert!(compare(8, 40, 120, long.as_bytes(), 0) + 20 * (2 * line.len() + 2) >= long.len());
+    assert!(
+        compare(8, 40, 120, long.as_bytes(), 0, false) + 20 * (2 * line.len() + 2) >= long.len()
+    );
 }

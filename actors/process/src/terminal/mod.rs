@@ -230,6 +230,12 @@ impl Terminal {
 
     /// Changes the size (after [`dsh_contain::pty::resize`]); rows that no longer fit scroll off
     /// into the stream.
+    ///
+    /// A resize that adds rows is not exactly what the emulator alone would do once the fast path
+    /// ran: `vt100` counts every row ever scrolled off and, growing, pulls up to that many blank
+    /// rows in at the top as if from scrollback; the rows the fast path wrote to the stream itself
+    /// are not in that count. dsh keeps a terminal at its `--tty-size` (this has no caller but the
+    /// tests), and the differential tests resize to fewer rows only.
     pub fn resize(&mut self, rows: u16, cols: u16) {
         let rows = std::num::NonZeroU16::new(rows).unwrap_or(std::num::NonZeroU16::MIN);
         let cols = std::num::NonZeroU16::new(cols).unwrap_or(std::num::NonZeroU16::MIN);

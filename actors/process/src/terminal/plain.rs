@@ -77,7 +77,7 @@ impl Plain {
     /// the blanking (a single row).
     pub(super) fn enter(rows: u16, cols: u16) -> Option<Plain> {
         (rows >= 2).then(|| Plain {
-            rows: VecDeque::with_capacity(usize::from(rows)),
+            rows: VecDeque::new(),
             cursor: String::new(),
             cr: false,
             blanked: false,

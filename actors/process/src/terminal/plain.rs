@@ -32,7 +32,9 @@
 //! kept right too.
 //!
 //! A commit and the partial line, asked for at every render, need no flush once blanked: the
-//! rows above the cursor are the kept rows, and the cursor's row is the last one.
+//! rows above the cursor are the kept rows, and the cursor's row is the last one. Before the
+//! blank, the emulator's rows that the kept rows pushed off its screen enter the stream at the
+//! blank or at the flush (a commit flushes): less than a screenful later, never out of order.
 
 use std::collections::VecDeque;
 

@@ -6,6 +6,7 @@
 //! - [`wait`]: event-based waits with generous bounds, never fixed sleeps.
 //! - [`procfs`]: what `/proc` says about a pid.
 //! - [`scratch`]: temp dirs outside `/tmp`, for the sandbox tests.
+//! - [`rng`]: a small seeded generator for tests that draw random cases.
 //! - [`terminal`]: a program started on a pseudo-terminal by hand, for the pty and emulator tests.
 //! - `actors` (feature `actors`): an agent that records what it is sent, an approver that answers
 //!   every question the same way.
@@ -29,6 +30,7 @@ pub mod actors;
 pub mod bench;
 pub mod isolate;
 pub mod procfs;
+pub mod rng;
 #[cfg(feature = "runtime")]
 pub mod runtime;
 pub mod scratch;

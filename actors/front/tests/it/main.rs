@@ -22,6 +22,7 @@ mod containment;
 mod containment_kill;
 mod doctor;
 mod interactive;
+mod interactive_flood;
 mod interactive_more;
 mod jsonl;
 mod jsonl_sessions;

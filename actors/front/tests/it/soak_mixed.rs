@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 
 use crate::common::{exit_status, start_dsh};
 use dsh_test_support::procfs::{Usage, live_with_cmdline, usage};
+use dsh_test_support::rng::Rng;
 use dsh_test_support::wait::wait_until;
 use serde_json::{Value, json};
 
@@ -31,24 +32,6 @@ const SCENARIOS: usize = 480;
 const IN_FLIGHT: usize = 8;
 /// Generous bound for one reply on a shared, noisy machine.
 const REPLY: Duration = Duration::from_secs(60);
-
-/// A small deterministic generator (xorshift64*), so a seed names a run.
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64) -> Self {
-        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
-    }
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
 
 /// One server and a reader thread that routes each reply to the caller waiting for its id.
 struct Mux {

@@ -21,6 +21,40 @@ pub(super) struct Events {
     /// the stream (so that scrolling them off does not write them twice).
     pub(super) written: VecDeque<String>,
     pub(super) cols: u16,
+    /// Rows of the main screen scrolled off so far (the fast path checks that a newline of its
+    /// own scrolled the whole screen).
+    pub(super) scrolls: u64,
+    /// Rows still to scroll off without entering the stream: the fast path's own scrolling of a
+    /// screen it knows to be blank.
+    pub(super) mute: usize,
+    /// Buffers reused by every row scrolling off: its formatted and its plain text.
+    formatted: String,
+    plain: String,
+}
+
+impl Events {
+    /// The callbacks of a terminal `cols` wide.
+    pub(super) fn new(cols: u16) -> Events {
+        Events {
+            cols,
+            ..Events::default()
+        }
+    }
+
+    /// A row of the main screen scrolled off the top: its text enters the stream, unless the
+    /// stream holds it already (it was committed while on screen). The slow path (from
+    /// [`vt100::Callbacks::on_scroll`]) and the fast path for plain lines both end here.
+    pub(super) fn scrolled(&mut self, row: &str, wrapped: bool) {
+        // Lines scroll: the program writes lines again.
+        self.redrawn = false;
+        if self.written.pop_front().is_some_and(|seen| seen == row) {
+            return;
+        }
+        self.lines.push_str(row);
+        if !wrapped {
+            self.lines.push('\n');
+        }
+    }
 }
 
 /// Writes the main screen's rows `0..end` that are not in the stream yet (or changed since).
@@ -34,21 +68,35 @@ pub(super) fn commit_rows(screen: &vt100::Screen, events: &mut Events, end: u16,
         .enumerate()
     {
         let wrapped = screen.row_wrapped(u16::try_from(index).unwrap_or(u16::MAX));
-        match events.written.get_mut(index) {
-            Some(seen) if *seen == row => continue,
-            Some(_) if !finishing => {
-                // Drawn over after it was written: a screen, not lines. Stop committing.
-                events.redrawn = true;
-                return;
-            }
-            Some(seen) => seen.clone_from(&row),
-            None => events.written.push_back(row.clone()),
-        }
-        events.lines.push_str(&row);
-        if !wrapped {
-            events.lines.push('\n');
+        if !commit_row(events, index, &row, wrapped, finishing) {
+            return;
         }
     }
+}
+
+/// Commits row `index` (see [`commit_rows`]); false when it stops the commit.
+pub(super) fn commit_row(
+    events: &mut Events,
+    index: usize,
+    row: &str,
+    wrapped: bool,
+    finishing: bool,
+) -> bool {
+    match events.written.get_mut(index) {
+        Some(seen) if *seen == row => return true,
+        Some(_) if !finishing => {
+            // Drawn over after it was written: a screen, not lines. Stop committing.
+            events.redrawn = true;
+            return false;
+        }
+        Some(seen) => row.clone_into(seen),
+        None => events.written.push_back(row.to_owned()),
+    }
+    events.lines.push_str(row);
+    if !wrapped {
+        events.lines.push('\n');
+    }
+    true
 }
 
 impl vt100::Callbacks for Events {
@@ -56,26 +104,31 @@ impl vt100::Callbacks for Events {
         if alternate_screen {
             return;
         }
-        // Lines scroll: the program writes lines again.
-        self.redrawn = false;
-        let mut state = vt100::capture::BasicFormattedCaptureState::new();
-        let mut formatted = String::new();
-        let _ = contents.write_formatted_basic(&mut formatted, &mut state);
-        let row: String = vt100::capture::basic_formatted_to_plain(&formatted).collect();
-        // A wrapped row fills every column; only then ask (by writing the row once more: the
-        // capture state puts a newline first unless the row wrapped).
-        let wrapped = row.len() >= usize::from(self.cols) && {
-            let mut probe = String::new();
-            let _ = contents.write_formatted_basic(&mut probe, &mut state);
-            !probe.starts_with('\n')
-        };
-        if self.written.pop_front().is_some_and(|seen| seen == row) {
+        if self.mute > 0 {
+            self.mute -= 1;
+            self.redrawn = false;
             return;
         }
-        self.lines.push_str(&row);
-        if !wrapped {
-            self.lines.push('\n');
-        }
+        self.scrolls += 1;
+        // The crate hands the row only formatted: format it, then strip the SGR sequences.
+        let mut formatted = std::mem::take(&mut self.formatted);
+        let mut plain = std::mem::take(&mut self.plain);
+        formatted.clear();
+        plain.clear();
+        let mut state = vt100::capture::BasicFormattedCaptureState::new();
+        let _ = contents.write_formatted_basic(&mut formatted, &mut state);
+        plain.extend(vt100::capture::basic_formatted_to_plain(&formatted));
+        // A wrapped row fills every column; only then ask. Writing the row once more puts a
+        // newline first unless the row wrapped: the first character written answers, and the
+        // writer stops the capture right there.
+        let wrapped = plain.len() >= usize::from(self.cols) && {
+            let mut first = FirstChar(None);
+            let _ = contents.write_formatted_basic(&mut first, &mut state);
+            first.0 != Some('\n')
+        };
+        self.scrolled(&plain, wrapped);
+        self.formatted = formatted;
+        self.plain = plain;
     }
 
     fn unhandled_csi(
@@ -113,6 +166,21 @@ impl vt100::Callbacks for Events {
                 .replies
                 .extend_from_slice(b"\x1b]11;rgb:0000/0000/0000\x1b\\"),
             _ => {}
+        }
+    }
+}
+
+/// A `fmt::Write` that keeps the first character written and refuses the rest.
+struct FirstChar(Option<char>);
+
+impl std::fmt::Write for FirstChar {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        match s.chars().next() {
+            Some(c) => {
+                self.0 = Some(c);
+                Err(std::fmt::Error)
+            }
+            None => Ok(()),
         }
     }
 }

@@ -28,18 +28,27 @@
 //! and the default foreground and background colours (`OSC 10/11 ?`). The answers collect in
 //! [`Terminal::take_replies`]; the driver writes them to the master.
 //!
+//! A flood of plain lines (printable ASCII ended by `\r\n`, what `yes`, logs and most build tools
+//! print) takes a fast path (`plain.rs`): the rows that would scroll off go to the stream directly,
+//! as the same text in the same order, and the emulator is fed only what is still on screen when it
+//! is next looked at. The differential tests (`differential.rs`) hold the two paths to the same
+//! stream and the same screen.
+//!
 //! Memory is bounded by the size: a grid of rows × columns cells of 32 bytes (150 KiB at the
 //! default 40x120), a second one while a program uses the alternate screen, plus the text of the
 //! committed rows still on screen. An idle terminal can sleep as the escape sequences that
 //! redraw its screen ([`Terminal::hibernate`], a few KiB), and wakes up on the next call.
 
+#[cfg(test)]
+mod differential;
 mod events;
+mod ground;
+mod plain;
 #[cfg(test)]
 mod tests;
 
-use std::collections::VecDeque;
-
 use events::{Events, commit_rows};
+use plain::Plain;
 
 /// The emulated terminal of one task.
 pub struct Terminal {
@@ -47,6 +56,15 @@ pub struct Terminal {
     parser: vt100::Parser<Events>,
     /// Set while asleep (see [`Terminal::hibernate`]).
     asleep: Option<Asleep>,
+    /// Plain lines the fast path took and did not feed to the emulator yet.
+    plain: Option<Plain>,
+    /// Whether the emulator's escape parser is certainly in its ground state ([`ground`]).
+    ground: bool,
+    /// Whether the fast path is used (the differential tests turn it off).
+    fast: bool,
+    /// Bytes the fast path took (the differential tests check that it ran).
+    #[cfg(test)]
+    fast_bytes: usize,
 }
 
 /// An idle terminal: the escape sequences that redraw its screen, and its bookkeeping.
@@ -61,21 +79,39 @@ impl Terminal {
     pub fn new(rows: u16, cols: u16) -> Terminal {
         let rows = std::num::NonZeroU16::new(rows).unwrap_or(std::num::NonZeroU16::MIN);
         let cols = std::num::NonZeroU16::new(cols).unwrap_or(std::num::NonZeroU16::MIN);
-        let events = Events {
-            redrawn: false,
-            lines: String::new(),
-            replies: Vec::new(),
-            written: VecDeque::new(),
-            cols: cols.get(),
-        };
+        let events = Events::new(cols.get());
         Terminal {
             parser: vt100::Parser::new_with_callbacks(rows, cols, 0, events),
             asleep: None,
+            plain: None,
+            ground: true,
+            fast: true,
+            #[cfg(test)]
+            fast_bytes: 0,
         }
     }
 
-    /// The live parser, woken up first when asleep.
+    /// A terminal without the fast path, for the differential tests.
+    #[cfg(test)]
+    fn slow(rows: u16, cols: u16) -> Terminal {
+        Terminal {
+            fast: false,
+            ..Terminal::new(rows, cols)
+        }
+    }
+
+    /// The parser up to date: woken up first when asleep, fed what the fast path kept.
     fn parser(&mut self) -> &mut vt100::Parser<Events> {
+        self.awake();
+        if let Some(plain) = self.plain.take() {
+            plain.flush(&mut self.parser);
+        }
+        &mut self.parser
+    }
+
+    /// The parser, woken up first when asleep; its screen may lack what the fast path kept, but
+    /// its modes and callbacks are current (plain text changes neither).
+    fn awake(&mut self) -> &mut vt100::Parser<Events> {
         if let Some(Asleep {
             screen,
             events,
@@ -99,6 +135,7 @@ impl Terminal {
         if self.asleep.is_some() {
             return true;
         }
+        self.parser();
         let screen = self.parser.screen();
         if screen.alternate_screen() {
             return false;
@@ -121,13 +158,84 @@ impl Terminal {
         self.asleep.is_some()
     }
 
-    /// Processes output read from the master.
+    /// Processes output read from the master: plain lines through the fast path once it could
+    /// start (see `plain.rs`), the rest through the emulator.
     pub fn feed(&mut self, bytes: &[u8]) {
-        self.parser().process(bytes);
+        self.awake();
+        let mut rest = bytes;
+        while !rest.is_empty() {
+            if let Some(plain) = &mut self.plain {
+                let taken = plain.take(rest, &mut self.parser);
+                #[cfg(test)]
+                {
+                    self.fast_bytes += taken;
+                }
+                rest = &rest[taken..];
+                if rest.is_empty() {
+                    return;
+                }
+                if let Some(plain) = self.plain.take() {
+                    plain.flush(&mut self.parser);
+                }
+            }
+            let Some(cr) = self.entry(rest) else {
+                self.process(rest);
+                return;
+            };
+            // Up to the newline, then the newline alone: did it scroll the whole screen, the
+            // cursor at column 0 of the bottom row?
+            self.process(&rest[..=cr]);
+            let scrolls = self.parser.callbacks().scrolls;
+            self.process(b"\n");
+            rest = &rest[cr + 2..];
+            let screen = self.parser.screen();
+            let (rows, cols) = screen.size();
+            if self.ground
+                && !screen.alternate_screen()
+                && self.parser.callbacks().scrolls == scrolls + 1
+                && screen.cursor_position() == (rows.get() - 1, 0)
+            {
+                self.plain = Plain::enter(rows.get(), cols.get());
+            }
+        }
+    }
+
+    /// Where the fast path could start in `bytes`: the `\r` of the first `\r\n` followed by
+    /// plain text (or by nothing).
+    fn entry(&self, bytes: &[u8]) -> Option<usize> {
+        if !self.fast {
+            return None;
+        }
+        let mut from = 0;
+        while let Some(lf) = bytes[from..].iter().position(|&b| b == b'\n') {
+            let lf = from + lf;
+            if lf > 0
+                && bytes[lf - 1] == b'\r'
+                && bytes
+                    .get(lf + 1)
+                    .is_none_or(|&b| (0x20..=0x7e).contains(&b) || b == b'\r')
+            {
+                return Some(lf - 1);
+            }
+            from = lf + 1;
+        }
+        None
+    }
+
+    /// Feeds the emulator, keeping track of its escape parser's state.
+    fn process(&mut self, bytes: &[u8]) {
+        self.parser.process(bytes);
+        self.ground = ground::after(self.ground, bytes);
     }
 
     /// Changes the size (after [`dsh_contain::pty::resize`]); rows that no longer fit scroll off
     /// into the stream.
+    ///
+    /// A resize that adds rows is not exactly what the emulator alone would do once the fast path
+    /// ran: `vt100` counts every row ever scrolled off and, growing, pulls up to that many blank
+    /// rows in at the top as if from scrollback; the rows the fast path wrote to the stream itself
+    /// are not in that count. dsh keeps a terminal at its `--tty-size` (this has no caller but the
+    /// tests), and the differential tests resize to fewer rows only.
     pub fn resize(&mut self, rows: u16, cols: u16) {
         let rows = std::num::NonZeroU16::new(rows).unwrap_or(std::num::NonZeroU16::MIN);
         let cols = std::num::NonZeroU16::new(cols).unwrap_or(std::num::NonZeroU16::MIN);
@@ -141,6 +249,12 @@ impl Terminal {
     /// changed since): call it before a read, and when the task ends (after which the cursor's
     /// row is completed too: see [`Terminal::finish`]).
     pub fn commit(&mut self) {
+        self.awake();
+        if let Some(plain) = &self.plain
+            && plain.commit(self.parser.callbacks_mut())
+        {
+            return;
+        }
         let (screen, events) = self.parser().screen_and_callbacks_mut();
         if screen.alternate_screen() || events.redrawn {
             return;
@@ -182,12 +296,12 @@ impl Terminal {
     /// The completed lines since the last call, plain text, each ending in `\n` (a row the
     /// program wrapped is joined with the next).
     pub fn take_lines(&mut self) -> String {
-        std::mem::take(&mut self.parser().callbacks_mut().lines)
+        std::mem::take(&mut self.awake().callbacks_mut().lines)
     }
 
     /// Answers to terminal queries, to write to the master.
     pub fn take_replies(&mut self) -> Vec<u8> {
-        std::mem::take(&mut self.parser().callbacks_mut().replies)
+        std::mem::take(&mut self.awake().callbacks_mut().replies)
     }
 
     /// Whether the program paints a screen rather than writing lines: it holds the alternate
@@ -195,19 +309,23 @@ impl Terminal {
     /// stream and nothing scrolled since (procps `top`, `watch`). Reads then show
     /// [`Terminal::visible`] instead of the stream and [`Terminal::partial`].
     pub fn full_screen(&mut self) -> bool {
-        let parser = self.parser();
+        let parser = self.awake();
         parser.screen().alternate_screen() || parser.callbacks().redrawn
     }
 
     /// Whether the program asked for application cursor keys (DECCKM: `ESC O A` instead of
     /// `ESC [ A` for Up), which decides the bytes of the cursor keys written to it.
     pub fn application_cursor(&mut self) -> bool {
-        self.parser().screen().application_cursor()
+        self.awake().screen().application_cursor()
     }
 
     /// The main screen from the cursor's row down to the last non-blank row, trailing blanks
     /// trimmed: the partial last line (a prompt, a progress bar's current state).
     pub fn partial(&mut self) -> String {
+        self.awake();
+        if let Some(plain) = &self.plain {
+            return plain.partial();
+        }
         let parser = self.parser();
         let screen = parser.screen();
         let (cursor_row, _) = screen.cursor_position();

@@ -108,3 +108,11 @@ pub fn nonce() -> String {
         nanos ^ (u64::from(std::process::id()) << 40) ^ n.rotate_left(17)
     )
 }
+
+/// A mutex's guard, poisoned or not: the crate's tables (the subreaper's sets, the socket gate's
+/// connects in progress) change by single inserts and removes, which a panic cannot leave half-done.
+pub(crate) fn lock_unpoisoned<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}

@@ -30,6 +30,8 @@ use std::sync::{Mutex, RwLock, RwLockReadGuard};
 
 use nix::libc;
 
+use crate::lock_unpoisoned as lock;
+
 /// The environment variable that carries a task's marker.
 pub const MARKER_VAR: &str = "DSH_TASK";
 
@@ -187,11 +189,6 @@ impl SpawnGuard<'_> {
         lock(&self.registry.direct).insert(pid);
         lock(&self.registry.task_sessions).insert(pid);
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    // A panic while holding this lock cannot leave the set inconsistent (single insert/remove).
-    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 impl ChildRegistry {

@@ -65,7 +65,7 @@
 //! runtime should use the cgroup leaf's `cgroup.procs` (one read) or one census walk for all
 //! tasks per poll. The test `input_wait_cost` in `tests/it/input_wait.rs` prints the figures.
 
-mod proc_reading;
+pub(crate) mod proc_reading;
 
 use std::fs;
 use std::os::fd::{AsRawFd, BorrowedFd};

@@ -89,16 +89,17 @@ impl Readers {
     }
 }
 
-/// The fields of `/proc/<pid>/stat` this module needs.
-pub(super) struct ProcStat {
+/// The fields of `/proc/<pid>/stat` this module (and the socket gate's sandbox test) needs.
+pub(crate) struct ProcStat {
     pub(super) state: char,
+    pub(crate) parent: i32,
     pub(super) pgrp: i32,
-    pub(super) session: i32,
+    pub(crate) session: i32,
     pub(super) tty_nr: u64,
 }
 
 impl ProcStat {
-    pub(super) fn read(pid: i32) -> Option<ProcStat> {
+    pub(crate) fn read(pid: i32) -> Option<ProcStat> {
         let text = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
         ProcStat::parse(&text)
     }
@@ -109,12 +110,13 @@ impl ProcStat {
         let rest = &text[text.rfind(')')? + 1..];
         let mut fields = rest.split_ascii_whitespace();
         let state = fields.next()?.chars().next()?;
-        let _ppid = fields.next()?;
+        let parent = fields.next()?.parse().ok()?;
         let pgrp = fields.next()?.parse().ok()?;
         let session = fields.next()?.parse().ok()?;
         let tty_nr = fields.next()?.parse::<i64>().ok()?;
         Some(ProcStat {
             state,
+            parent,
             pgrp,
             session,
             tty_nr: u64::try_from(tty_nr).unwrap_or(0),

@@ -48,7 +48,7 @@ impl InFlight {
     /// The turn of a notification for `socket`.
     pub(crate) fn turn(&self, socket: BorrowedFd<'_>) -> (Turn, u64) {
         let key = inode(socket);
-        let mut tables = crate::sockgate::lock(&self.tables);
+        let mut tables = crate::lock_unpoisoned(&self.tables);
         if let Some(errno) = tables.undelivered.remove(&key) {
             return (Turn::Done(errno), key);
         }
@@ -67,7 +67,7 @@ impl InFlight {
 
     /// Keeps `errno` for `socket`'s next call: its answer found the thread gone.
     pub(crate) fn undelivered(&self, socket: u64, errno: i32) {
-        let mut tables = crate::sockgate::lock(&self.tables);
+        let mut tables = crate::lock_unpoisoned(&self.tables);
         if tables.undelivered.len() >= MAX_UNDELIVERED {
             tables.undelivered.clear();
         }
@@ -84,7 +84,7 @@ impl Lead {
 
     /// Publishes the result to any follower and forgets the socket.
     pub(crate) fn finish(self, errno: i32) {
-        crate::sockgate::lock(&self.table.tables)
+        crate::lock_unpoisoned(&self.table.tables)
             .in_progress
             .remove(&self.socket);
         let _ = self.result.send(Some(errno));

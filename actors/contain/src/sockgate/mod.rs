@@ -42,7 +42,7 @@ mod relay;
 mod verdict;
 
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, OnceLock};
 
 use nix::libc;
 use tokio::io::unix::AsyncFd;
@@ -225,13 +225,6 @@ async fn settle(
     };
     lead.finish(errno);
     deliver(socket, errno);
-}
-
-/// A mutex's guard, poisoned or not (the gate's tables hold plain data).
-pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// A Unix socket's connect: the errno to answer.

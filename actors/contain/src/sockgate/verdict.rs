@@ -21,7 +21,11 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 
+use std::sync::OnceLock;
+
 use nix::libc::{self, c_int};
+
+use crate::input_wait::proc_reading::ProcStat;
 
 /// `offsetof(struct sockaddr_un, sun_path)` and `sizeof(struct sockaddr_un)`.
 const SUN_PATH_OFFSET: usize = 2;
@@ -156,16 +160,6 @@ pub(crate) fn namespace(pid: i32, kind: &str) -> Option<PathBuf> {
     std::fs::read_link(format!("/proc/{pid}/ns/{kind}")).ok()
 }
 
-/// The parent and session of `pid` (`/proc/<pid>/stat` fields 4 and 6).
-pub(crate) fn parent_and_session(pid: i32) -> Option<(i32, i32)> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name may hold spaces and parentheses: the fields start after the last ')'.
-    let mut fields = stat.get(stat.rfind(')')? + 1..)?.split_whitespace();
-    let parent = fields.nth(1)?.parse().ok()?;
-    let session = fields.nth(1)?.parse().ok()?;
-    Some((parent, session))
-}
-
 /// Under a launcher spawned as `launcher`: whether thread `tid` still sees its sandbox's mounts:
 /// its mount namespace and its root (mount, device, inode) are those of the launcher's child it
 /// descends from. A thread of a user namespace of its own could otherwise `chroot` into the root of
@@ -173,15 +167,13 @@ pub(crate) fn parent_and_session(pid: i32) -> Option<(i32, i32)> {
 pub(crate) fn sees_sandbox_mounts(tid: i32, launcher: i32) -> bool {
     let mut pid = tid;
     for _ in 0..MAX_DEPTH {
-        let Some((parent, _)) = parent_and_session(pid) else {
+        let Some(parent) = ProcStat::read(pid).map(|stat| stat.parent) else {
             return false;
         };
         if parent == launcher {
-            let same_namespace =
-                namespace(pid, "mnt").is_some() && namespace(pid, "mnt") == namespace(tid, "mnt");
-            let same_root =
-                root_identity(pid).is_some() && root_identity(pid) == root_identity(tid);
-            return same_namespace && same_root;
+            let sandbox = (namespace(pid, "mnt"), root_identity(pid));
+            let thread = (namespace(tid, "mnt"), root_identity(tid));
+            return sandbox.0.is_some() && sandbox.1.is_some() && sandbox == thread;
         }
         if parent <= 1 {
             return false;
@@ -223,13 +215,16 @@ pub(crate) fn listened_in_sandbox(tid: i32, name: &[u8]) -> bool {
     let Some(inode) = listening_inode(tid, name) else {
         return false;
     };
+    let Some(sandbox) = Sandbox::of(tid) else {
+        return false;
+    };
     let wanted = format!("socket:[{inode}]");
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return false;
     };
     entries
         .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|&pid| same_sandbox(pid, tid))
+        .filter(|&pid| Sandbox::of(pid).as_ref() == Some(&sandbox))
         .any(|pid| {
             std::fs::read_dir(format!("/proc/{pid}/fd")).is_ok_and(|fds| {
                 fds.filter_map(|fd| std::fs::read_link(fd.ok()?.path()).ok())
@@ -276,22 +271,29 @@ fn listening_entry(line: &[u8], flag: u32) -> Option<(u64, &[u8])> {
     (flags & flag != 0).then_some((inode, path))
 }
 
-/// Whether two processes are in one sandbox, for abstract sockets: the same pid namespace when it is
-/// not dsh's own (bubblewrap), else the same session (each command starts one).
+/// The sandbox a process is in, for abstract sockets: its pid namespace when that is not dsh's own
+/// (bubblewrap), else its session (each command starts one).
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Sandbox {
+    PidNamespace(PathBuf),
+    Session(i32),
+}
+
+impl Sandbox {
+    pub(crate) fn of(pid: i32) -> Option<Sandbox> {
+        static OWN: OnceLock<Option<PathBuf>> = OnceLock::new();
+        let own = OWN.get_or_init(|| namespace(std::process::id() as i32, "pid"));
+        let ns = namespace(pid, "pid")?;
+        if Some(&ns) != own.as_ref() {
+            return Some(Sandbox::PidNamespace(ns));
+        }
+        ProcStat::read(pid).map(|stat| Sandbox::Session(stat.session))
+    }
+}
+
+/// Whether two processes are in one sandbox ([`Sandbox::of`] each).
 pub(crate) fn same_sandbox(a: i32, b: i32) -> bool {
-    let (Some(ns_a), Some(ns_b)) = (namespace(a, "pid"), namespace(b, "pid")) else {
-        return false;
-    };
-    if ns_a != ns_b {
-        return false;
-    }
-    if namespace(std::process::id() as i32, "pid") != Some(ns_a) {
-        return true;
-    }
-    matches!(
-        (parent_and_session(a), parent_and_session(b)),
-        (Some((_, s)), Some((_, t))) if s == t
-    )
+    Sandbox::of(a).is_some_and(|sandbox| Sandbox::of(b) == Some(sandbox))
 }
 
 #[cfg(test)]

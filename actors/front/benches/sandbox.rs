@@ -12,6 +12,8 @@
 //! - `unconfined`: the runtime without a sandbox; `tokio_bash_true`: raw tokio.
 //!
 //! Then, when measuring, paired rounds (alternating order) for the ratios that matter.
+//! `DSH_BENCH_ONLY=paired` skips the criterion part; `DSH_BENCH_ARMS=a,b` keeps only the named
+//! confined arms (the unconfined one always stays), for work on one design's spawn path.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -117,12 +119,24 @@ fn main() {
             arms.push(("bwrap", r, s));
         }
     });
+    if let Ok(keep) = std::env::var("DSH_BENCH_ARMS") {
+        let keep: Vec<&str> = keep.split(',').collect();
+        arms.retain(|(name, _, _)| *name == "unconfined" || keep.contains(name));
+    }
     // Every arm really confines (or not) before it is timed.
     for (name, runtime, _) in &arms {
         let probe = system.block_on(support::bash(runtime, "touch /dsh-bench-probe"));
         let denied = probe.text.contains("[sandbox: file access denied");
         assert_eq!(denied, *name != "unconfined", "{name}: {}", probe.text);
         let _ = std::fs::remove_file("/dsh-bench-probe");
+    }
+    let paired_only = std::env::var("DSH_BENCH_ONLY").is_ok_and(|only| only == "paired");
+    if paired_only {
+        paired(&system, &arms);
+        for (_, runtime, _) in &arms {
+            system.block_on(runtime.shutdown());
+        }
+        return;
     }
     let mut group = support::group(&mut c, "sandbox_spawn_latency", 30, 1.0, 4.0);
     for (name, runtime, _) in &arms {

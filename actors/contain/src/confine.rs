@@ -123,7 +123,8 @@ pub(crate) struct ChildGate {
 }
 
 impl ChildGate {
-    /// Installs the gate and sends its listener to dsh, when there is one.
+    /// Installs the gate's own program (a launcher's child) and sends its listener to dsh, when
+    /// there is a gate.
     fn apply(self) -> Result<(), ConfineFailure> {
         if self.sock < 0 || crate::sockgate::install_in_child(self.program, self.sock) {
             Ok(())
@@ -162,10 +163,16 @@ impl ChildConfinement {
                 if !crate::landlock::restrict_in_child(landlock) {
                     return Err(ConfineFailure::Landlock);
                 }
-                if !crate::seccomp::install(filter) {
+                // One filter: with a gate, `filter` is the gated form, whose listener goes to dsh.
+                let gated = gate.sock >= 0;
+                let installed = crate::seccomp::install(filter, gated);
+                if installed < 0 {
                     return Err(ConfineFailure::Seccomp);
                 }
-                gate.apply()
+                if gated && !crate::sockgate::hand_over(installed as c_int, gate.sock) {
+                    return Err(ConfineFailure::Gate);
+                }
+                Ok(())
             }
             ChildConfinement::Launcher {
                 fresh,
@@ -254,7 +261,7 @@ impl Prepared {
                 ..
             }) => Shape::InSpawn {
                 landlock: landlock.raw_fd(),
-                fprog: filter.fprog(),
+                fprog: filter.fprog(gate.is_some()),
                 mount_ns: mount_ns.as_ref().map_or(-1, MountNamespace::raw_fd),
                 netns,
             },

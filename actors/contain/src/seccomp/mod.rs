@@ -25,13 +25,15 @@
 //! and `prlimit --pid $$` are refused like any other explicit pid. Calls from another architecture
 //! (32-bit `int 0x80` on x86_64) kill the process: their numbers are not the ones checked. The x32
 //! ABI shares x86_64's architecture value with numbers offset by `0x40000000`, which the rules do
-//! not list, so on x86_64 the program starts with three instructions of ours that refuse every call
-//! at or above that offset (a kernel without `CONFIG_X86_X32_ABI` refuses them anyway).
+//! not list, so on x86_64 the program refuses every call at or above that offset (a kernel without
+//! `CONFIG_X86_X32_ABI` refuses them anyway).
 //!
-//! The program is built once in the parent (with `seccompiler`, rust-vmm's filter compiler) and
-//! installed by the spawned child with one `seccomp(SECCOMP_SET_MODE_FILTER)` call after
-//! `no_new_privs` (`install`, no allocation); bubblewrap reads the same program from a sealed
-//! memfd (`--seccomp FD`, [`Filter::launcher_fd`]).
+//! The program is compiled once in the parent (`bpf.rs`, shaped so that installing it is cheap)
+//! in two forms: plain, and gated, where `connect` is also handed to the socket gate
+//! (`crate::sockgate`) — the Landlock child installs the gated form with one
+//! `seccomp(SECCOMP_SET_MODE_FILTER)` call after `no_new_privs` ([`install`], no allocation), and
+//! sends the listener it returns to dsh. bubblewrap reads the plain program from a sealed memfd
+//! (`--seccomp FD`, [`Filter::launcher_fd`]); a launcher's child installs the gate on its own.
 
 use std::collections::BTreeMap;
 use std::ffi::CString;
@@ -40,15 +42,15 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::{Arc, OnceLock};
 
 use nix::libc;
-use seccompiler::{
-    SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter, SeccompRule,
-    TargetArch,
-};
+
+use bpf::{Cmp, Cond, Refusal, Rules};
+
+mod bpf;
 
 /// `IOPRIO_WHO_USER` (`include/uapi/linux/ioprio.h`).
-const IOPRIO_WHO_USER: u64 = 3;
+const IOPRIO_WHO_USER: i32 = 3;
 /// The bits of a socket type that name the type (the rest are `SOCK_NONBLOCK`, `SOCK_CLOEXEC`).
-const SOCK_TYPE_MASK: u64 = 0xf;
+const SOCK_TYPE_MASK: u32 = 0xf;
 /// `SOCK_PACKET` (obsolete, still accepted by the kernel for `AF_INET`).
 const SOCK_PACKET: i32 = 10;
 /// Every socket type but `SOCK_STREAM`: datagram, raw, RDM, seqpacket, DCCP, packet.
@@ -74,7 +76,7 @@ pub enum Sockets {
 /// Why a filter could not be made.
 #[derive(Debug, thiserror::Error)]
 pub enum SeccompError {
-    /// `seccompiler` refused the rules, or does not know this architecture.
+    /// The rules do not compile.
     #[error("building the seccomp filter: {0}")]
     Build(String),
     /// The sealed memfd bubblewrap reads the filter from.
@@ -90,158 +92,134 @@ pub struct Filter {
 
 #[derive(Debug)]
 struct Inner {
-    program: Vec<libc::sock_filter>,
+    program: bpf::Program,
+    /// `program` with `connect` handed to the socket gate (`SECCOMP_RET_USER_NOTIF`).
+    gated: bpf::Program,
     sockets: Sockets,
     /// Created on first use by a launcher: a sealed memfd holding `program`.
     memfd: OnceLock<Result<OwnedFd, io::ErrorKind>>,
 }
 
-type Condition = Result<SeccompCondition, SeccompError>;
-
-fn condition(arg: u8, len: SeccompCmpArgLen, op: SeccompCmpOp, value: u64) -> Condition {
-    SeccompCondition::new(arg, len, op, value).map_err(|e| SeccompError::Build(e.to_string()))
-}
-
-fn rule(conditions: impl IntoIterator<Item = Condition>) -> Result<SeccompRule, SeccompError> {
-    let conditions = conditions.into_iter().collect::<Result<Vec<_>, _>>()?;
-    SeccompRule::new(conditions).map_err(|e| SeccompError::Build(e.to_string()))
-}
-
 /// `arg` (a 32-bit integer) is not 0.
-fn nonzero(arg: u8) -> Condition {
-    condition(arg, SeccompCmpArgLen::Dword, SeccompCmpOp::Ne, 0)
+fn nonzero(arg: u8) -> Cond {
+    Cond {
+        arg,
+        cmp: Cmp::Ne(0),
+    }
 }
 
 /// `arg` (a 32-bit integer) is `value`.
-fn equals(arg: u8, value: u64) -> Condition {
-    condition(arg, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, value)
+fn equals(arg: u8, value: i32) -> Cond {
+    Cond {
+        arg,
+        cmp: Cmp::Eq(value as u32),
+    }
 }
 
-/// The rules under which each call is refused (see the module table).
-fn refusals(sockets: Sockets) -> Result<BTreeMap<i64, Vec<SeccompRule>>, SeccompError> {
-    let mut rules = BTreeMap::new();
-    let other_pid = || rule([nonzero(0)]);
-    rules.insert(
-        libc::SYS_prlimit64,
-        vec![rule([
+/// `arg`'s socket type (flags masked off) is `kind`.
+fn socket_type(arg: u8, kind: i32) -> Cond {
+    Cond {
+        arg,
+        cmp: Cmp::MaskedEq {
+            mask: SOCK_TYPE_MASK,
+            value: kind as u32,
+        },
+    }
+}
+
+/// The calls refused, and under which rules (see the module table).
+fn refusals(sockets: Sockets) -> BTreeMap<u32, Refusal> {
+    let call = |nr: libc::c_long| nr as u32;
+    let mut refused = BTreeMap::new();
+    let other_pid = || Refusal::When(vec![vec![nonzero(0)]]);
+    refused.insert(
+        call(libc::SYS_prlimit64),
+        Refusal::When(vec![vec![
             nonzero(0),
-            condition(2, SeccompCmpArgLen::Qword, SeccompCmpOp::Ne, 0),
-        ])?],
+            Cond {
+                arg: 2,
+                cmp: Cmp::NonNull,
+            },
+        ]]),
     );
-    rules.insert(
-        libc::SYS_setpriority,
-        vec![
-            rule([nonzero(1)])?,
-            rule([equals(0, libc::PRIO_USER as u64)])?,
-        ],
+    refused.insert(
+        call(libc::SYS_setpriority),
+        Refusal::When(vec![
+            vec![nonzero(1)],
+            vec![equals(0, libc::PRIO_USER as i32)],
+        ]),
     );
-    rules.insert(
-        libc::SYS_ioprio_set,
-        vec![rule([nonzero(1)])?, rule([equals(0, IOPRIO_WHO_USER)])?],
+    refused.insert(
+        call(libc::SYS_ioprio_set),
+        Refusal::When(vec![vec![nonzero(1)], vec![equals(0, IOPRIO_WHO_USER)]]),
     );
-    for call in [
+    for nr in [
         libc::SYS_sched_setaffinity,
         libc::SYS_sched_setscheduler,
         libc::SYS_sched_setparam,
         libc::SYS_sched_setattr,
     ] {
-        rules.insert(call, vec![other_pid()?]);
+        refused.insert(call(nr), other_pid());
     }
     // Datagram Unix sockets (`SOCK_RAW` is one too, for `AF_UNIX`), for the socket gate.
-    let unix_datagram = || -> Result<Vec<SeccompRule>, SeccompError> {
+    let unix_datagram = || -> Vec<Vec<Cond>> {
         [libc::SOCK_DGRAM, libc::SOCK_RAW]
             .into_iter()
-            .map(|kind| {
-                rule([
-                    equals(0, libc::AF_UNIX as u64),
-                    condition(
-                        1,
-                        SeccompCmpArgLen::Dword,
-                        SeccompCmpOp::MaskedEq(SOCK_TYPE_MASK),
-                        kind as u64,
-                    ),
-                ])
-            })
+            .map(|kind| vec![equals(0, libc::AF_UNIX), socket_type(1, kind)])
             .collect()
     };
-    rules.insert(libc::SYS_socketpair, unix_datagram()?);
-    rules.insert(libc::SYS_io_uring_setup, Vec::new());
-    let mut socket = unix_datagram()?;
+    refused.insert(call(libc::SYS_socketpair), Refusal::When(unix_datagram()));
+    refused.insert(call(libc::SYS_io_uring_setup), Refusal::Always);
+    let mut socket = unix_datagram();
     if sockets == Sockets::TcpOnly {
         // TCP Fast Open: the flags argument of each send call.
-        for (call, flags_arg) in [
+        for (nr, flags_arg) in [
             (libc::SYS_sendto, 3),
             (libc::SYS_sendmsg, 2),
             (libc::SYS_sendmmsg, 3),
         ] {
-            rules.insert(
-                call,
-                vec![rule([condition(
-                    flags_arg,
-                    SeccompCmpArgLen::Dword,
-                    SeccompCmpOp::MaskedEq(libc::MSG_FASTOPEN as u64),
-                    libc::MSG_FASTOPEN as u64,
-                )])?],
-            );
+            let fast_open = Cond {
+                arg: flags_arg,
+                cmp: Cmp::MaskedEq {
+                    mask: libc::MSG_FASTOPEN as u32,
+                    value: libc::MSG_FASTOPEN as u32,
+                },
+            };
+            refused.insert(call(nr), Refusal::When(vec![vec![fast_open]]));
         }
         for family in [libc::AF_INET, libc::AF_INET6] {
-            let family = family as u64;
             for kind in NOT_STREAM {
-                socket.push(rule([
-                    equals(0, family),
-                    condition(
-                        1,
-                        SeccompCmpArgLen::Dword,
-                        SeccompCmpOp::MaskedEq(SOCK_TYPE_MASK),
-                        kind as u64,
-                    ),
-                ])?);
+                socket.push(vec![equals(0, family), socket_type(1, kind)]);
             }
-            socket.push(rule([
+            socket.push(vec![
                 equals(0, family),
                 nonzero(2),
-                condition(
-                    2,
-                    SeccompCmpArgLen::Dword,
-                    SeccompCmpOp::Ne,
-                    libc::IPPROTO_TCP as u64,
-                ),
-            ])?);
+                Cond {
+                    arg: 2,
+                    cmp: Cmp::Ne(libc::IPPROTO_TCP as u32),
+                },
+            ]);
         }
     }
-    rules.insert(libc::SYS_socket, socket);
-    Ok(rules)
+    refused.insert(call(libc::SYS_socket), Refusal::When(socket));
+    refused
 }
 
 impl Filter {
     /// Builds the filter for this architecture.
     pub fn build(sockets: Sockets) -> Result<Self, SeccompError> {
-        let arch = TargetArch::try_from(std::env::consts::ARCH)
-            .map_err(|e| SeccompError::Build(e.to_string()))?;
-        let filter = SeccompFilter::new(
-            refusals(sockets)?,
-            SeccompAction::Allow,
-            SeccompAction::Errno(libc::EPERM as u32),
-            arch,
-        )
-        .map_err(|e| SeccompError::Build(e.to_string()))?;
-        let program: seccompiler::BpfProgram = filter
-            .try_into()
-            .map_err(|e: seccompiler::BackendError| SeccompError::Build(e.to_string()))?;
-        // BPF jumps are relative and forward: instructions put before the compiled program leave
-        // its jumps intact.
-        let program = x32_guard()
-            .into_iter()
-            .chain(program.into_iter().map(|insn| libc::sock_filter {
-                code: insn.code,
-                jt: insn.jt,
-                jf: insn.jf,
-                k: insn.k,
-            }))
-            .collect();
+        let refused = refusals(sockets);
+        let compile = |notified: Vec<u32>| {
+            bpf::compile(&Rules {
+                refused: refused.clone(),
+                notified,
+            })
+            .map_err(|_| SeccompError::Build("a jump longer than 255 instructions".into()))
+        };
         Ok(Filter {
             inner: Arc::new(Inner {
-                program,
+                program: compile(Vec::new())?,
+                gated: compile(vec![libc::SYS_connect as u32])?,
                 sockets,
                 memfd: OnceLock::new(),
             }),
@@ -253,13 +231,18 @@ impl Filter {
         self.inner.sockets
     }
 
-    /// The program as the kernel takes it. Points into this filter: keep the filter alive while
-    /// the result is in use.
-    pub(crate) fn fprog(&self) -> libc::sock_fprog {
+    /// The program as the kernel takes it; `gated`: the form that also hands `connect` to the
+    /// socket gate. Points into this filter: keep the filter alive while the result is in use.
+    pub(crate) fn fprog(&self, gated: bool) -> libc::sock_fprog {
+        let program = if gated {
+            &self.inner.gated
+        } else {
+            &self.inner.program
+        };
         libc::sock_fprog {
             // A few dozen instructions, far below BPF_MAXINSNS (4096).
-            len: self.inner.program.len() as u16,
-            filter: self.inner.program.as_ptr().cast_mut(),
+            len: program.len() as u16,
+            filter: program.as_ptr().cast_mut(),
         }
     }
 
@@ -274,42 +257,6 @@ impl Filter {
             .map(AsRawFd::as_raw_fd)
             .map_err(|kind| SeccompError::Memfd(io::Error::from(*kind)))
     }
-}
-
-/// x86_64: refuse (`EPERM`) every call numbered at or above the x32 bit, before the compiled
-/// program looks at the architecture and the number.
-#[cfg(target_arch = "x86_64")]
-fn x32_guard() -> Vec<libc::sock_filter> {
-    /// `offsetof(struct seccomp_data, nr)`.
-    const NR_OFFSET: u32 = 0;
-    const X32_SYSCALL_BIT: u32 = 0x4000_0000;
-    let insn = |code: u32, jt: u8, jf: u8, k: u32| libc::sock_filter {
-        code: code as u16,
-        jt,
-        jf,
-        k,
-    };
-    vec![
-        insn(libc::BPF_LD | libc::BPF_W | libc::BPF_ABS, 0, 0, NR_OFFSET),
-        insn(
-            libc::BPF_JMP | libc::BPF_JGE | libc::BPF_K,
-            0,
-            1,
-            X32_SYSCALL_BIT,
-        ),
-        insn(
-            libc::BPF_RET | libc::BPF_K,
-            0,
-            0,
-            libc::SECCOMP_RET_ERRNO | libc::EPERM as u32,
-        ),
-    ]
-}
-
-/// Other architectures have no second numbering under the same architecture value.
-#[cfg(not(target_arch = "x86_64"))]
-fn x32_guard() -> Vec<libc::sock_filter> {
-    Vec::new()
 }
 
 /// A memfd holding `program`'s bytes, sealed against every change.
@@ -347,40 +294,27 @@ fn sealed_memfd(program: &[libc::sock_filter]) -> io::Result<OwnedFd> {
     Ok(fd)
 }
 
-/// Installs `prog` on the calling thread: `seccomp(SECCOMP_SET_MODE_FILTER, 0, prog)`. Call after
-/// `no_new_privs`. Async-signal-safe (one system call): for the spawned child.
-pub(crate) fn install(prog: *const libc::sock_fprog) -> bool {
+/// Installs `prog` on the calling thread: `seccomp(SECCOMP_SET_MODE_FILTER, flags, prog)`, with
+/// `SECCOMP_FILTER_FLAG_NEW_LISTENER` when `listener` (the gated form). Call after `no_new_privs`.
+/// Returns the listener's descriptor (close-on-exec), `0` without one, `-1` on failure (errno
+/// set). Async-signal-safe (one system call): for the spawned child.
+pub(crate) fn install(prog: *const libc::sock_fprog, listener: bool) -> libc::c_long {
+    let flags = if listener {
+        libc::SECCOMP_FILTER_FLAG_NEW_LISTENER
+    } else {
+        0
+    };
     // SAFETY: `prog` points to a valid sock_fprog whose instructions the caller keeps alive; the
     // kernel copies the program and only changes the calling thread's filter.
-    unsafe { libc::syscall(libc::SYS_seccomp, libc::SECCOMP_SET_MODE_FILTER, 0u32, prog) == 0 }
+    unsafe {
+        libc::syscall(
+            libc::SYS_seccomp,
+            libc::SECCOMP_SET_MODE_FILTER,
+            flags,
+            prog,
+        )
+    }
 }
 
 #[cfg(test)]
-mod tests {
-    use std::io::Write;
-
-    use super::*;
-
-    #[test]
-    fn the_launcher_descriptor_holds_the_program_and_is_sealed() {
-        let filter = Filter::build(Sockets::TcpOnly).unwrap();
-        let path = format!("/proc/self/fd/{}", filter.launcher_fd().unwrap());
-        let bytes = std::fs::read(&path).unwrap();
-        assert_eq!(bytes.len(), 8 * filter.inner.program.len());
-        // The same descriptor on a second use: built once.
-        assert_eq!(
-            filter.launcher_fd().unwrap(),
-            filter.clone().launcher_fd().unwrap()
-        );
-        let mut file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
-        assert!(file.write_all(b"x").is_err(), "the memfd is sealed");
-    }
-
-    #[test]
-    fn the_network_policy_adds_the_socket_rules() {
-        let any = Filter::build(Sockets::Any).unwrap();
-        let tcp_only = Filter::build(Sockets::TcpOnly).unwrap();
-        assert!(tcp_only.inner.program.len() > any.inner.program.len());
-        assert_eq!(tcp_only.sockets(), Sockets::TcpOnly);
-    }
-}
+mod tests;

@@ -1,4 +1,6 @@
-//! The gate's seccomp program and how its listener travels from the spawned child to dsh.
+//! The gate's own seccomp program (for a launcher's child; the Landlock child installs the main
+//! filter's gated form instead, `crate::seccomp`) and how a listener travels from the spawned child
+//! to dsh.
 //!
 //! The program is six instructions: on this architecture, `connect` returns
 //! `SECCOMP_RET_USER_NOTIF` (the calling thread waits for dsh's answer); every other call is
@@ -82,10 +84,11 @@ pub(crate) fn install_in_child(prog: *const libc::sock_fprog, sock: c_int) -> bo
         }
         listener = install();
     }
-    if listener < 0 {
-        return false;
-    }
-    let listener = listener as c_int;
+    listener >= 0 && hand_over(listener as c_int, sock)
+}
+
+/// In the child: sends `listener` to dsh over `sock`, then closes it. Async-signal-safe.
+pub(crate) fn hand_over(listener: c_int, sock: c_int) -> bool {
     let sent = send_fd(sock, listener);
     // SAFETY: closing the descriptor the kernel just gave us; the program must not inherit it.
     unsafe { libc::close(listener) };

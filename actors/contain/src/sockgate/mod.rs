@@ -14,8 +14,8 @@
 //! thread's socket and address (`notify.rs`), decides (`verdict.rs`), and — never letting the kernel
 //! re-read memory the program could have changed meanwhile — connects the thread's own socket
 //! itself (`relay.rs`), then answers with the result. Both backends: the Landlock child installs the
-//! gate with its other confinement; a launcher's child installs it before exec'ing bubblewrap, whose
-//! sandbox inherits it.
+//! main filter's gated form (`crate::seccomp`) as its last step; a launcher's child installs the
+//! gate's own program (`filter.rs`) before exec'ing bubblewrap, whose sandbox inherits it.
 //!
 //! ## The rules
 //!
@@ -32,12 +32,14 @@
 //!
 //! The peer of a relayed Unix connection sees dsh's pid and credentials (`SO_PEERCRED`), not the
 //! command's. One thread runs the gate for the whole process (`dsh-sockgate`, a single-threaded
-//! tokio runtime): a listener per confined command, each served until the last process of its
-//! command is gone (the listener then reports hang-up).
+//! tokio runtime): a listener per confined command, registered by the spawning thread without
+//! waking it (`registry.rs`), each served until the last process of its command is gone (the
+//! listener then reports hang-up).
 
 mod filter;
 mod inflight;
 mod notify;
+mod registry;
 mod relay;
 mod verdict;
 
@@ -46,9 +48,9 @@ use std::sync::{Arc, OnceLock};
 
 use nix::libc;
 use tokio::io::unix::AsyncFd;
-use tokio::sync::mpsc;
 
-pub(crate) use filter::{HandOver, install_in_child, program};
+pub(crate) use filter::{HandOver, hand_over, install_in_child, program};
+use registry::{Registry, Served};
 pub use verdict::Reach;
 use verdict::UnixAddress;
 
@@ -79,32 +81,30 @@ pub(crate) fn gate_program() -> &'static [libc::sock_filter] {
     PROGRAM.get_or_init(program)
 }
 
-/// One listener to serve: the spawned child's, with its rules.
-struct Watch {
-    listener: OwnedFd,
-    policy: Arc<GatePolicy>,
-    spawned: i32,
-}
-
 /// Serves `listener` (received from the child `spawned`) under `policy` until its command is gone.
+/// Called on the spawning thread; registers the listener without waking the gate thread
+/// (`registry.rs`).
 pub(crate) fn watch(listener: OwnedFd, policy: Arc<GatePolicy>, spawned: i32) {
-    static GATE: OnceLock<Option<mpsc::UnboundedSender<Watch>>> = OnceLock::new();
-    let sender = GATE.get_or_init(start);
-    let watch = Watch {
-        listener,
-        policy,
-        spawned,
-    };
-    match sender {
-        Some(sender) if sender.send(watch).is_ok() => {}
-        // No gate thread: the listener closes here, and the command's connects fail (`ENOSYS`)
-        // rather than pass unchecked.
-        _ => tracing::error!("the socket gate is not running: confined connects will fail"),
+    notify::wake_synchronously(listener.as_fd());
+    let served = Served::new(listener, policy, spawned);
+    match GATE.get_or_init(start) {
+        Some(registry) => {
+            if let Err(err) = registry.add(served) {
+                // The listener closes here: the command's connects fail (`ENOSYS`) rather than
+                // pass unchecked.
+                tracing::error!(spawned, %err, "the socket gate could not take a listener");
+            }
+        }
+        None => tracing::error!("the socket gate is not running: confined connects will fail"),
     }
 }
 
-fn start() -> Option<mpsc::UnboundedSender<Watch>> {
-    let (sender, mut receiver) = mpsc::unbounded_channel::<Watch>();
+/// The gate, once started.
+static GATE: OnceLock<Option<&'static Registry>> = OnceLock::new();
+
+/// Starts the gate thread, once per process; its registry lives as long as the process.
+fn start() -> Option<&'static Registry> {
+    let registry: &'static Registry = Box::leak(Box::new(Registry::new().ok()?));
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_io()
         .enable_time()
@@ -112,84 +112,65 @@ fn start() -> Option<mpsc::UnboundedSender<Watch>> {
         .ok()?;
     std::thread::Builder::new()
         .name("dsh-sockgate".into())
-        .spawn(move || {
-            runtime.block_on(async move {
-                while let Some(watch) = receiver.recv().await {
-                    tokio::spawn(serve(watch));
-                }
-            });
-        })
+        .spawn(move || runtime.block_on(serve(registry)))
         .ok()?;
-    Some(sender)
+    Some(registry)
 }
 
-/// Answers `watch`'s notifications until its listener hangs up (no process of the command left).
-async fn serve(watch: Watch) {
-    let Watch {
-        listener,
-        policy,
-        spawned,
-    } = watch;
-    // SAFETY: the descriptor moves into the `AsyncFd` and stays open and unchanged until it drops.
-    let registered =
-        unsafe { AsyncFd::register_with_interest(listener, tokio::io::Interest::READABLE) };
-    let Ok(listener) = registered else {
+/// Answers every listener's notifications, one per listener in turn, for as long as dsh runs.
+async fn serve(registry: &'static Registry) {
+    // SAFETY: the registry is never freed, so its epoll descriptor stays open and unchanged for
+    // as long as the `AsyncFd` exists.
+    let watched =
+        unsafe { AsyncFd::register_with_interest(registry.epoll(), tokio::io::Interest::READABLE) };
+    let Ok(epoll) = watched else {
+        tracing::error!("the socket gate cannot watch its epoll set: confined connects will fail");
         return;
     };
-    notify::wake_synchronously(listener.get_ref().as_fd());
-    let listener = Arc::new(listener);
-    let in_flight = inflight::InFlight::default();
     loop {
-        let Ok(mut guard) = listener.readable().await else {
+        let Ok(mut guard) = epoll.readable().await else {
             return;
         };
-        // Drain what is pending; a hang-up with nothing pending ends the command's gate.
-        loop {
-            let mut poll = libc::pollfd {
-                fd: listener.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            };
-            // SAFETY: poll on one pollfd, no wait.
-            unsafe { libc::poll(&mut poll, 1, 0) };
-            if poll.revents & libc::POLLIN == 0 {
-                if poll.revents & (libc::POLLHUP | libc::POLLERR) != 0 {
-                    return;
-                }
-                break;
+        let pending = match registry.pending() {
+            Ok(pending) => pending,
+            Err(err) => {
+                tracing::error!(%err, "the socket gate's epoll set failed");
+                return;
             }
-            match notify::receive(listener.get_ref().as_fd()) {
-                Ok(Some(notif)) => {
-                    let settling = settle(
-                        listener.clone(),
-                        notif,
-                        policy.clone(),
-                        spawned,
-                        in_flight.clone(),
-                    );
-                    tokio::spawn(settling);
-                }
-                Ok(None) => {}
-                Err(_) => return,
-            }
-            // One command flooding its listener must not hold the thread every command's gate
-            // runs on: the others' notifications are served between two of its own.
-            tokio::task::yield_now().await;
+        };
+        if pending.is_empty() {
+            guard.clear_ready();
+            continue;
         }
-        guard.clear_ready();
+        // One notification per listener, then the settling tasks run: one command flooding its
+        // listener must not hold the thread every command's gate runs on. A listener with more
+        // pending is reported again (level-triggered).
+        for served in pending {
+            // Still pending: receiving blocks when nothing is.
+            if !notify::pending(served.listener()) {
+                continue;
+            }
+            match notify::receive(served.listener()) {
+                Ok(Some(notif)) => {
+                    tokio::spawn(settle(served, notif));
+                }
+                // Its thread is gone since.
+                Ok(None) => {}
+                Err(err) => {
+                    tracing::error!(spawned = served.spawned, %err, "a socket-gate listener failed");
+                    registry.forget(&served);
+                }
+            }
+        }
+        tokio::task::yield_now().await;
     }
 }
 
 /// Decides and carries out one `connect`, then answers it; a second notification for a socket the
 /// gate is still connecting gets the first's result (`inflight.rs`).
-async fn settle(
-    listener: Arc<AsyncFd<OwnedFd>>,
-    notif: libc::seccomp_notif,
-    policy: Arc<GatePolicy>,
-    spawned: i32,
-    in_flight: inflight::InFlight,
-) {
-    let fd = || listener.get_ref().as_fd();
+async fn settle(served: Arc<Served>, notif: libc::seccomp_notif) {
+    let fd = || served.listener();
+    let (policy, spawned, in_flight) = (&served.policy, served.spawned, &served.in_flight);
     let request = match notify::Request::read(&notif) {
         Ok(request) => request,
         Err(errno) => {
@@ -216,7 +197,7 @@ async fn settle(
     let waiting = || notify::still_waiting(fd(), request.id) || lead.followed();
     let errno = match relay::int_option(request.socket.as_fd(), libc::SO_DOMAIN) {
         Err(errno) => errno,
-        Ok(libc::AF_UNIX) => unix(&request, &policy, spawned, waiting).await,
+        Ok(libc::AF_UNIX) => unix(&request, policy, spawned, waiting).await,
         Ok(libc::AF_INET | libc::AF_INET6) => match policy.inet {
             Inet::Refuse => libc::EACCES,
             Inet::Connect => relay::connect_inet(request.socket, &request.address, waiting).await,

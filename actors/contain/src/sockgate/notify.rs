@@ -29,6 +29,17 @@ pub(crate) struct Request {
     pub address: Vec<u8>,
 }
 
+/// Whether a notification is pending on `listener` (no wait).
+pub(crate) fn pending(listener: BorrowedFd<'_>) -> bool {
+    let mut poll = libc::pollfd {
+        fd: listener.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: poll on one pollfd we own, no wait.
+    unsafe { libc::poll(&mut poll, 1, 0) == 1 && poll.revents & libc::POLLIN != 0 }
+}
+
 /// Receives one notification. `Ok(None)`: the thread it was for is gone (killed while waiting).
 pub(crate) fn receive(listener: BorrowedFd<'_>) -> io::Result<Option<libc::seccomp_notif>> {
     // SAFETY: a zeroed seccomp_notif is what SECCOMP_IOCTL_NOTIF_RECV requires; the kernel fills it.

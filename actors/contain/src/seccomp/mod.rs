@@ -31,7 +31,7 @@
 //! The program is compiled once in the parent (`bpf.rs`, shaped so that installing it is cheap)
 //! in two forms: plain, and gated, where `connect` is also handed to the socket gate
 //! (`crate::sockgate`) — the Landlock child installs the gated form with one
-//! `seccomp(SECCOMP_SET_MODE_FILTER)` call after `no_new_privs` ([`install`], no allocation), and
+//! `seccomp(SECCOMP_SET_MODE_FILTER)` call after `no_new_privs` (`install`, no allocation), and
 //! sends the listener it returns to dsh. bubblewrap reads the plain program from a sealed memfd
 //! (`--seccomp FD`, [`Filter::launcher_fd`]); a launcher's child installs the gate on its own.
 

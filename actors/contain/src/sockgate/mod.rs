@@ -32,11 +32,13 @@
 //!
 //! The peer of a relayed Unix connection sees dsh's pid and credentials (`SO_PEERCRED`), not the
 //! command's. One thread runs the gate for the whole process (`dsh-sockgate`, a single-threaded
-//! tokio runtime): a listener per confined command, registered by the spawning thread without
-//! waking it (`registry.rs`), each served until the last process of its command is gone (the
-//! listener then reports hang-up).
+//! tokio runtime, started by the first command that connects): a listener per confined command,
+//! watched by the runtime that spawned it until its first `connect` (`first.rs`), then served by
+//! the gate thread (`registry.rs`) until the last process of its command is gone (the listener then
+//! reports hang-up).
 
 mod filter;
+mod first;
 mod inflight;
 mod notify;
 mod registry;
@@ -82,11 +84,23 @@ pub(crate) fn gate_program() -> &'static [libc::sock_filter] {
 }
 
 /// Serves `listener` (received from the child `spawned`) under `policy` until its command is gone.
-/// Called on the spawning thread; registers the listener without waking the gate thread
-/// (`registry.rs`).
+/// Called on the spawning thread: the spawning runtime watches it until the command's first
+/// `connect` (`first.rs`), then the gate thread serves it; without a runtime, the gate thread at
+/// once (`registry.rs`).
 pub(crate) fn watch(listener: OwnedFd, policy: Arc<GatePolicy>, spawned: i32) {
     notify::wake_synchronously(listener.as_fd());
     let served = Served::new(listener, policy, spawned);
+    match tokio::runtime::Handle::try_current() {
+        Ok(runtime) => {
+            runtime.spawn(first::watch(served, to_gate));
+        }
+        Err(_) => to_gate(served),
+    }
+}
+
+/// Hands `served` to the gate thread, starting it if needed.
+fn to_gate(served: Served) {
+    let spawned = served.spawned;
     match GATE.get_or_init(start) {
         Some(registry) => {
             if let Err(err) = registry.add(served) {

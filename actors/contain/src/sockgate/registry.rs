@@ -1,15 +1,12 @@
-//! The listeners the gate serves, and the one epoll set they wait in.
+//! The listeners the gate thread serves, and the one epoll set they wait in.
 //!
-//! A spawn must not wake the gate thread: on a machine with few cores that wake-up competes with
-//! the command's own `execve`, and most commands never `connect` at all. So the spawning thread
-//! registers the child's listener itself — an entry in a table, then `epoll_ctl(EPOLL_CTL_ADD)` on
-//! the gate's epoll set, neither of which wakes anyone — and the gate thread hears of a listener
-//! only when it has something to say: a notification (`EPOLLIN`) or the end of its command
-//! (`EPOLLHUP`, once no process holds the filter). The gate thread's tokio runtime watches the
-//! epoll set itself (an epoll descriptor is pollable), and takes its events with a zero timeout.
-//!
-//! The end of a command does wake it: the kernel reports the hang-up when the command's last
-//! process exits, before dsh reaps anything, so no reordering on dsh's side avoids it.
+//! A listener comes here from its first watch (`first.rs`) with a notification pending, or with
+//! something of its command still holding the filter. Registering it — an entry in a table, then
+//! `epoll_ctl(EPOLL_CTL_ADD)` on the gate's epoll set — wakes no one by itself; the level-triggered
+//! set reports a pending notification at once. The gate thread then hears of a listener only when
+//! it has something to say: a notification (`EPOLLIN`) or the end of its command (`EPOLLHUP`, once
+//! no process holds the filter). Its tokio runtime watches the epoll set itself (an epoll
+//! descriptor is pollable), and takes its events with a zero timeout.
 
 use std::collections::HashMap;
 use std::io;

@@ -438,6 +438,92 @@ fn systemd_run_user_is_refused(backend: Backend) {
 
 /// One server, many calls: a command killed while it is stopped in the gate (its connect waits on
 /// a full backlog), a timeout of another, then ordinary socket work is right and quick.
+/// A command that serves itself on a Unix socket in the workspace (`<name>-<marker>.sock`),
+/// connects and prints the `ok` it gets back.
+fn round_trip(name: &str, marker: &str) -> String {
+    format!(
+        "python3 -c 'import socket,threading\nl=socket.socket(socket.AF_UNIX); l.bind(\"{name}-{marker}.sock\"); l.listen(1)\nthreading.Thread(target=lambda: l.accept()[0].sendall(b\"ok\")).start()\nc=socket.socket(socket.AF_UNIX); c.connect(\"{name}-{marker}.sock\"); print(c.recv(2).decode())'"
+    )
+}
+
+/// Whether dsh (`pid`) runs its socket-gate thread.
+fn gate_thread_runs(pid: u32) -> bool {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .filter_map(|t| std::fs::read_to_string(t.unwrap().path().join("comm")).ok())
+        .any(|comm| comm.trim() == "dsh-sockgate")
+}
+
+/// The runtime that spawns a command watches its listener until the first `connect` (so commands
+/// that never connect never wake the gate thread, which does not even start for them); a connect
+/// made by what the command left behind, after its leader is gone, is still served.
+fn a_late_connect_after_the_leader_is_gone_is_served(backend: Backend) {
+    let Some((ws, m)) = setup(backend) else {
+        return;
+    };
+    let cwd = ws.path().to_str().unwrap().to_owned();
+    let mut server = Server::start(&[
+        "--sandbox",
+        "workspace-write",
+        "--sandbox-backend",
+        backend.name(),
+        "--cwd",
+        &cwd,
+    ])
+    .unwrap();
+    let pid = server.child.id();
+    for round in 0..5 {
+        let id = format!("quiet-{round}");
+        server.call(&id, "bash", bash(&format!("echo quiet {round}"), json!({})));
+        assert_eq!(server.text(&id), format!("quiet {round}\n"));
+    }
+    assert!(
+        !gate_thread_runs(pid),
+        "commands that never connect started the gate thread"
+    );
+    // Under bubblewrap the command's pid namespace ends with its leader, and what it left behind
+    // with it: no late connect there.
+    if matches!(backend, Backend::Bwrap) {
+        server.call("after", "bash", bash(&round_trip("after", &m), json!({})));
+        assert_eq!(server.text("after"), "ok\n");
+        assert!(
+            gate_thread_runs(pid),
+            "a connect was not served by the gate thread"
+        );
+        server.finish();
+        assert_nothing_left(&m);
+        return;
+    }
+    // The leader prints and exits at once; its child connects a second later, detached from the
+    // call's pipes.
+    let late = ws.path().join("late.txt");
+    let command = format!(
+        "(sleep 1; {} > late.txt 2>&1) > /dev/null 2>&1 < /dev/null & echo started",
+        round_trip("late", &m)
+    );
+    server.call("late", "bash", bash(&command, json!({})));
+    assert!(
+        server.text("late").contains("started"),
+        "{}",
+        server.text("late")
+    );
+    assert!(
+        wait_until(Duration::from_secs(30), || std::fs::read_to_string(&late)
+            .is_ok_and(|text| text == "ok\n")),
+        "the late connect: {:?}",
+        std::fs::read_to_string(&late)
+    );
+    assert!(
+        gate_thread_runs(pid),
+        "the late connect was not served by the gate thread"
+    );
+    // And the gate keeps serving ordinary calls.
+    server.call("after", "bash", bash(&round_trip("after", &m), json!({})));
+    assert_eq!(server.text("after"), "ok\n");
+    server.finish();
+    assert_nothing_left(&m);
+}
+
 fn a_server_serves_after_commands_die_in_the_gate(backend: Backend) {
     let Some((ws, m)) = setup(backend) else {
         return;
@@ -469,9 +555,10 @@ fn a_server_serves_after_commands_die_in_the_gate(backend: Backend) {
             .count()
     };
     let pid = server.child.id();
-    // One plain call first, so the gate thread and the runtime's descriptors are all made.
-    server.call("first", "bash", bash("echo first", json!({})));
-    assert_eq!(server.text("first"), "first\n");
+    // One call with a connect first, so the gate thread (started by the first command that
+    // connects) and the runtime's descriptors are all made.
+    server.call("first", "bash", bash(&round_trip("first", &m), json!({})));
+    assert_eq!(server.text("first"), "ok\n");
     let before = fds(pid);
     let task = server.start_background("blocked", &full);
     let id = "blocked-read";
@@ -507,12 +594,7 @@ fn a_server_serves_after_commands_die_in_the_gate(backend: Backend) {
             server.call(
                 &id,
                 "bash",
-                bash(
-                    &format!(
-                        "python3 -c 'import socket,threading\nl=socket.socket(socket.AF_UNIX); l.bind(\"r{round}-{m}.sock\"); l.listen(1)\nthreading.Thread(target=lambda: l.accept()[0].sendall(b\"ok\")).start()\nc=socket.socket(socket.AF_UNIX); c.connect(\"r{round}-{m}.sock\"); print(c.recv(2).decode())'"
-                    ),
-                    json!({}),
-                ),
+                bash(&round_trip(&format!("r{round}"), &m), json!({})),
             );
             server.text(&id)
         };
@@ -542,6 +624,7 @@ under_each_backend!(
     a_namespace_of_the_commands_own_does_not_rename_an_outside_socket,
     systemd_run_user_is_refused,
     a_server_serves_after_commands_die_in_the_gate,
+    a_late_connect_after_the_leader_is_gone_is_served,
 );
 
 /// Under Landlock's `--network deny` a TCP Fast Open send (which connects without `connect`) is

@@ -54,13 +54,13 @@ const SOCK_TYPE_MASK: u32 = 0xf;
 /// `SOCK_PACKET` (obsolete, still accepted by the kernel for `AF_INET`).
 const SOCK_PACKET: i32 = 10;
 /// Every socket type but `SOCK_STREAM`: datagram, raw, RDM, seqpacket, DCCP, packet.
-const NOT_STREAM: [i32; 6] = [
-    libc::SOCK_DGRAM,
-    libc::SOCK_RAW,
-    libc::SOCK_RDM,
-    libc::SOCK_SEQPACKET,
-    libc::SOCK_DCCP,
-    SOCK_PACKET,
+const NOT_STREAM: [u32; 6] = [
+    libc::SOCK_DGRAM as u32,
+    libc::SOCK_RAW as u32,
+    libc::SOCK_RDM as u32,
+    libc::SOCK_SEQPACKET as u32,
+    libc::SOCK_DCCP as u32,
+    SOCK_PACKET as u32,
 ];
 
 /// Which Internet sockets a command may create.
@@ -116,16 +116,21 @@ fn equals(arg: u8, value: i32) -> Cond {
     }
 }
 
-/// `arg`'s socket type (flags masked off) is `kind`.
-fn socket_type(arg: u8, kind: i32) -> Cond {
+/// `arg`'s socket type (flags masked off) is one of `kinds`.
+fn socket_type(arg: u8, kinds: &'static [u32]) -> Cond {
     Cond {
         arg,
-        cmp: Cmp::MaskedEq {
+        cmp: Cmp::OneOf {
             mask: SOCK_TYPE_MASK,
-            value: kind as u32,
+            values: kinds,
         },
     }
 }
+
+/// The Internet families, for [`Sockets::TcpOnly`].
+const INET: [u32; 2] = [libc::AF_INET as u32, libc::AF_INET6 as u32];
+/// The Unix socket types that carry datagrams (`SOCK_RAW` is one, for `AF_UNIX`).
+const UNIX_DATAGRAM: [u32; 2] = [libc::SOCK_DGRAM as u32, libc::SOCK_RAW as u32];
 
 /// The calls refused, and under which rules (see the module table).
 fn refusals(sockets: Sockets) -> BTreeMap<u32, Refusal> {
@@ -161,16 +166,14 @@ fn refusals(sockets: Sockets) -> BTreeMap<u32, Refusal> {
     ] {
         refused.insert(call(nr), other_pid());
     }
-    // Datagram Unix sockets (`SOCK_RAW` is one too, for `AF_UNIX`), for the socket gate.
-    let unix_datagram = || -> Vec<Vec<Cond>> {
-        [libc::SOCK_DGRAM, libc::SOCK_RAW]
-            .into_iter()
-            .map(|kind| vec![equals(0, libc::AF_UNIX), socket_type(1, kind)])
-            .collect()
-    };
-    refused.insert(call(libc::SYS_socketpair), Refusal::When(unix_datagram()));
+    // Datagram Unix sockets, for the socket gate.
+    let unix_datagram = || vec![equals(0, libc::AF_UNIX), socket_type(1, &UNIX_DATAGRAM)];
+    refused.insert(
+        call(libc::SYS_socketpair),
+        Refusal::When(vec![unix_datagram()]),
+    );
     refused.insert(call(libc::SYS_io_uring_setup), Refusal::Always);
-    let mut socket = unix_datagram();
+    let mut socket = vec![unix_datagram()];
     if sockets == Sockets::TcpOnly {
         // TCP Fast Open: the flags argument of each send call.
         for (nr, flags_arg) in [
@@ -187,19 +190,22 @@ fn refusals(sockets: Sockets) -> BTreeMap<u32, Refusal> {
             };
             refused.insert(call(nr), Refusal::When(vec![vec![fast_open]]));
         }
-        for family in [libc::AF_INET, libc::AF_INET6] {
-            for kind in NOT_STREAM {
-                socket.push(vec![equals(0, family), socket_type(1, kind)]);
-            }
-            socket.push(vec![
-                equals(0, family),
-                nonzero(2),
-                Cond {
-                    arg: 2,
-                    cmp: Cmp::Ne(libc::IPPROTO_TCP as u32),
-                },
-            ]);
-        }
+        let internet = Cond {
+            arg: 0,
+            cmp: Cmp::OneOf {
+                mask: u32::MAX,
+                values: &INET,
+            },
+        };
+        socket.push(vec![internet, socket_type(1, &NOT_STREAM)]);
+        socket.push(vec![
+            internet,
+            nonzero(2),
+            Cond {
+                arg: 2,
+                cmp: Cmp::Ne(libc::IPPROTO_TCP as u32),
+            },
+        ]);
     }
     refused.insert(call(libc::SYS_socket), Refusal::When(socket));
     refused

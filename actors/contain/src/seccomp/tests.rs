@@ -96,7 +96,16 @@ fn reference(sockets: Sockets) -> Vec<libc::sock_filter> {
             );
         }
         for family in [libc::AF_INET, libc::AF_INET6] {
-            for k in NOT_STREAM {
+            // Every type but SOCK_STREAM (10: SOCK_PACKET), one rule each, as dsh gave them.
+            let not_stream = [
+                libc::SOCK_DGRAM,
+                libc::SOCK_RAW,
+                libc::SOCK_RDM,
+                libc::SOCK_SEQPACKET,
+                libc::SOCK_DCCP,
+                10,
+            ];
+            for k in not_stream {
                 socket.push(rule(vec![eq(0, family), kind(1, k)]));
             }
             socket.push(rule(vec![

@@ -21,21 +21,24 @@ use tokio::io::unix::AsyncFd;
 
 use super::registry::Served;
 
-/// Watches `served` on the current runtime until it has something for the gate thread; hands it
-/// over through `to_gate`.
-pub(crate) async fn watch(served: Served, to_gate: fn(Served)) {
+/// Watches `served` on `runtime` until it has something for the gate thread; hands it over through
+/// `to_gate`. The hand-over guard exists before the task does, so a task dropped before it first
+/// runs (its runtime shutting down) still hands the listener over.
+pub(crate) fn watch(runtime: &tokio::runtime::Handle, served: Served, to_gate: fn(Served)) {
     let mut parked = Parked {
         served: Some(served),
         to_gate,
     };
-    let over = match parked.served.as_ref() {
-        Some(served) => wait(served).await,
-        None => false,
-    };
-    if over {
-        // No process holds the filter: nothing can connect any more. Closed here.
-        drop(parked.served.take());
-    }
+    runtime.spawn(async move {
+        let over = match parked.served.as_ref() {
+            Some(served) => wait(served).await,
+            None => false,
+        };
+        if over {
+            // No process holds the filter: nothing can connect any more. Closed here.
+            drop(parked.served.take());
+        }
+    });
 }
 
 /// Waits for `served`'s first event; whether it was the end of its command.
@@ -68,7 +71,9 @@ impl Drop for Parked {
     }
 }
 
-/// Whether no process holds `listener`'s filter any more and nothing is pending.
+/// Whether no process holds `listener`'s filter any more and nothing is pending. Only the hang-up
+/// says so: the kernel also answers `POLLERR` when a signal interrupts its poll, with the command
+/// still alive.
 fn ended(listener: BorrowedFd<'_>) -> bool {
     let mut poll = libc::pollfd {
         fd: listener.as_fd().as_raw_fd(),
@@ -77,7 +82,5 @@ fn ended(listener: BorrowedFd<'_>) -> bool {
     };
     // SAFETY: poll on one pollfd we own, no wait.
     let ready = unsafe { libc::poll(&mut poll, 1, 0) };
-    ready == 1
-        && poll.revents & (libc::POLLHUP | libc::POLLERR) != 0
-        && poll.revents & libc::POLLIN == 0
+    ready == 1 && poll.revents & libc::POLLHUP != 0 && poll.revents & libc::POLLIN == 0
 }

@@ -91,9 +91,7 @@ pub(crate) fn watch(listener: OwnedFd, policy: Arc<GatePolicy>, spawned: i32) {
     notify::wake_synchronously(listener.as_fd());
     let served = Served::new(listener, policy, spawned);
     match tokio::runtime::Handle::try_current() {
-        Ok(runtime) => {
-            runtime.spawn(first::watch(served, to_gate));
-        }
+        Ok(runtime) => first::watch(&runtime, served, to_gate),
         Err(_) => to_gate(served),
     }
 }

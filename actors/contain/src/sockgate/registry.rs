@@ -148,7 +148,9 @@ impl Registry {
             };
             if flags & libc::EPOLLIN as u32 != 0 {
                 taken.push(served.clone());
-            } else if flags & (libc::EPOLLHUP | libc::EPOLLERR) as u32 != 0 {
+            } else if flags & libc::EPOLLHUP as u32 != 0 {
+                // Only the hang-up ends a listener: `EPOLLERR` alone is the kernel's answer to a
+                // poll a signal interrupted, with the command alive (reported again if it lasts).
                 let served = served.clone();
                 self.remove(&mut table, &served);
             }

@@ -46,6 +46,8 @@ use nix::libc;
 use bpf::{Cmp, Cond, Refusal, Rules};
 
 mod bpf;
+#[cfg(test)]
+mod interpreter;
 
 /// `IOPRIO_WHO_USER` (`include/uapi/linux/ioprio.h`).
 const IOPRIO_WHO_USER: i32 = 3;

@@ -9,7 +9,8 @@ use seccompiler::{
     TargetArch,
 };
 
-use super::bpf::{self, Data};
+use super::bpf;
+use super::interpreter::{self, Data};
 use super::*;
 
 #[test]
@@ -194,8 +195,8 @@ fn the_program_decides_like_seccompiler_on_every_call_and_argument_grid() {
         let mut compared = 0usize;
         let mut refused = 0usize;
         let check = |d: &Data, compared: &mut usize, refused: &mut usize| {
-            let (a, _) = bpf::run(ours, d);
-            let (b, _) = bpf::run(&theirs, d);
+            let (a, _) = interpreter::run(ours, d);
+            let (b, _) = interpreter::run(&theirs, d);
             assert_eq!(a, b, "{sockets:?}: nr {} args {:x?}", d.nr, d.args);
             *compared += 1;
             *refused += usize::from(a != libc::SECCOMP_RET_ALLOW);
@@ -240,7 +241,10 @@ fn another_architecture_is_killed() {
             args: [0; 6],
         };
         for program in [&filter.inner.program, &filter.inner.gated] {
-            assert_eq!(bpf::run(program, &d).0, libc::SECCOMP_RET_KILL_PROCESS);
+            assert_eq!(
+                interpreter::run(program, &d).0,
+                libc::SECCOMP_RET_KILL_PROCESS
+            );
         }
     }
 }
@@ -253,8 +257,8 @@ fn the_gated_form_hands_connect_to_dsh_and_is_otherwise_the_same() {
         for nr in 0..1024 {
             for args in [[0; 6], [1, 2, 3, 0x2000_0000, 0, 0]] {
                 let d = data(nr, args);
-                let plain = bpf::run(&filter.inner.program, &d).0;
-                let gated = bpf::run(&filter.inner.gated, &d).0;
+                let plain = interpreter::run(&filter.inner.program, &d).0;
+                let gated = interpreter::run(&filter.inner.gated, &d).0;
                 if nr == connect {
                     assert_eq!(plain, libc::SECCOMP_RET_ALLOW);
                     assert_eq!(gated, libc::SECCOMP_RET_USER_NOTIF);
@@ -277,7 +281,7 @@ fn an_allowed_call_is_settled_in_a_few_instructions() {
         let mut longest = 0;
         for nr in (0..1024).filter(|nr| !listed.contains(nr)) {
             for program in [&filter.inner.program, &filter.inner.gated] {
-                let (action, steps) = bpf::run(program, &data(nr, [0; 6]));
+                let (action, steps) = interpreter::run(program, &data(nr, [0; 6]));
                 if nr != libc::SYS_connect as u32 {
                     assert_eq!(action, libc::SECCOMP_RET_ALLOW, "nr {nr}");
                 }
@@ -286,7 +290,84 @@ fn an_allowed_call_is_settled_in_a_few_instructions() {
         }
         // 4 before the search, at most ⌈log2(16)⌉ + 1 comparisons in it, the return.
         assert!(longest <= 10, "{sockets:?}: {longest} instructions");
-        let (_, theirs) = bpf::run(&reference(sockets), &data(200, [0; 6]));
+        let (_, theirs) = interpreter::run(&reference(sockets), &data(200, [0; 6]));
         assert!(theirs > 2 * longest, "seccompiler's layout takes {theirs}");
+    }
+}
+
+#[test]
+fn x32_numbers_are_refused_by_both_forms() {
+    if !cfg!(target_arch = "x86_64") {
+        return;
+    }
+    for sockets in [Sockets::Any, Sockets::TcpOnly] {
+        let filter = Filter::build(sockets).unwrap();
+        for program in [&filter.inner.program, &filter.inner.gated] {
+            for nr in [
+                0x4000_0000,
+                0x4000_0000 + 42,
+                0x4000_0000 + 425,
+                0x7fff_ffff,
+                u32::MAX,
+            ] {
+                let (action, _) = interpreter::run(program, &data(nr, [0; 6]));
+                assert_eq!(
+                    action,
+                    libc::SECCOMP_RET_ERRNO | libc::EPERM as u32,
+                    "nr {nr:#x}"
+                );
+            }
+        }
+    }
+}
+
+/// The compiler's corners the module's rules do not reach: nothing listed, a pointer test that is
+/// not a rule's last condition, an empty set of values.
+#[test]
+fn the_compiler_handles_rules_the_filter_does_not_use() {
+    use bpf::{Cmp, Cond, Refusal, Rules};
+    let refused = |action: u32| action == libc::SECCOMP_RET_ERRNO | libc::EPERM as u32;
+    let nothing = bpf::compile(&Rules::default()).unwrap();
+    for nr in 0..1024 {
+        assert_eq!(
+            interpreter::run(&nothing, &data(nr, [0; 6])).0,
+            libc::SECCOMP_RET_ALLOW
+        );
+    }
+    if cfg!(target_arch = "x86_64") {
+        assert!(refused(
+            interpreter::run(&nothing, &data(0x4000_0001, [0; 6])).0
+        ));
+    }
+    let mut rules = Rules::default();
+    let pointer_then_five = vec![
+        Cond {
+            arg: 0,
+            cmp: Cmp::NonNull,
+        },
+        Cond {
+            arg: 1,
+            cmp: Cmp::Eq(5),
+        },
+    ];
+    rules
+        .refused
+        .insert(100, Refusal::When(vec![pointer_then_five]));
+    let never = Cond {
+        arg: 0,
+        cmp: Cmp::OneOf {
+            mask: u32::MAX,
+            values: &[],
+        },
+    };
+    rules.refused.insert(101, Refusal::When(vec![vec![never]]));
+    let program = bpf::compile(&rules).unwrap();
+    for a in VALUES {
+        for b in VALUES {
+            let (action, _) = interpreter::run(&program, &data(100, [a, b, 0, 0, 0, 0]));
+            assert_eq!(refused(action), a != 0 && b as u32 == 5, "{a:#x} {b:#x}");
+            let (action, _) = interpreter::run(&program, &data(101, [a, b, 0, 0, 0, 0]));
+            assert_eq!(action, libc::SECCOMP_RET_ALLOW);
+        }
     }
 }

@@ -115,6 +115,13 @@ pub(crate) fn run_in(
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// `dsh jsonl` confined to `workspace-write` under `backend` in `ws`, with `extra` flags.
+pub(crate) fn confined_server(backend: Backend, ws: &Path, extra: &[&str]) -> Server {
+    let mut args = confined(backend, "workspace-write", ws).to_vec();
+    args.extend_from_slice(extra);
+    Server::start(&args).unwrap()
+}
+
 /// Nothing whose command line holds `marker` is left running.
 pub(crate) fn assert_nothing_left(marker: &str) {
     assert!(

@@ -17,8 +17,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::json;
 
-use crate::jsonl_server::{Server, bash};
-use crate::sandbox_escape::{Backend, assert_nothing_left, run_in, setup};
+use crate::jsonl_server::bash;
+use crate::sandbox_escape::{Backend, assert_nothing_left, confined_server, run_in, setup};
 
 /// A workspace and marker when `backend` confines here and refuses metadata changes.
 fn setup_metadata(backend: Backend) -> Option<(tempfile::TempDir, String)> {
@@ -131,20 +131,6 @@ fn metadata_inside(backend: Backend, ws: &Path, m: &str) {
     assert_nothing_left(m);
 }
 
-/// `dsh jsonl` confined to `workspace-write` under `backend` in `ws`, with `extra` flags.
-fn server(backend: Backend, ws: &Path, extra: &[&str]) -> Server {
-    let mut args = vec![
-        "--sandbox",
-        "workspace-write",
-        "--sandbox-backend",
-        backend.name(),
-        "--cwd",
-        ws.to_str().unwrap(),
-    ];
-    args.extend_from_slice(extra);
-    Server::start(&args).unwrap()
-}
-
 /// The private temps of the dsh process `pid` (`dsh-tmp-<pid>-…` in the host's temp directory).
 fn private_temps(pid: u32) -> Vec<PathBuf> {
     let prefix = format!("dsh-tmp-{pid}-");
@@ -160,7 +146,7 @@ pub(crate) fn temp_is_private_and_gone_after_shutdown(backend: Backend) {
     let Some((ws, m)) = setup_metadata(backend) else {
         return;
     };
-    let mut server = server(backend, ws.path(), &[]);
+    let mut server = confined_server(backend, ws.path(), &[]);
     let pid = server.child.id();
     let command = format!(
         "echo TMPDIR=$TMPDIR; ln -s x /tmp/{m} && echo LINKED; echo v > /var/tmp/{m} && echo VAR; \
@@ -201,7 +187,7 @@ pub(crate) fn the_spill_directory_is_out_of_reach(backend: Backend) {
     let Some((ws, m)) = setup_metadata(backend) else {
         return;
     };
-    let mut server = server(backend, ws.path(), &["--max-output-bytes", "1000"]);
+    let mut server = confined_server(backend, ws.path(), &["--max-output-bytes", "1000"]);
     let spill = server.spill_file();
     let dir = spill.parent().unwrap().to_path_buf();
     let before = std::fs::read(&spill).unwrap();

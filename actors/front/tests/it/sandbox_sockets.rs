@@ -22,7 +22,9 @@ use dsh_test_support::wait::wait_until;
 use serde_json::json;
 
 use crate::jsonl_server::{SOON, Server, bash};
-use crate::sandbox_escape::{Backend, assert_nothing_left, run, setup, under_each_backend};
+use crate::sandbox_escape::{
+    Backend, assert_nothing_left, confined_server, run, setup, under_each_backend,
+};
 
 /// A listener outside the workspace (and outside `/tmp`, which a sandbox shows as its own), which
 /// no confined command may reach; non-blocking, so `accepted` can ask without waiting.
@@ -436,8 +438,6 @@ fn systemd_run_user_is_refused(backend: Backend) {
     assert_nothing_left(&m);
 }
 
-/// One server, many calls: a command killed while it is stopped in the gate (its connect waits on
-/// a full backlog), a timeout of another, then ordinary socket work is right and quick.
 /// A command that serves itself on a Unix socket in the workspace (`<name>-<marker>.sock`),
 /// connects and prints the `ok` it gets back.
 fn round_trip(name: &str, marker: &str) -> String {
@@ -461,16 +461,7 @@ fn a_late_connect_after_the_leader_is_gone_is_served(backend: Backend) {
     let Some((ws, m)) = setup(backend) else {
         return;
     };
-    let cwd = ws.path().to_str().unwrap().to_owned();
-    let mut server = Server::start(&[
-        "--sandbox",
-        "workspace-write",
-        "--sandbox-backend",
-        backend.name(),
-        "--cwd",
-        &cwd,
-    ])
-    .unwrap();
+    let mut server = confined_server(backend, ws.path(), &[]);
     let pid = server.child.id();
     for round in 0..5 {
         let id = format!("quiet-{round}");
@@ -483,23 +474,27 @@ fn a_late_connect_after_the_leader_is_gone_is_served(backend: Backend) {
     );
     // Under bubblewrap the command's pid namespace ends with its leader, and what it left behind
     // with it: no late connect there.
-    if matches!(backend, Backend::Bwrap) {
-        server.call("after", "bash", bash(&round_trip("after", &m), json!({})));
-        assert_eq!(server.text("after"), "ok\n");
-        assert!(
-            gate_thread_runs(pid),
-            "a connect was not served by the gate thread"
-        );
-        server.finish();
-        assert_nothing_left(&m);
-        return;
+    if !matches!(backend, Backend::Bwrap) {
+        late_connect(&mut server, ws.path(), &m, pid);
     }
-    // The leader prints and exits at once; its child connects a second later, detached from the
-    // call's pipes.
-    let late = ws.path().join("late.txt");
+    // Ordinary connects are served by the gate thread.
+    server.call("after", "bash", bash(&round_trip("after", &m), json!({})));
+    assert_eq!(server.text("after"), "ok\n");
+    assert!(
+        gate_thread_runs(pid),
+        "a connect was not served by the gate thread"
+    );
+    server.finish();
+    assert_nothing_left(&m);
+}
+
+/// The leader prints and exits at once; its child connects a second later, detached from the
+/// call's pipes, and is served.
+fn late_connect(server: &mut Server, ws: &Path, m: &str, pid: u32) {
+    let late = ws.join("late.txt");
     let command = format!(
         "(sleep 1; {} > late.txt 2>&1) > /dev/null 2>&1 < /dev/null & echo started",
-        round_trip("late", &m)
+        round_trip("late", m)
     );
     server.call("late", "bash", bash(&command, json!({})));
     assert!(
@@ -517,29 +512,15 @@ fn a_late_connect_after_the_leader_is_gone_is_served(backend: Backend) {
         gate_thread_runs(pid),
         "the late connect was not served by the gate thread"
     );
-    // And the gate keeps serving ordinary calls.
-    server.call("after", "bash", bash(&round_trip("after", &m), json!({})));
-    assert_eq!(server.text("after"), "ok\n");
-    server.finish();
-    assert_nothing_left(&m);
 }
 
+/// One server, many calls: a command killed while it is stopped in the gate (its connect waits on
+/// a full backlog), a timeout of another, then ordinary socket work is right and quick.
 fn a_server_serves_after_commands_die_in_the_gate(backend: Backend) {
     let Some((ws, m)) = setup(backend) else {
         return;
     };
-    let cwd = ws.path().to_str().unwrap().to_owned();
-    let mut server = Server::start(&[
-        "--sandbox",
-        "workspace-write",
-        "--sandbox-backend",
-        backend.name(),
-        "--cwd",
-        &cwd,
-        "--grace-ms",
-        "300",
-    ])
-    .unwrap();
+    let mut server = confined_server(backend, ws.path(), &["--grace-ms", "300"]);
     // A listener in the workspace with a backlog of 0 that never accepts: the second connect
     // blocks, stopped in the gate, which tries again until the command is gone.
     let full = format!(

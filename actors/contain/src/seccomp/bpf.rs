@@ -15,7 +15,7 @@
 //! - keeps the program short, because compiling it costs per instruction (about 0.08 µs each here,
 //!   beside a fixed 13 µs): one `ret` per action, one block for calls with the same rules (the four
 //!   `sched_set*` calls), and a set of values tested after one load ([`Cmp::OneOf`]: the socket
-//!   rules under `--network deny` took 169 instructions as one rule per value, 97 this way).
+//!   rules under `--network deny` took 169 instructions as one rule per value, 94 this way).
 //!
 //! A listed call then runs its rules: each rule is a conjunction of argument comparisons, and the
 //! first rule that holds refuses the call (`EPERM`). A call may instead be handed to dsh
@@ -104,7 +104,8 @@ enum Target {
     At(usize),
     /// A label not yet placed (a call's block), resolved in the second pass.
     Block(u32),
-    /// The next rule of the block, or the block's end.
+    /// A label, placed where `Assembler::place` put it (the native path, the next rule, past a
+    /// condition).
     Label(usize),
 }
 

@@ -43,6 +43,8 @@ use std::sync::{Arc, OnceLock};
 
 use nix::libc;
 
+/// `struct seccomp_data`'s layout and this architecture's value, for the socket gate's own program.
+pub(crate) use bpf::{ARCH as ARCH_OFFSET, AUDIT_ARCH, NR as NR_OFFSET};
 use bpf::{Cmp, Cond, Refusal, Rules};
 
 mod bpf;

@@ -16,17 +16,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 use nix::libc::{self, c_int};
 
-/// `AUDIT_ARCH_*` of this build's architecture.
-#[cfg(target_arch = "x86_64")]
-const AUDIT_ARCH: u32 = 0xC000_003E;
-#[cfg(target_arch = "aarch64")]
-const AUDIT_ARCH: u32 = 0xC000_00B7;
-#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-compile_error!("the socket gate's filter knows x86_64 and aarch64 only");
-
-/// `offsetof(struct seccomp_data, nr)` and `offsetof(struct seccomp_data, arch)`.
-const NR_OFFSET: u32 = 0;
-const ARCH_OFFSET: u32 = 4;
+use crate::seccomp::{ARCH_OFFSET, AUDIT_ARCH, NR_OFFSET};
 
 fn insn(code: u32, jt: u8, jf: u8, k: u32) -> libc::sock_filter {
     libc::sock_filter {

@@ -13,12 +13,10 @@
 //! and so does this watch's end for any other reason (its runtime shutting down), so no command is
 //! left without its gate.
 
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
-
-use nix::libc;
 use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
 
+use super::notify;
 use super::registry::Served;
 
 /// Watches `served` on `runtime` until it has something for the gate thread; hands it over through
@@ -54,7 +52,7 @@ async fn wait(served: &Served) -> bool {
     let _ = listener.readable().await;
     // Out of this runtime's epoll set before anything else watches it.
     drop(listener);
-    ended(served.listener())
+    notify::ended(served.listener())
 }
 
 /// A listener not yet handed over: to the gate thread when dropped, unless taken.
@@ -69,18 +67,4 @@ impl Drop for Parked {
             (self.to_gate)(served);
         }
     }
-}
-
-/// Whether no process holds `listener`'s filter any more and nothing is pending. Only the hang-up
-/// says so: the kernel also answers `POLLERR` when a signal interrupts its poll, with the command
-/// still alive.
-fn ended(listener: BorrowedFd<'_>) -> bool {
-    let mut poll = libc::pollfd {
-        fd: listener.as_fd().as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // SAFETY: poll on one pollfd we own, no wait.
-    let ready = unsafe { libc::poll(&mut poll, 1, 0) };
-    ready == 1 && poll.revents & libc::POLLHUP != 0 && poll.revents & libc::POLLIN == 0
 }

@@ -29,15 +29,31 @@ pub(crate) struct Request {
     pub address: Vec<u8>,
 }
 
-/// Whether a notification is pending on `listener` (no wait).
-pub(crate) fn pending(listener: BorrowedFd<'_>) -> bool {
+/// What `listener` reports now (`poll` with no wait): its `revents`, 0 when nothing.
+fn readiness(listener: BorrowedFd<'_>) -> libc::c_short {
     let mut poll = libc::pollfd {
         fd: listener.as_raw_fd(),
         events: libc::POLLIN,
         revents: 0,
     };
     // SAFETY: poll on one pollfd we own, no wait.
-    unsafe { libc::poll(&mut poll, 1, 0) == 1 && poll.revents & libc::POLLIN != 0 }
+    match unsafe { libc::poll(&mut poll, 1, 0) } {
+        1 => poll.revents,
+        _ => 0,
+    }
+}
+
+/// Whether a notification is pending on `listener` (no wait).
+pub(crate) fn pending(listener: BorrowedFd<'_>) -> bool {
+    readiness(listener) & libc::POLLIN != 0
+}
+
+/// Whether no process holds `listener`'s filter any more and nothing is pending (no wait). Only
+/// the hang-up says so: the kernel also answers `POLLERR` when a signal interrupts its poll, with
+/// the command still alive.
+pub(crate) fn ended(listener: BorrowedFd<'_>) -> bool {
+    let revents = readiness(listener);
+    revents & libc::POLLHUP != 0 && revents & libc::POLLIN == 0
 }
 
 /// Receives one notification. `Ok(None)`: the thread it was for is gone (killed while waiting).

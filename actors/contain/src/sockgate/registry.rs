@@ -1,7 +1,8 @@
 //! The listeners the gate thread serves, and the one epoll set they wait in.
 //!
-//! A listener comes here from its first watch (`first.rs`) with a notification pending, or with
-//! something of its command still holding the filter. Registering it — an entry in a table, then
+//! A listener comes here from its first watch (`first.rs`) on any wake but a bare hang-up (a
+//! notification pending, an interrupted poll), or when that watch ends with its runtime; without a
+//! runtime, straight from the spawn. Registering it — an entry in a table, then
 //! `epoll_ctl(EPOLL_CTL_ADD)` on the gate's epoll set — wakes no one by itself; the level-triggered
 //! set reports a pending notification at once. The gate thread then hears of a listener only when
 //! it has something to say: a notification (`EPOLLIN`) or the end of its command (`EPOLLHUP`, once

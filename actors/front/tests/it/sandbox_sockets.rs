@@ -23,7 +23,8 @@ use serde_json::json;
 
 use crate::jsonl_server::{SOON, Server, bash};
 use crate::sandbox_escape::{
-    Backend, assert_nothing_left, confined_server, run, setup, under_each_backend,
+    Backend, assert_nothing_left, confined_server, confined_server_with_env, run, setup,
+    under_each_backend,
 };
 
 /// A listener outside the workspace (and outside `/tmp`, which a sandbox shows as its own), which
@@ -461,7 +462,10 @@ fn a_late_connect_after_the_leader_is_gone_is_served(backend: Backend) {
     let Some((ws, m)) = setup(backend) else {
         return;
     };
-    let mut server = confined_server(backend, ws.path(), &[]);
+    // `SHELL` set, whatever the test's own environment: a bash started without it asks NSS for the
+    // user's shell, and glibc's first step of that is a `connect` to nscd's socket (CI runs with no
+    // `SHELL`), so `echo` would not be a command that never connects.
+    let mut server = confined_server_with_env(backend, ws.path(), &[], &[("SHELL", "/bin/bash")]);
     let pid = server.child.id();
     for round in 0..5 {
         let id = format!("quiet-{round}");

@@ -519,12 +519,17 @@ fn late_connect(server: &mut Server, ws: &Path, m: &str, pid: u32) {
 }
 
 /// One server, many calls: a command killed while it is stopped in the gate (its connect waits on
-/// a full backlog), a timeout of another, then ordinary socket work is right and quick.
+/// a full backlog), a timeout of another, one killed by the kernel for memory while a thread of it
+/// is stopped there, then ordinary socket work is right and quick.
 fn a_server_serves_after_commands_die_in_the_gate(backend: Backend) {
     let Some((ws, m)) = setup(backend) else {
         return;
     };
-    let mut server = confined_server(backend, ws.path(), &["--grace-ms", "300"]);
+    let mut server = confined_server(
+        backend,
+        ws.path(),
+        &["--grace-ms", "300", "--task-max-memory", "128MiB"],
+    );
     // A listener in the workspace with a backlog of 0 that never accepts: the second connect
     // blocks, stopped in the gate, which tries again until the command is gone.
     let full = format!(
@@ -572,6 +577,20 @@ fn a_server_serves_after_commands_die_in_the_gate(backend: Backend) {
     server.call("stuck", "bash", bash(&stuck, json!({"timeoutMs": 1500})));
     let timed_out = server.text("stuck");
     assert!(timed_out.contains("timed out"), "{timed_out}");
+    // A thread stopped in the gate while another thread of its process grows past the memory
+    // limit: the kernel kills the whole process, the stopped thread with it.
+    let oom = format!(
+        "python3 -c 'import socket,threading\nl=socket.socket(socket.AF_UNIX); l.bind(\"full3-{m}.sock\"); l.listen(0)\nfirst=threading.Event()\ndef hold():\n for i in range(3):\n  c=socket.socket(socket.AF_UNIX); c.connect(\"full3-{m}.sock\"); print(\"connected\", i, flush=True); first.set()\nthreading.Thread(target=hold, daemon=True).start()\nfirst.wait()\nheld=[]\nwhile True: held.append(bytearray(8<<20))' {m}"
+    );
+    server.call("oom", "bash", bash(&oom, json!({})));
+    let killed = server.text("oom");
+    assert!(killed.contains("connected 0"), "{killed}");
+    assert!(killed.ends_with("[killed: out of memory]"), "{killed}");
+    assert!(
+        wait_until(SOON, || fds(pid) <= before),
+        "dsh holds {} descriptors after the out-of-memory kill, {before} before",
+        fds(pid)
+    );
     for round in 0..5 {
         let asked = Instant::now();
         let printed = {

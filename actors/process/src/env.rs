@@ -53,6 +53,40 @@ pub(crate) fn validate_channels(
     Ok(())
 }
 
+/// The ambient environment with `SHELL` added when it has none, set as bash would set it for itself:
+/// the user's login shell (`login_shell`, from the passwd database; `/bin/sh` when that names none).
+///
+/// Why: a bash started without `SHELL` looks the user up at every start, and glibc's lookup begins
+/// with a `connect` to nscd's socket. Under the sandbox's socket gate each such connect is a round
+/// trip through dsh, so every confined command of a server started without `SHELL` (a CI job, a
+/// container's `docker run`) paid two of them (0.06 on the confined spawn's ratio, BENCHMARKS.md). The
+/// manager looks the user up once, when it starts; bash then finds the value it would have computed.
+pub(crate) fn with_login_shell(
+    ambient: impl IntoIterator<Item = (OsString, OsString)>,
+    login_shell: impl FnOnce() -> Option<OsString>,
+) -> Vec<(OsString, OsString)> {
+    let mut ambient: Vec<_> = ambient.into_iter().collect();
+    if !ambient.iter().any(|(name, _)| name == SHELL) {
+        let shell = login_shell()
+            .filter(|shell| !shell.is_empty())
+            .unwrap_or_else(|| FALLBACK_SHELL.into());
+        ambient.push((SHELL.into(), shell));
+    }
+    ambient
+}
+
+/// The variable naming the user's shell.
+const SHELL: &str = "SHELL";
+
+/// bash's own choice when the passwd database names no shell for the user.
+const FALLBACK_SHELL: &str = "/bin/sh";
+
+/// The login shell the passwd database names for the process's real user (bash asks for that uid).
+pub(crate) fn passwd_login_shell() -> Option<OsString> {
+    let user = nix::unistd::User::from_uid(nix::unistd::getuid()).ok()??;
+    Some(user.shell.into_os_string())
+}
+
 /// The ambient environment with credential-shaped and `DSH_*` names removed. The manager takes this
 /// snapshot once, when it starts, instead of re-reading and re-scrubbing the environment per spawn.
 pub(crate) fn scrub_ambient(
@@ -106,6 +140,40 @@ pub(crate) mod tests {
         ] {
             assert!(!is_scrubbed_name(name), "{name} should pass");
         }
+    }
+
+    fn vars(pairs: &[(&str, &str)]) -> Vec<(OsString, OsString)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (OsString::from(k), OsString::from(v)))
+            .collect()
+    }
+
+    #[test]
+    fn a_missing_shell_is_the_login_shell_and_an_ambient_one_is_kept() {
+        let added = with_login_shell(vars(&[("PATH", "/bin")]), || Some("/bin/zsh".into()));
+        assert_eq!(added, vars(&[("PATH", "/bin"), ("SHELL", "/bin/zsh")]));
+        let kept = with_login_shell(vars(&[("SHELL", "/bin/fish")]), || {
+            panic!("the user is not looked up when SHELL is set")
+        });
+        assert_eq!(kept, vars(&[("SHELL", "/bin/fish")]));
+        // bash's own fallback when the database names no shell or has no entry.
+        for none in [Some(OsString::new()), None] {
+            let fallback = with_login_shell(vars(&[]), || none.clone());
+            assert_eq!(fallback, vars(&[("SHELL", "/bin/sh")]));
+        }
+    }
+
+    #[test]
+    fn the_passwd_login_shell_is_this_users_entry() {
+        let passwd = std::fs::read_to_string("/etc/passwd").unwrap();
+        let uid = nix::unistd::getuid().to_string();
+        let expected = passwd
+            .lines()
+            .map(|line| line.split(':').collect::<Vec<_>>())
+            .find(|fields| fields.get(2) == Some(&uid.as_str()))
+            .map(|fields| OsString::from(fields[6]));
+        assert_eq!(passwd_login_shell(), expected);
     }
 
     #[test]

@@ -68,7 +68,10 @@ impl ProcessManager {
             terminals,
             table: ProcessTable::with_containment(
                 config,
-                AmbientEnv::capture(std::env::vars_os()),
+                AmbientEnv::capture(crate::env::with_login_shell(
+                    std::env::vars_os(),
+                    crate::env::passwd_login_shell,
+                )),
                 Arc::new(containment),
             ),
         }

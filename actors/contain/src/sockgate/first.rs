@@ -8,8 +8,8 @@
 //! (BENCHMARKS.md). Most commands never `connect`. So the spawning runtime watches the listener
 //! first, where the hang-up arrives with the exit it is woken for anyway: a command that ends
 //! without connecting has its listener closed right there, and the gate thread never hears of it.
-//! (A bash with no `SHELL` in its environment does connect: it looks up the user's shell, and
-//! glibc asks nscd's socket first.)
+//! (A bash with no `SHELL` in its environment would connect at every start: it looks up the user's
+//! shell, and glibc asks nscd's socket first; dsh sets `SHELL` for it, `dsh_process::env`.)
 //! The first notification hands the listener to the gate thread (`registry.rs`), which serves it
 //! from then on; so does a hang-up that finds something of the command still holding the filter,
 //! and so does this watch's end for any other reason (its runtime shutting down), so no command is

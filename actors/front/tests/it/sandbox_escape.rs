@@ -117,19 +117,19 @@ pub(crate) fn run_in(
 
 /// `dsh jsonl` confined to `workspace-write` under `backend` in `ws`, with `extra` flags.
 pub(crate) fn confined_server(backend: Backend, ws: &Path, extra: &[&str]) -> Server {
-    confined_server_with_env(backend, ws, extra, &[])
+    confined_server_without_env(backend, ws, extra, &[])
 }
 
-/// [`confined_server`] with `env` added to the server's environment (and so to its commands').
-pub(crate) fn confined_server_with_env(
+/// [`confined_server`] with the variables `names` taken out of the server's environment.
+pub(crate) fn confined_server_without_env(
     backend: Backend,
     ws: &Path,
     extra: &[&str],
-    env: &[(&str, &str)],
+    names: &[&str],
 ) -> Server {
     let mut args = confined(backend, "workspace-write", ws).to_vec();
     args.extend_from_slice(extra);
-    Server::start_with_env(&args, env).unwrap()
+    Server::start_without_env(&args, names).unwrap()
 }
 
 /// Nothing whose command line holds `marker` is left running.

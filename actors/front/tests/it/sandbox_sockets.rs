@@ -23,7 +23,7 @@ use serde_json::json;
 
 use crate::jsonl_server::{SOON, Server, bash};
 use crate::sandbox_escape::{
-    Backend, assert_nothing_left, confined_server, confined_server_with_env, run, setup,
+    Backend, assert_nothing_left, confined_server, confined_server_without_env, run, setup,
     under_each_backend,
 };
 
@@ -458,19 +458,33 @@ fn gate_thread_runs(pid: u32) -> bool {
 /// The runtime that spawns a command watches its listener until the first `connect` (so commands
 /// that never connect never wake the gate thread, which does not even start for them); a connect
 /// made by what the command left behind, after its leader is gone, is still served.
+///
+/// The server runs without `SHELL` (as CI jobs and containers do): a bash started without it asks
+/// NSS for the user's shell, whose first step is a `connect` to nscd's socket, so every command
+/// would connect; dsh gives commands the login shell as `SHELL` instead.
 fn a_late_connect_after_the_leader_is_gone_is_served(backend: Backend) {
     let Some((ws, m)) = setup(backend) else {
         return;
     };
-    // `SHELL` set, whatever the test's own environment: a bash started without it asks NSS for the
-    // user's shell, and glibc's first step of that is a `connect` to nscd's socket (CI runs with no
-    // `SHELL`), so `echo` would not be a command that never connects.
-    let mut server = confined_server_with_env(backend, ws.path(), &[], &[("SHELL", "/bin/bash")]);
+    let mut server = confined_server_without_env(backend, ws.path(), &[], &["SHELL"]);
     let pid = server.child.id();
+    // SAFETY: getuid has no preconditions and cannot fail.
+    let uid = unsafe { nix::libc::getuid() }.to_string();
+    let login_shell = std::fs::read_to_string("/etc/passwd")
+        .unwrap()
+        .lines()
+        .map(|line| line.split(':').map(str::to_owned).collect::<Vec<_>>())
+        .find(|fields| fields.get(2) == Some(&uid))
+        .and_then(|fields| fields.get(6).cloned())
+        .unwrap();
     for round in 0..5 {
         let id = format!("quiet-{round}");
-        server.call(&id, "bash", bash(&format!("echo quiet {round}"), json!({})));
-        assert_eq!(server.text(&id), format!("quiet {round}\n"));
+        server.call(
+            &id,
+            "bash",
+            bash(&format!("echo quiet {round} $SHELL"), json!({})),
+        );
+        assert_eq!(server.text(&id), format!("quiet {round} {login_shell}\n"));
     }
     assert!(
         !gate_thread_runs(pid),

@@ -52,10 +52,25 @@ impl Server {
 
     /// [`Server::start`] with `env` added to the server's environment.
     pub fn start_with_env(args: &[&str], env: &[(&str, &str)]) -> Result<Self, String> {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_dsh"))
-            .arg("jsonl")
-            .args(args)
-            .envs(env.iter().copied())
+        Self::start_from(args, |command| command.envs(env.iter().copied()))
+    }
+
+    /// [`Server::start`] with the variables `names` taken out of the server's environment.
+    pub fn start_without_env(args: &[&str], names: &[&str]) -> Result<Self, String> {
+        Self::start_from(args, |command| {
+            names
+                .iter()
+                .fold(command, |command, name| command.env_remove(name))
+        })
+    }
+
+    /// `dsh jsonl <args>`, its environment changed by `environ`.
+    fn start_from(
+        args: &[&str],
+        environ: impl FnOnce(&mut Command) -> &mut Command,
+    ) -> Result<Self, String> {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_dsh"));
+        let mut child = environ(command.arg("jsonl").args(args))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

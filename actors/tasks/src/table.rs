@@ -110,11 +110,15 @@ impl TaskTable {
         }
     }
 
-    /// Why `id` has no record: it was issued and is gone (discarded), or it never was.
+    /// Why `id` has no record: it was issued and is gone (discarded), or it never was. Only an id
+    /// spelled as it was issued counts (`bash-0299` or `bash-+299` never was, even while `bash-299`
+    /// runs).
     fn missing(&self, id: &str) -> TaskError {
-        let issued = id.rsplit_once('-').and_then(|(kind, n)| {
-            let n: u64 = n.parse().ok()?;
-            (n >= 1 && self.counters.get(kind).is_some_and(|last| n <= *last)).then_some(kind)
+        let issued = id.rsplit_once('-').and_then(|(kind, digits)| {
+            let n: u64 = digits.parse().ok()?;
+            let as_issued = n.to_string() == digits;
+            (as_issued && n >= 1 && self.counters.get(kind).is_some_and(|last| n <= *last))
+                .then_some(kind)
         });
         match issued {
             Some(kind) if !self.released.contains(id) => TaskError::Discarded {

@@ -138,6 +138,20 @@ fn two_registered(capacity: usize) -> (TaskTable, Stub, String, String) {
 }
 
 #[test]
+fn an_id_not_spelled_as_issued_is_unknown_not_discarded() {
+    let (mut table, _stub, first, _second) = two_registered(8);
+    assert_eq!(first, "bash-1");
+    for id in ["bash-01", "bash-+1", "bash-02", "bash-+2"] {
+        assert_eq!(
+            table.get(id, None).err(),
+            Some(TaskError::Unknown(id.into())),
+            "{id}"
+        );
+    }
+    assert!(table.get(&first, None).is_ok());
+}
+
+#[test]
 fn eviction_drops_reported_records_first() {
     let (mut table, _stub, first, second) = two_registered(1);
     table.settle(&first, TaskStatus::Completed { exit_code: 0 });

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use actix::prelude::*;
-use dsh_bash::sandbox::LocalSandboxProvider;
+use dsh_bash::sandbox::{LocalSandboxConfig, LocalSandboxProvider};
 use dsh_bash::{
     BashConfig, LocalBashExecutor, OnTimeout, Resolver, SandboxBashExecutor, SandboxMode,
     SandboxPolicy, SandboxPolicyResolver, SandboxProvider, Start, sandbox_unavailable_text,
@@ -77,7 +77,7 @@ pub(crate) fn build(
         std::env::var_os("HOME").map(PathBuf::from),
         builder.bash.cwd.as_deref().unwrap_or(&cwd),
     );
-    let manager = ProcessManager::try_new(ManagerConfig {
+    let mut manager = ProcessManager::try_new(ManagerConfig {
         spill_dir: builder.spill_dir,
         keep_spill: builder.keep_spill,
         policy: Box::new(policy),
@@ -85,6 +85,14 @@ pub(crate) fn build(
         max_terminals: builder.max_terminals,
     })?;
     let containment = manager.containment_mode();
+    // Made now, so the sandbox can show it to the commands whose results name its files.
+    let spill_dir = match manager.spill_dir() {
+        Ok(dir) => Some(dir),
+        Err(err) => {
+            tracing::warn!(%err, "no spill directory yet; the first output that needs one says why");
+            None
+        }
+    };
     let manager = manager.start();
     let mut registry = TaskRegistry::new(builder.registry);
     for policy in builder.retention_policies.drain(..) {
@@ -99,7 +107,9 @@ pub(crate) fn build(
     let sandbox_mode = builder.sandbox.as_ref().map(|(mode, _)| *mode);
     let executor = match builder.sandbox {
         None => local_executor(builder.bash, &manager)?,
-        Some((mode, source)) => sandbox_executor(builder.bash, &manager, mode, source, &cwd)?,
+        Some((mode, source)) => {
+            sandbox_executor(builder.bash, &manager, mode, source, &cwd, spill_dir)?
+        }
     };
     let definitions = ToolBash::definitions(&tool_config, &executor.tool);
     let tool = ToolBash::new(
@@ -157,10 +167,15 @@ fn sandbox_executor(
     mode: SandboxMode,
     source: SandboxSource,
     cwd: &Path,
+    spill_dir: Option<PathBuf>,
 ) -> Result<Executor, RuntimeError> {
     let provider: Arc<dyn SandboxProvider> = match source {
         SandboxSource::Provider(provider) => provider,
         SandboxSource::Local(config) => {
+            let config = LocalSandboxConfig {
+                spill_dir,
+                ..config
+            };
             let provider = LocalSandboxProvider::new(config).map_err(RuntimeError::Sandbox)?;
             if mode.confines() && provider.verdict().is_err() {
                 return Err(RuntimeError::Sandbox(sandbox_unavailable_text(mode, None)));

@@ -9,8 +9,9 @@ use crate::policy::{AdmitAll, ProcessPolicy};
 
 /// Manager configuration.
 pub struct ManagerConfig {
-    /// Spill directory; `None`: a private `dsh-proc-XXXXXX` (0700) under the OS temp dir, created at the
-    /// first spawn and removed at shutdown unless `keep_spill`.
+    /// Spill directory; `None`: a private `dsh-proc-XXXXXX` (0300, `crate::spill`) under the OS temp
+    /// dir, created by `ProcessManager::spill_dir` (the runtime asks when it starts) or else at the
+    /// first spawn, and removed at shutdown unless `keep_spill`.
     pub spill_dir: Option<PathBuf>,
     /// Keep the private spill directory (and its files) after shutdown.
     pub keep_spill: bool,

@@ -77,6 +77,14 @@ impl ProcessManager {
         }
     }
 
+    /// Where spill files go (the configured directory, else the private one, created now): what
+    /// a sandbox shows its commands read-only, so they can read the full outputs results name.
+    pub fn spill_dir(&mut self) -> std::io::Result<std::path::PathBuf> {
+        self.table
+            .spill_dir_path()
+            .map_err(|err| std::io::Error::other(err.to_string()))
+    }
+
     /// The containment mode in force.
     pub fn containment_mode(&self) -> dsh_contain::Mode {
         self.table.containment().mode()

@@ -440,7 +440,7 @@ impl ProcessTable {
             let _ = std::fs::remove_dir(dir);
             return;
         }
-        if let Err(err) = std::fs::remove_dir_all(dir) {
+        if let Err(err) = crate::spill::remove_private_dir(dir) {
             tracing::warn!(dir = %dir.display(), %err, "cannot remove the spill directory");
         }
     }

@@ -57,12 +57,23 @@ pub(crate) fn profile(
     if config.network == NetworkPolicy::Deny {
         args.push("--unshare-net".into());
     }
-    for temp in ["/tmp", "/var/tmp"] {
-        if temp == "/tmp" || Path::new(temp).is_dir() {
-            args.extend(["--tmpfs".into(), temp.into()]);
-            if policy.mode == SandboxMode::ReadOnly {
-                args.extend(["--remount-ro".into(), temp.into()]);
-            }
+    let temps: Vec<&str> = ["/tmp", "/var/tmp"]
+        .into_iter()
+        .filter(|temp| *temp == "/tmp" || Path::new(temp).is_dir())
+        .collect();
+    for temp in &temps {
+        args.extend(["--tmpfs".into(), (*temp).into()]);
+    }
+    // The spill directory, covered by a tmpfs above when it lies in a temp: shown again,
+    // read-only, so a command can read the full output a result names. Its mount point is made
+    // in the tmpfs, so before a read-only temp is remounted.
+    if let Some(spill) = config.spill_dir.as_ref().filter(|dir| dir.is_dir()) {
+        let spill = spill.display().to_string();
+        args.extend(["--ro-bind".into(), spill.clone(), spill]);
+    }
+    if policy.mode == SandboxMode::ReadOnly {
+        for temp in &temps {
+            args.extend(["--remount-ro".into(), (*temp).into()]);
         }
     }
     if policy.mode == SandboxMode::WorkspaceWrite {
@@ -177,8 +188,30 @@ mod tests {
         };
         assert!(
             profile(&config, &read_only, None).join(" ").ends_with(
-                "--tmpfs /tmp --remount-ro /tmp --tmpfs /var/tmp --remount-ro /var/tmp --"
+                "--tmpfs /tmp --tmpfs /var/tmp --remount-ro /tmp --remount-ro /var/tmp --"
             ),
+        );
+    }
+
+    #[test]
+    fn the_spill_directory_is_bound_read_only_after_the_temps_and_before_their_remount() {
+        let spill = tempfile::tempdir().unwrap();
+        let config = LocalSandboxConfig {
+            spill_dir: Some(spill.path().to_path_buf()),
+            ..LocalSandboxConfig::default()
+        };
+        let policy = SandboxPolicy {
+            mode: SandboxMode::ReadOnly,
+            workspace_root: PathBuf::from("/ws"),
+        };
+        let spill = spill.path().display();
+        assert!(
+            profile(&config, &policy, None)
+                .join(" ")
+                .ends_with(&format!(
+                    "--tmpfs /tmp --tmpfs /var/tmp --ro-bind {spill} {spill} \
+                 --remount-ro /tmp --remount-ro /var/tmp --"
+                )),
         );
     }
 }

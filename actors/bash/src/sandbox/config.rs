@@ -69,6 +69,10 @@ pub struct LocalSandboxConfig {
     /// Unix sockets a confined command may connect to wherever they are (`--allow-unix-socket`,
     /// absolute): the socket gate (`dsh_contain::sockgate`) compares each by device and inode.
     pub allow_unix_sockets: Vec<std::path::PathBuf>,
+    /// The process manager's spill directory, shown read-only at its own path although the sandbox
+    /// covers the temp it lies in, so a command can read the full output a truncated result names
+    /// (the runtime sets it; the directory's mode keeps it unlistable, `dsh_process::spill`).
+    pub spill_dir: Option<std::path::PathBuf>,
 }
 
 impl Default for LocalSandboxConfig {
@@ -83,6 +87,7 @@ impl Default for LocalSandboxConfig {
             writable_roots: Vec::new(),
             private_temp: None,
             allow_unix_sockets: Vec::new(),
+            spill_dir: None,
         }
     }
 }

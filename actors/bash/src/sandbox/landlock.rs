@@ -53,15 +53,18 @@ pub fn landlock_spec(config: &LocalSandboxConfig, policy: &SandboxPolicy) -> Rul
 }
 
 /// The mount namespace for a policy: the ruleset's writable set read-write, the workspace visible
-/// (read-only unless writable), the private temp on `/tmp` and `/var/tmp`.
+/// (read-only unless writable) and the spill directory visible read-only, the private temp on `/tmp`
+/// and `/var/tmp`.
 pub fn mount_spec(
     config: &LocalSandboxConfig,
     policy: &SandboxPolicy,
     spec: &RulesetSpec,
 ) -> MountSpec {
+    let mut visible = vec![policy.workspace_root.clone()];
+    visible.extend(config.spill_dir.iter().cloned());
     MountSpec {
         writable: spec.writable.clone(),
-        visible: vec![policy.workspace_root.clone()],
+        visible,
         temp: config.private_temp.clone(),
     }
 }

@@ -11,8 +11,11 @@
 
 use std::path::Path;
 
+use serde_json::json;
+
+use crate::jsonl_server::bash;
 use crate::sandbox_escape::{
-    Backend, assert_nothing_left, run, setup, under_each_backend, workspace,
+    Backend, assert_nothing_left, confined_server, run, setup, under_each_backend, workspace,
 };
 
 /// Each call may take this long (a registry download on a slow day).
@@ -194,7 +197,62 @@ fn doctor_and_the_tool_description_list_the_writable_set() {
     );
 }
 
+/// A truncated result names its spill file, and the next command reads it whole: the sandbox shows
+/// the runtime's spill directory read-only at its own path (it lies in the host's `/tmp`, which the
+/// sandbox covers with its own temp). The directory cannot be listed, so a command (of any session)
+/// finds only the files it was told of; nothing in it can be written or removed; the server removes
+/// it when it ends.
+fn a_truncated_outputs_spill_file_is_readable_by_the_next_command(backend: Backend) {
+    let Some((ws, m)) = setup(backend) else {
+        return;
+    };
+    let mut server = confined_server(backend, ws.path(), &[]);
+    server.call(
+        "big",
+        "bash",
+        bash(&format!("seq 1 30000 # {m}"), json!({})),
+    );
+    let big = server.text("big");
+    let path = big
+        .split("full output: ")
+        .nth(1)
+        .and_then(|rest| rest.split(']').next())
+        .unwrap_or_else(|| panic!("no spill path in {}", &big[big.len() - 200..]))
+        .to_owned();
+    let dir = Path::new(&path).parent().unwrap().display().to_string();
+    let whole: usize = (1..=30000).map(|n: u32| n.to_string().len() + 1).sum();
+    server.call("read", "bash", bash(&format!("wc -c < {path}"), json!({})));
+    assert_eq!(server.text("read"), format!("{whole}\n"));
+    let probes = format!(
+        "ls {dir}; ls {dir}/dsh-proc-*; touch {dir}/new-{m}; echo more >> {path}; rm -f {path}; \
+         echo probed"
+    );
+    server.call_as("other", "probe", "bash", bash(&probes, json!({})));
+    let probed = server.text("probe");
+    assert!(probed.contains("probed"), "{probed}");
+    assert!(
+        probed.contains(&format!(
+            "ls: cannot open directory '{dir}': Permission denied"
+        )),
+        "{probed}"
+    );
+    // The glob found nothing to expand: the files are there, but not to be listed.
+    assert!(
+        probed.contains(&format!("ls: cannot access '{dir}/dsh-proc-*'")),
+        "{probed}"
+    );
+    assert!(!Path::new(&format!("{dir}/new-{m}")).exists());
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), whole as u64);
+    server.finish();
+    assert!(
+        !Path::new(&dir).exists(),
+        "{dir} is left after the server ended"
+    );
+    assert_nothing_left(&m);
+}
+
 under_each_backend!(
+    a_truncated_outputs_spill_file_is_readable_by_the_next_command,
     package_managers_build_and_test_with_no_approval,
     local_tools_dsh_home_and_extra_roots_are_writable,
     start_up_files_programs_and_other_directories_stay_refused,

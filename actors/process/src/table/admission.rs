@@ -311,6 +311,20 @@ impl ProcessTable {
         if let Some(dir) = spec.spill_dir.as_ref().or(self.config.spill_dir.as_ref()) {
             return SpillDir::open(dir).map_err(SpawnError::SpillDir);
         }
+        self.private_spill_dir()
+    }
+
+    /// Where this table's spill files go unless a spawn names its own directory: the configured
+    /// one, else the private one, created now if it does not exist yet.
+    pub(crate) fn spill_dir_path(&mut self) -> Result<PathBuf, SpawnError> {
+        match self.config.spill_dir.clone() {
+            Some(dir) => Ok(dir),
+            None => Ok(self.private_spill_dir()?.path().to_path_buf()),
+        }
+    }
+
+    /// The private spill directory, created on first use.
+    fn private_spill_dir(&mut self) -> Result<SpillDir, SpawnError> {
         if let Some(dir) = &self.private_spill_dir {
             return Ok(dir.clone());
         }

@@ -289,6 +289,16 @@ impl Containment {
         }
     }
 
+    /// Whether something of `contained` (led by `pgid`, its leader reaped) may still run, asked at
+    /// every settlement and so cheap: the leaf's populated flag, else whether the group still has
+    /// members (a subreaper's descendants that left the group are not looked for here).
+    pub(crate) fn may_remain(&self, pgid: i32, contained: &Contained) -> bool {
+        match contained {
+            Contained::Leaf(leaf) => leaf.is_populated().unwrap_or(false),
+            Contained::Group | Contained::Marker(_) => crate::signal::group_exists(pgid),
+        }
+    }
+
     /// Whether anything of `contained` (led by `pgid`) outside the group `pgid` is alive (the group
     /// is asked separately). Walks `/proc` on this thread in subreaper mode: for the straggler
     /// list's occasional pruning only.

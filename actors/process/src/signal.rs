@@ -57,7 +57,12 @@ pub struct ProcStat {
     pub pgrp: i32,
     /// The session id.
     pub session: i32,
+    /// The kernel marks it exiting (`PF_EXITING`): on its way to zombie, no longer running anything.
+    pub exiting: bool,
 }
+
+/// `PF_EXITING` in the flags field of `/proc/<pid>/stat` (`include/linux/sched.h`).
+const PF_EXITING: u32 = 0x4;
 
 impl ProcStat {
     /// Running, sleeping or stopped: anything but a zombie or a dead task.
@@ -83,12 +88,18 @@ fn parse_stat(text: &str) -> Option<ProcStat> {
     let ppid = rest.next()?.parse().ok()?;
     let pgrp = rest.next()?.parse().ok()?;
     let session = rest.next()?.parse().ok()?;
+    // After the session: the terminal, its foreground group, then the flags.
+    let exiting = rest
+        .nth(2)
+        .and_then(|flags| flags.parse::<u32>().ok())
+        .is_some_and(|flags| flags & PF_EXITING != 0);
     Some(ProcStat {
         pid,
         state,
         ppid,
         pgrp,
         session,
+        exiting,
     })
 }
 
@@ -150,11 +161,22 @@ mod tests {
                 state: 'S',
                 ppid: 1,
                 pgrp: 40,
-                session: 40
+                session: 40,
+                exiting: false,
             }
         );
         assert!(stat.is_live());
         assert!(!parse_stat("7 (x) Z 1 7 7").unwrap().is_live());
+    }
+
+    #[test]
+    fn the_exiting_flag_is_read_from_the_flags_field() {
+        let exiting = parse_stat("9 (sh) R 1 9 9 0 -1 4194564 0 0").unwrap();
+        assert!(exiting.exiting && exiting.is_live());
+        let running = parse_stat("9 (sh) S 1 9 9 0 -1 4194560 0 0").unwrap();
+        assert!(!running.exiting);
+        let this = proc_stat(std::process::id() as i32).unwrap();
+        assert!(!this.exiting && this.is_live());
     }
 
     #[test]

@@ -34,27 +34,40 @@ pub(crate) fn left_running(pgid: i32, contained: &Contained) -> Vec<LeftProcess>
     };
     pids.sort_unstable();
     pids.dedup();
+    // A leaf lists a process that has exited and awaits its reaper too; one that is exiting (the
+    // last process of bubblewrap's pid namespace, as the call ends) is going as well.
+    pids.retain(|pid| {
+        crate::signal::proc_stat(*pid).is_some_and(|stat| stat.is_live() && !stat.exiting)
+    });
     pids.into_iter()
-        .map(|pid| LeftProcess {
-            pid,
-            command: command_line(pid),
+        .filter_map(|pid| {
+            Some(LeftProcess {
+                pid,
+                command: command_line(pid)?,
+            })
         })
         .collect()
 }
 
-/// `/proc/<pid>/cmdline` with its arguments joined by spaces, cut to [`COMMAND_CHARS`].
-fn command_line(pid: i32) -> String {
-    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+/// `/proc/<pid>/cmdline` with its arguments joined by spaces, cut to [`COMMAND_CHARS`]; empty when
+/// it cannot be read (or reads empty, as in the middle of an `execve`); `None` when the process is
+/// gone.
+fn command_line(pid: i32) -> Option<String> {
+    let raw = match std::fs::read(format!("/proc/{pid}/cmdline")) {
+        Ok(raw) => raw,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return None,
+        Err(_) => return Some(String::new()),
+    };
     let text = String::from_utf8_lossy(&raw);
     let joined = text
         .split('\0')
         .filter(|arg| !arg.is_empty())
         .collect::<Vec<_>>()
         .join(" ");
-    match joined.char_indices().nth(COMMAND_CHARS) {
+    Some(match joined.char_indices().nth(COMMAND_CHARS) {
         Some((cut, _)) => format!("{}…", &joined[..cut]),
         None => joined,
-    }
+    })
 }
 
 /// The remembered straggler led by `pgid`, if something of it is still alive (its group has live

@@ -28,6 +28,17 @@ fn left_running_task(text: &str, output: &str, pid: i32, command: &str) -> Optio
     task.starts_with("bash-").then(|| task.to_owned())
 }
 
+/// The pid and task id of a reply that is `output` followed by
+/// `[left running: pid <pid> (<command>); stop it with bash_kill <task>]`, whatever the command line
+/// showed (a daemon caught between its fork and its `exec` shows the shell's).
+fn left_pid_and_task(text: &str, output: &str) -> Option<(i32, String)> {
+    let rest = text.strip_prefix(&format!("{output}[left running: pid "))?;
+    let (pid, rest) = rest.split_once(' ')?;
+    let (_, task) = rest.rsplit_once("; stop it with bash_kill ")?;
+    let task = task.strip_suffix(']')?;
+    Some((pid.parse().ok()?, task.to_owned()))
+}
+
 /// A plain call's round trip on a healthy server takes milliseconds; this bound only catches a server
 /// that stalls (it is generous for shared, noisy machines).
 const QUICK: Duration = Duration::from_secs(5);
@@ -288,6 +299,65 @@ impl Day {
         self.still_serves("stopping what was left running");
     }
 
+    /// A daemon that let go of the call's pipes (`nohup … > log 2>&1 &`) is named too, as the
+    /// caller's task, and `bash_kill` stops it; in cgroup mode also one that left the process group.
+    fn daemon_that_let_go_of_the_pipes(&mut self) {
+        let marker = self.marker();
+        let text = self.run(
+            &format!("nohup bash -c 'exec -a {marker} sleep 600' > /dev/null 2>&1 & echo daemon"),
+            json!({}),
+        );
+        let (pid, task) = left_pid_and_task(&text, "daemon\n")
+            .unwrap_or_else(|| panic!("{}: no left-running line in {text:?}", self.mode));
+        assert!(
+            wait_until(SOON, || live_with_cmdline(&marker) == [pid]),
+            "{}: the daemon is not pid {pid}: {:?}",
+            self.mode,
+            live_with_cmdline(&marker)
+        );
+        let id = self.id("kill");
+        self.server.call(&id, "bash_kill", json!({"task_id": task}));
+        assert_eq!(
+            self.server.text(&id),
+            format!("killed background task {task}")
+        );
+        assert!(
+            wait_until(SOON, || live_with_cmdline(&marker).is_empty()),
+            "{}: bash_kill left the daemon running",
+            self.mode
+        );
+        // One that also left the process group is followed only by a cgroup leaf (group
+        // containment does not see it, README; subreaper mode kills it only at shutdown).
+        if self.mode == "cgroup" {
+            let marker = self.marker();
+            let text = self.run(
+                &format!(
+                    "setsid bash -c 'exec -a {marker} sleep 600' > /dev/null 2>&1 < /dev/null & echo setsid"
+                ),
+                json!({}),
+            );
+            let (pid, task) = left_pid_and_task(&text, "setsid\n")
+                .unwrap_or_else(|| panic!("{}: no left-running line in {text:?}", self.mode));
+            assert!(
+                wait_until(SOON, || live_with_cmdline(&marker) == [pid]),
+                "{}: the setsid daemon is not pid {pid}",
+                self.mode
+            );
+            let id = self.id("kill");
+            self.server.call(&id, "bash_kill", json!({"task_id": task}));
+            assert_eq!(
+                self.server.text(&id),
+                format!("killed background task {task}")
+            );
+            assert!(
+                wait_until(SOON, || live_with_cmdline(&marker).is_empty()),
+                "{}: bash_kill left the setsid daemon running",
+                self.mode
+            );
+        }
+        self.still_serves("a daemon that let go of the pipes");
+    }
+
     /// End of input: the server exits 0 and nothing any call started is left.
     fn end(mut self) {
         self.server.close_input();
@@ -326,6 +396,7 @@ fn every_ending(mut day: Day) {
     }
     day.self_inflicted_sigkill();
     day.drained_straggler();
+    day.daemon_that_let_go_of_the_pipes();
     // Each ending once more, in another order: history, not only the first time, must not matter.
     day.self_inflicted_sigkill();
     day.cancel_of_a_term_ignoring_call();

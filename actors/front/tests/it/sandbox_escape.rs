@@ -395,6 +395,61 @@ print(\"tcp socket made\")
     assert_nothing_left(&m);
 }
 
+/// A daemon an earlier call left running with its output sent elsewhere (`nohup … > log 2>&1 &`,
+/// how agents start dev servers) no longer holds the call's pipes, yet it is named in that call's
+/// reply and becomes the caller's task: a later confined command may not signal it (each command is
+/// a sandbox of its own), `bash_kill` of that task stops it. Under bubblewrap it ends with its
+/// command's pid namespace, so nothing is left and nothing is named.
+fn a_daemon_an_earlier_call_left_is_stopped_with_bash_kill(backend: Backend) {
+    let Some((ws, m)) = setup(backend) else {
+        return;
+    };
+    let mut server = confined_server(backend, ws.path(), &[]);
+    let daemon =
+        format!("nohup bash -c 'exec -a {m}-daemon sleep 600' > daemon.log 2>&1 & echo started");
+    server.call("start", "bash", bash(&daemon, json!({})));
+    let reply = server.reply("start");
+    let text = reply["text"].as_str().unwrap_or_default().to_owned();
+    if matches!(backend, Backend::Bwrap) {
+        assert_eq!(text, "started\n");
+        assert_nothing_left(&m);
+        server.finish();
+        return;
+    }
+    // Named by pid (its command line is whatever it was when the call ended: a daemon caught
+    // between its fork and its `exec` shows the shell's).
+    let (pid, task) = text
+        .strip_prefix("started\n[left running: pid ")
+        .and_then(|rest| rest.split_once(' '))
+        .and_then(|(pid, rest)| {
+            let task = rest.rsplit_once("; stop it with bash_kill ")?.1;
+            Some((pid.parse::<i32>().ok()?, task.strip_suffix(']')?.to_owned()))
+        })
+        .unwrap_or_else(|| panic!("the daemon is not named: {text:?}"));
+    assert!(
+        wait_until(SOON, || live_with_cmdline(&format!("{m}-daemon")) == [pid]),
+        "the daemon is not pid {pid}: {text}"
+    );
+    assert_eq!(
+        reply["structured"]["left_running"],
+        json!({"task_id": task, "pids": [pid]})
+    );
+    // A later command is a sandbox of its own: it may not signal the daemon.
+    server.call("kill", "bash", bash(&format!("kill {pid}"), json!({})));
+    let refused = server.text("kill");
+    assert!(refused.contains("Operation not permitted"), "{refused}");
+    server.call("stop", "bash_kill", json!({"task_id": task}));
+    assert_eq!(
+        server.text("stop"),
+        format!("killed background task {task}")
+    );
+    assert_nothing_left(&m);
+    server.call("after", "bash", bash("echo after", json!({})));
+    assert_eq!(server.text("after"), "after\n");
+    server.finish();
+    assert_nothing_left(&m);
+}
+
 /// One `#[test]` per backend for each check named (this module's, and `sandbox_workflows`'), each
 /// a function of the calling module taking a [`Backend`].
 macro_rules! under_each_backend {
@@ -424,4 +479,5 @@ under_each_backend!(
     other_processes_limits_and_scheduling_are_refused,
     a_command_may_change_its_own_limits_and_niceness,
     network_deny_also_stops_udp_and_raw_ip,
+    a_daemon_an_earlier_call_left_is_stopped_with_bash_kill,
 );

@@ -106,6 +106,10 @@ pub(crate) struct Driver {
     grace: Duration,
     /// Background work is read through its output: its outcome carries no second copy of the text.
     text_in_outcome: bool,
+    /// Whether something the command started can outlive it once the pipes are closed: not under a
+    /// launcher (bubblewrap), whose pid namespace ends with the command, killing what is in it;
+    /// there the namespace's own last process, still exiting when the pipes close, is no daemon.
+    daemons_outlive: bool,
     /// Fires once to start the kill escalation (see the module doc).
     kill: CancellationToken,
     guard: KillGuard,
@@ -162,6 +166,10 @@ impl Driver {
             settle_signal,
             grace: spec.grace,
             text_in_outcome: !spec.background,
+            daemons_outlive: !matches!(
+                spec.confinement,
+                Some(dsh_contain::confine::Confinement::Launcher { .. })
+            ),
             kill,
         };
         (output, driver)
@@ -316,9 +324,18 @@ impl Driver {
             stdout.text = String::new();
             stderr.text = String::new();
         }
-        // Who holds the pipes, named for the caller, who may stop them later (`KillLeftovers`).
+        // What still runs, named for the caller, who may stop it later (`KillLeftovers`): who holds
+        // the pipes, or, with the pipes closed, a daemon that let go of them (`nohup … > log &`),
+        // asked about only where one cheap look says something may be left.
         let left_running = match (settlement, &self.guard.contained) {
             (Settlement::DrainGrace, Some(contained)) => {
+                crate::stragglers::left_running(self.pgid, contained)
+            }
+            (Settlement::Closed, Some(contained))
+                if self.daemons_outlive
+                    && !escalation.killed()
+                    && self.guard.containment.may_remain(self.pgid, contained) =>
+            {
                 crate::stragglers::left_running(self.pgid, contained)
             }
             _ => Vec::new(),

@@ -48,6 +48,7 @@ mod admission;
 mod fair_queue;
 mod load_book;
 mod spawn_reply;
+mod spill_dir;
 
 use admission::AwaitingAdmission;
 use admission::Launch;
@@ -426,23 +427,6 @@ impl ProcessTable {
     /// The remembered stragglers, forgotten here (shutdown kills them).
     pub(crate) fn take_stragglers(&mut self) -> Vec<Straggler> {
         std::mem::take(&mut self.stragglers)
-    }
-
-    /// Removes the private spill directory; with `keep_spill`, only if it is empty (an empty spill
-    /// directory is never left behind).
-    pub(crate) fn remove_private_spill_dir(&mut self) {
-        let Some(dir) = self.private_spill_dir.take() else {
-            return;
-        };
-        let dir = dir.path();
-        if self.config.keep_spill {
-            // Fails, as it should, when the directory holds files.
-            let _ = std::fs::remove_dir(dir);
-            return;
-        }
-        if let Err(err) = crate::spill::remove_private_dir(dir) {
-            tracing::warn!(dir = %dir.display(), %err, "cannot remove the spill directory");
-        }
     }
 }
 

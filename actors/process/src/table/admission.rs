@@ -28,7 +28,7 @@ use crate::policy::{Admission, AdmissionRequest};
 use super::load_book::{Count, Session};
 use crate::spawn::{Started, check_workdir};
 use crate::spec::ProcessSpawnSpec;
-use crate::spill::{SpillDir, create_private_dir};
+use crate::spill::SpillDir;
 
 pub(crate) use super::spawn_reply::SpawnReply;
 
@@ -304,42 +304,6 @@ impl ProcessTable {
         } else {
             Pacing::LaunchAfterYield
         }
-    }
-
-    /// The directory for this spec's spill files, creating the private one on first use.
-    fn spill_dir_for(&mut self, spec: &ProcessSpawnSpec) -> Result<SpillDir, SpawnError> {
-        if let Some(dir) = spec.spill_dir.as_ref().or(self.config.spill_dir.as_ref()) {
-            return SpillDir::open(dir).map_err(SpawnError::SpillDir);
-        }
-        self.private_spill_dir()
-    }
-
-    /// Where this table's spill files go unless a spawn names its own directory: the configured
-    /// one, else the private one, created now if it does not exist yet.
-    pub(crate) fn spill_dir_path(&mut self) -> Result<PathBuf, SpawnError> {
-        match self.config.spill_dir.clone() {
-            Some(dir) => Ok(dir),
-            None => Ok(self.private_spill_dir()?.path().to_path_buf()),
-        }
-    }
-
-    /// The private spill directory, created on first use.
-    fn private_spill_dir(&mut self) -> Result<SpillDir, SpawnError> {
-        if let Some(dir) = &self.private_spill_dir {
-            return Ok(dir.clone());
-        }
-        let path = create_private_dir().map_err(SpawnError::SpillDir)?;
-        tracing::debug!(dir = %path.display(), "created private spill directory");
-        if !self.config.keep_spill {
-            // The watchdog removes it if the runtime dies; with `keep_spill` the outputs stay.
-            self.containment.register_spill_dir(&path);
-        }
-        let dir = SpillDir::open(&path).map_err(|err| {
-            let _ = std::fs::remove_dir(&path);
-            SpawnError::SpillDir(err)
-        })?;
-        self.private_spill_dir = Some(dir.clone());
-        Ok(dir)
     }
 
     /// The oldest ready spawn; `None` ends the launch chain.

@@ -111,6 +111,9 @@ pub struct TaskDone {
     pub snapshot: TaskSnapshot,
     /// Who to tell, if the task has an owner.
     pub owner: Option<TaskOwner>,
+    /// A call was waiting for this end ([`WaitTask`](crate::WaitTask): a `bash_output` wait, a
+    /// `bash_write`) and reads it next, so its reply shows the end: no notice is due for it.
+    pub awaited: bool,
 }
 
 /// Kill and join the live tasks of a session, then forget all its tasks.

@@ -209,12 +209,15 @@ impl TaskTable {
             spill,
             drained: false,
         });
+        // A wait that ended otherwise (matched, timed out, cancelled) has dropped its receiver.
+        let awaited = waiters.iter().any(|waiter| !waiter.is_closed());
         for waiter in waiters {
             let _ = waiter.send(());
         }
         let done = (!self.shutting_down).then(|| TaskDone {
             snapshot: record.snapshot(id),
             owner: record.owner.clone(),
+            awaited,
         });
         let key = (!record.reported, record.order);
         if spill > 0 {

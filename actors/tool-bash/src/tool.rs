@@ -321,11 +321,12 @@ async fn bash_kill(
 impl Handler<TaskDone> for ToolBash {
     type Result = ();
 
-    /// Notices go only to the exact owner, only if it has not already seen the end (it killed the task),
-    /// and are dropped silently when its mailbox is closed.
+    /// Notices go only to the exact owner, only if it has not already seen the end (it killed the task,
+    /// or read the final status) and is not about to (a call of it was waiting for the end, and its
+    /// reply shows it), and are dropped silently when its mailbox is closed.
     fn handle(&mut self, done: TaskDone, _: &mut Self::Context) {
         let Some(owner) = done.owner else { return };
-        if done.snapshot.reported {
+        if done.snapshot.reported || done.awaited {
             return;
         }
         if let Some(inbox) = owner.inbox() {

@@ -303,15 +303,46 @@ async fn task_done_sent_exactly_once_per_task() {
         (
             done[0].snapshot.id.as_str(),
             &done[0].snapshot.status,
-            done[0].snapshot.reported
+            done[0].snapshot.reported,
+            done[0].awaited
         ),
-        (id.as_str(), &COMPLETED_0, false)
+        (id.as_str(), &COMPLETED_0, false, false)
     );
     // Later reads and kills never produce a second one.
     s.read(&id, None).await.unwrap();
     s.kill(&id, None).await.unwrap();
     s.registry.send(ListTasks { caller: None }).await.unwrap();
     assert_eq!(s.done.lock().unwrap().len(), 1);
+}
+
+/// A call waiting for the end when it comes reads it next and shows it: the end is `awaited`, and
+/// no notice is due (the tool skips it). A wait that already ended (timed out) does not count.
+#[actix_rt::test]
+async fn an_end_a_wait_was_waiting_for_is_awaited() {
+    let s = Setup::new();
+    let wait = |id: &str, timeout: Duration| WaitTask {
+        id: id.into(),
+        caller: None,
+        timeout,
+        until: None,
+        for_input: false,
+        cancel: Box::pin(std::future::pending()),
+    };
+    let (waited, mut control) = s.register("bash", None).await;
+    let pending = s.registry.send(wait(&waited, Duration::from_secs(60)));
+    let waiting = tokio::spawn(pending);
+    // The registry handles messages in order: once this answers, the wait is registered.
+    s.get(&waited, None).await.unwrap();
+    control.settle(COMPLETED_0);
+    assert_eq!(waiting.await.unwrap().unwrap(), Ok(WaitOutcome::Settled));
+    let (unwaited, mut other) = s.register("bash", None).await;
+    let timed_out = s.registry.send(wait(&unwaited, Duration::from_millis(1)));
+    assert_eq!(timed_out.await.unwrap(), Ok(WaitOutcome::TimedOut));
+    other.settle(COMPLETED_0);
+    let done = s.done_count(2).await;
+    let awaited = |id: &str| done.iter().find(|d| d.snapshot.id == id).unwrap().awaited;
+    assert!(awaited(&waited));
+    assert!(!awaited(&unwaited));
 }
 
 /// Catalogue: TL-14.

@@ -23,7 +23,7 @@
 
 use std::ffi::CString;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -143,6 +143,15 @@ impl Ruleset {
     /// reported ([`Ruleset::coverage`], [`Ruleset::signals_scoped`],
     /// [`Ruleset::abstract_sockets_scoped`]).
     pub fn create(spec: &RulesetSpec) -> io::Result<Self> {
+        Self::create_with_handles(spec, &[])
+    }
+
+    /// [`Ruleset::create`], also granting everything below each of `writable` (handles of places
+    /// no path from here names: the mount namespace's own `/dev/pts` and `ptmx`, `crate::devpts`).
+    pub fn create_with_handles(
+        spec: &RulesetSpec,
+        writable: &[BorrowedFd<'_>],
+    ) -> io::Result<Self> {
         let abi = abi()?;
         let mut handled_fs = ACCESS_FS_V1;
         if abi >= 2 {
@@ -200,6 +209,10 @@ impl Ruleset {
         }
         for path in &spec.writable {
             add_path_rule(&fd, path, handled_fs, handled_fs, Symlinks::Refuse)?;
+        }
+        for handle in writable {
+            add_rule(&fd, *handle, handled_fs, handled_fs)
+                .map_err(|err| io::Error::new(err.kind(), format!("landlock rule: {err}")))?;
         }
         Ok(Ruleset {
             fd: Arc::new(fd),
@@ -301,7 +314,7 @@ fn open_path(path: &Path, symlinks: Symlinks) -> io::Result<OwnedFd> {
 }
 
 /// Whether the descriptor is a directory.
-fn is_directory(fd: &OwnedFd) -> bool {
+fn is_directory(fd: BorrowedFd<'_>) -> bool {
     // SAFETY: an all-zero `stat` is a valid out-buffer.
     let mut stat: libc::stat = unsafe { std::mem::zeroed() };
     // SAFETY: a descriptor we own and a valid out-pointer.
@@ -318,7 +331,22 @@ fn add_path_rule(
     symlinks: Symlinks,
 ) -> io::Result<()> {
     let parent = open_path(path, symlinks)?;
-    let is_dir = is_directory(&parent);
+    add_rule(ruleset, parent.as_fd(), access, handled).map_err(|err| {
+        io::Error::new(
+            err.kind(),
+            format!("landlock rule for {}: {err}", path.display()),
+        )
+    })
+}
+
+/// Grants `access` (limited to what applies to its kind) below the handle `parent`.
+fn add_rule(
+    ruleset: &OwnedFd,
+    parent: BorrowedFd<'_>,
+    access: u64,
+    handled: u64,
+) -> io::Result<()> {
+    let is_dir = is_directory(parent);
     let allowed = if is_dir { access } else { access & ACCESS_FILE } & handled;
     let attr = PathBeneathAttr {
         allowed_access: allowed,
@@ -335,11 +363,7 @@ fn add_path_rule(
         )
     };
     if r != 0 {
-        let err = io::Error::last_os_error();
-        return Err(io::Error::new(
-            err.kind(),
-            format!("landlock rule for {}: {err}", path.display()),
-        ));
+        return Err(io::Error::last_os_error());
     }
     Ok(())
 }

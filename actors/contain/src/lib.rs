@@ -64,6 +64,7 @@ pub(crate) mod caps;
 pub mod census;
 pub mod cgroup;
 pub mod confine;
+pub mod devpts;
 pub mod error;
 pub mod events;
 pub mod host;

@@ -31,6 +31,8 @@ use std::sync::Arc;
 
 use nix::libc;
 
+use crate::devpts::Devpts;
+
 const OPEN_TREE_CLONE: libc::c_uint = 1;
 const AT_RECURSIVE: libc::c_uint = 0x8000;
 const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x4;
@@ -62,23 +64,33 @@ pub struct MountSpec {
 #[derive(Debug, Clone)]
 pub struct MountNamespace {
     fd: Arc<OwnedFd>,
+    /// Its private terminals (`crate::devpts`), where the host lets dsh mount them.
+    devpts: Option<Arc<Devpts>>,
 }
 
 impl MountNamespace {
     /// Builds the namespace for `spec` on a thread of its own (see the module doc).
     pub fn build(spec: &MountSpec) -> io::Result<Self> {
         let spec = spec.clone();
-        let fd = std::thread::Builder::new()
+        let (fd, devpts) = std::thread::Builder::new()
             .name("dsh-mountns".into())
             .spawn(move || prepare(&spec))?
             .join()
             .map_err(|_| io::Error::other("the mount namespace thread panicked"))??;
-        Ok(Self { fd: Arc::new(fd) })
+        Ok(Self {
+            fd: Arc::new(fd),
+            devpts: devpts.map(Arc::new),
+        })
     }
 
     /// The namespace's descriptor, for `enter` in the child.
     pub fn raw_fd(&self) -> RawFd {
         self.fd.as_raw_fd()
+    }
+
+    /// The namespace's own terminals, if it has them.
+    pub fn devpts(&self) -> Option<&Devpts> {
+        self.devpts.as_deref()
     }
 }
 
@@ -168,7 +180,7 @@ fn temp_targets() -> Vec<PathBuf> {
 }
 
 /// Runs on the namespace's own thread: everything after `unshare` changes only this thread's view.
-fn prepare(spec: &MountSpec) -> io::Result<OwnedFd> {
+fn prepare(spec: &MountSpec) -> io::Result<(OwnedFd, Option<Devpts>)> {
     let targets = if spec.temp.is_some() {
         temp_targets()
     } else {
@@ -217,11 +229,15 @@ fn prepare(spec: &MountSpec) -> io::Result<OwnedFd> {
     for (tree, path) in &trees {
         attach(tree, path)?;
     }
+    // Without them the namespace still holds; its commands then make no terminals.
+    let devpts = crate::devpts::mount_private()
+        .inspect_err(|err| tracing::debug!(%err, "no private /dev/pts in the mount namespace"))
+        .ok();
     let ns = c"/proc/thread-self/ns/mnt";
     // SAFETY: open with a static NUL-terminated path.
     let fd = check(unsafe { libc::open(ns.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) }.into())?;
     // SAFETY: open just returned it and nothing else owns it.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+    Ok((unsafe { OwnedFd::from_raw_fd(fd as RawFd) }, devpts))
 }
 
 /// The paths bound on themselves (`true`: read-write), shortest first so a root nested in another

@@ -30,6 +30,8 @@ use nix::fcntl::OFlag;
 use nix::libc::{self, c_int};
 use nix::sys::termios::{self, InputFlags, LocalFlags, SetArg};
 
+use crate::devpts::Devpts;
+
 /// A terminal size in character cells.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Size {
@@ -99,13 +101,16 @@ impl Pty {
     /// Opens a pair of the given size, `IUTF8` set (so that line editing erases whole UTF-8
     /// characters), everything else as the kernel's default (`ECHO`, `ICANON`, `ISIG`, `ONLCR`).
     pub fn open(size: Size) -> Result<Pty, PtyError> {
-        let master = nix::pty::posix_openpt(OFlag::O_RDWR | OFlag::O_NOCTTY | OFlag::O_CLOEXEC)
-            .map_err(PtyError::Open)?;
-        nix::pty::grantpt(&master).map_err(PtyError::Open)?;
-        nix::pty::unlockpt(&master).map_err(PtyError::Open)?;
-        let slave_path = PathBuf::from(nix::pty::ptsname_r(&master).map_err(PtyError::Open)?);
-        // SAFETY: `into_raw_fd` hands over the only owner of a valid, open descriptor.
-        let master = unsafe { OwnedFd::from_raw_fd(master.into_raw_fd()) };
+        Self::open_in(size, None)
+    }
+
+    /// [`Pty::open`] in `devpts`, a sandbox's own terminals (`crate::devpts`), when given: the
+    /// command's terminal is then one its mount namespace shows at [`Pty::slave_path`].
+    pub fn open_in(size: Size, devpts: Option<&Devpts>) -> Result<Pty, PtyError> {
+        let (master, slave_path) = match devpts {
+            None => host_master()?,
+            Some(devpts) => private_master(devpts)?,
+        };
         let slave = open_slave(&master, &slave_path)?;
         set_nonblocking(master.as_fd())?;
         let mut mode = termios::tcgetattr(&slave).map_err(|errno| PtyError::Ioctl {
@@ -180,6 +185,38 @@ impl Pty {
     pub fn pending_output(&self) -> Result<usize, PtyError> {
         pending_output(self.master())
     }
+}
+
+/// A master of the host's terminals, and its slave's path.
+fn host_master() -> Result<(OwnedFd, PathBuf), PtyError> {
+    let master = nix::pty::posix_openpt(OFlag::O_RDWR | OFlag::O_NOCTTY | OFlag::O_CLOEXEC)
+        .map_err(PtyError::Open)?;
+    nix::pty::grantpt(&master).map_err(PtyError::Open)?;
+    nix::pty::unlockpt(&master).map_err(PtyError::Open)?;
+    let slave_path = PathBuf::from(nix::pty::ptsname_r(&master).map_err(PtyError::Open)?);
+    // SAFETY: `into_raw_fd` hands over the only owner of a valid, open descriptor.
+    Ok((
+        unsafe { OwnedFd::from_raw_fd(master.into_raw_fd()) },
+        slave_path,
+    ))
+}
+
+/// A master of `devpts`'s terminals, unlocked, and its slave's path as the sandbox sees it
+/// (`/dev/pts/<n>`; `grantpt` has nothing to do on a `devpts` the opener's own).
+fn private_master(devpts: &Devpts) -> Result<(OwnedFd, PathBuf), PtyError> {
+    let master = devpts
+        .open_master()
+        .map_err(|err| PtyError::Open(Errno::from_raw(err.raw_os_error().unwrap_or(libc::EIO))))?;
+    let (mut unlock, mut number): (c_int, libc::c_uint) = (0, 0);
+    // SAFETY: TIOCSPTLCK and TIOCGPTN on a master we own, each with a pointer to an int.
+    let done = unsafe {
+        libc::ioctl(master.as_raw_fd(), libc::TIOCSPTLCK, &mut unlock) == 0
+            && libc::ioctl(master.as_raw_fd(), libc::TIOCGPTN, &mut number) == 0
+    };
+    if !done {
+        return Err(PtyError::Open(Errno::last()));
+    }
+    Ok((master, PathBuf::from(format!("/dev/pts/{number}"))))
 }
 
 /// Opens the slave through the master (`TIOCGPTPEER`, Linux 4.13+: no path lookup, so it works

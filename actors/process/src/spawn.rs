@@ -35,6 +35,7 @@ use tokio::io::unix::AsyncFd;
 use tokio::net::unix::pipe;
 use tokio::task::JoinHandle;
 
+use dsh_contain::confine::Confinement;
 use dsh_contain::pty::{Pty, Size};
 use dsh_contain::reap::ExitWatcher;
 use dsh_contain::spawn::{above_stdio, pipe_above_stdio};
@@ -199,7 +200,16 @@ fn spawn_raw(
     // copies, and ours must close so that end of file, or `EIO` on a master, can be seen).
     let (streams, child_ends) = match stdin {
         Stdin::Terminal(size) => {
-            let mut pty = Pty::open(*size).map_err(|err| os(io::Error::other(err.to_string())))?;
+            // In a sandbox's own terminals where its namespace has them, so the command's
+            // terminal is one it can see (`dsh_contain::devpts`).
+            let devpts = match confinement {
+                Some(Confinement::InSpawn {
+                    mount_ns: Some(ns), ..
+                }) => ns.devpts(),
+                _ => None,
+            };
+            let mut pty =
+                Pty::open_in(*size, devpts).map_err(|err| os(io::Error::other(err.to_string())))?;
             let slave = pty
                 .take_slave()
                 .ok_or_else(|| os(io::Error::from_raw_os_error(libc::EBADF)))?;

@@ -121,7 +121,6 @@ impl RulesetCache {
             ));
         }
         let spec = landlock_spec(config, policy);
-        let ruleset = Ruleset::create(&spec).map_err(|err| format!("landlock: {err}"))?;
         let mount_ns = if namespaces {
             let ns = MountNamespace::build(&mount_spec(config, policy, &spec))
                 .map_err(|err| format!("mount namespace: {err}"))?;
@@ -129,6 +128,15 @@ impl RulesetCache {
         } else {
             None
         };
+        // The namespace's own terminals (`dsh_contain::devpts`), in both modes: making a
+        // pseudo-terminal there writes no file, and it reaches no terminal outside.
+        let terminals: Vec<_> = mount_ns
+            .as_ref()
+            .and_then(MountNamespace::devpts)
+            .map(|devpts| vec![devpts.root(), devpts.ptmx()])
+            .unwrap_or_default();
+        let ruleset = Ruleset::create_with_handles(&spec, &terminals)
+            .map_err(|err| format!("landlock: {err}"))?;
         let gate = gate_policy(
             config,
             policy,

@@ -450,56 +450,6 @@ fn a_daemon_an_earlier_call_left_is_stopped_with_bash_kill(backend: Backend) {
     assert_nothing_left(&m);
 }
 
-/// A pseudo-terminal of the host's (this test's own, master held open): its slave's path.
-fn host_pty() -> (std::fs::File, String) {
-    use std::os::fd::AsRawFd;
-    let master = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open("/dev/ptmx")
-        .unwrap();
-    let (mut unlock, mut number): (nix::libc::c_int, nix::libc::c_uint) = (0, 0);
-    // SAFETY: TIOCSPTLCK and TIOCGPTN on a ptmx descriptor, each with a pointer to an int of the
-    // size the kernel reads or writes.
-    unsafe {
-        assert_eq!(
-            nix::libc::ioctl(master.as_raw_fd(), nix::libc::TIOCSPTLCK, &mut unlock),
-            0
-        );
-        assert_eq!(
-            nix::libc::ioctl(master.as_raw_fd(), nix::libc::TIOCGPTN, &mut number),
-            0
-        );
-    }
-    (master, format!("/dev/pts/{number}"))
-}
-
-/// No confined command opens a terminal outside its sandbox (the host's `/dev/pts` holds the user's
-/// own: reading one steals its input). Under bubblewrap a command has a `/dev/pts` of its own, where
-/// it makes pseudo-terminals (`script`, `tmux`); under Landlock it may make none (README).
-fn terminals_outside_the_sandbox_are_out_of_reach(backend: Backend) {
-    let Some((ws, m)) = setup(backend) else {
-        return;
-    };
-    let (_master, slave) = host_pty();
-    let printed = run(
-        backend,
-        ws.path(),
-        &[],
-        &format!(
-            "exec 3<>{slave} && echo OPENED; python3 -c 'import pty; pty.openpty(); print(\"OWN PTY\")'; echo done # {m}"
-        ),
-    );
-    assert!(printed.contains("done"), "{printed}");
-    assert!(!printed.contains("OPENED"), "{slave} was opened: {printed}");
-    assert_eq!(
-        printed.contains("OWN PTY"),
-        matches!(backend, Backend::Bwrap),
-        "{printed}"
-    );
-    assert_nothing_left(&m);
-}
-
 /// One `#[test]` per backend for each check named (this module's, and `sandbox_workflows`'), each
 /// a function of the calling module taking a [`Backend`].
 macro_rules! under_each_backend {
@@ -530,5 +480,4 @@ under_each_backend!(
     a_command_may_change_its_own_limits_and_niceness,
     network_deny_also_stops_udp_and_raw_ip,
     a_daemon_an_earlier_call_left_is_stopped_with_bash_kill,
-    terminals_outside_the_sandbox_are_out_of_reach,
 );

@@ -214,9 +214,75 @@ pub(crate) fn the_spill_directory_is_out_of_reach(backend: Backend) {
     assert_nothing_left(&m);
 }
 
+/// A pseudo-terminal of the host's (this test's own, master held open): its slave's path.
+fn host_pty() -> (std::fs::File, String) {
+    use std::os::fd::AsRawFd;
+    let master = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/ptmx")
+        .unwrap();
+    let (mut unlock, mut number): (nix::libc::c_int, nix::libc::c_uint) = (0, 0);
+    // SAFETY: TIOCSPTLCK and TIOCGPTN on a ptmx descriptor, each with a pointer to an int of the
+    // size the kernel reads or writes.
+    unsafe {
+        assert_eq!(
+            nix::libc::ioctl(master.as_raw_fd(), nix::libc::TIOCSPTLCK, &mut unlock),
+            0
+        );
+        assert_eq!(
+            nix::libc::ioctl(master.as_raw_fd(), nix::libc::TIOCGPTN, &mut number),
+            0
+        );
+    }
+    (master, format!("/dev/pts/{number}"))
+}
+
+/// A command has terminals of its own: `/dev/pts` in its sandbox is a private instance, where it
+/// makes pseudo-terminals (`script`, `tmux`, pty-based tests) and a `tty: true` command's terminal
+/// lives; no terminal outside (the host's hold the user's own: reading one steals its input) can be
+/// opened, by its path or by its number.
+fn terminals_are_the_sandboxs_own(backend: Backend) {
+    let Some((ws, m)) = setup_metadata(backend) else {
+        return;
+    };
+    let (_master, slave) = host_pty();
+    let mut server = confined_server(backend, ws.path(), &[]);
+    let probes = format!(
+        "exec 3<>{slave} && echo OPENED; ls /dev/pts | grep -vx ptmx | grep . && echo LISTED; \
+         python3 -c 'import os, pty; m, s = pty.openpty(); print(\"own\", os.ttyname(s))'; \
+         script -qc 'echo via script' /dev/null; echo done # {m}"
+    );
+    server.call("probe", "bash", bash(&probes, json!({})));
+    let printed = server.text("probe");
+    assert!(printed.contains("done"), "{printed}");
+    assert!(!printed.contains("OPENED"), "{slave} was opened: {printed}");
+    assert!(
+        !printed.contains("LISTED"),
+        "other terminals show: {printed}"
+    );
+    assert!(printed.contains("own /dev/pts/"), "{printed}");
+    assert!(printed.contains("via script"), "{printed}");
+    // A `tty: true` command's terminal is one its sandbox shows (bubblewrap binds it on
+    // `/dev/console`).
+    server.call(
+        "tty",
+        "bash",
+        bash(
+            "tty && test -c \"$(tty)\" && echo shown",
+            json!({"tty": true}),
+        ),
+    );
+    let tty = server.text("tty");
+    assert!(tty.starts_with("/dev/") && tty.contains("shown"), "{tty}");
+    server.finish();
+    assert_nothing_left(&m);
+}
+
 crate::sandbox_escape::under_each_backend!(
     metadata_outside_the_workspace_is_refused_in_both_modes,
     metadata_inside_the_workspace_still_changes,
     temp_is_private_and_gone_after_shutdown,
     the_spill_directory_is_out_of_reach,
+    terminals_are_the_sandboxs_own,
 );

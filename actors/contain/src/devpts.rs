@@ -71,28 +71,46 @@ pub(crate) fn mount_private() -> io::Result<Devpts> {
             c"/dev/pts".as_ptr(),
             c"devpts".as_ptr(),
             libc::MS_NOSUID | libc::MS_NOEXEC,
-            c"newinstance,ptmxmode=0666,mode=0620".as_ptr().cast(),
+            MOUNT_OPTIONS.as_ptr().cast(),
         )
     };
     check(mounted)?;
-    let ptmx_is_link = std::fs::symlink_metadata("/dev/ptmx").is_ok_and(|m| m.is_symlink());
-    if !ptmx_is_link {
-        // SAFETY: a bind mount between static NUL-terminated paths, in this thread's namespace.
-        let bound = unsafe {
-            libc::mount(
-                c"/dev/pts/ptmx".as_ptr(),
-                c"/dev/ptmx".as_ptr(),
-                std::ptr::null(),
-                libc::MS_BIND,
-                std::ptr::null(),
-            )
-        };
-        check(bound)?;
+    let held = bind_ptmx().and_then(|()| {
+        Ok(Devpts {
+            root: open_path(c"/dev/pts", libc::O_DIRECTORY)?,
+            ptmx: open_path(c"/dev/pts/ptmx", 0)?,
+        })
+    });
+    if held.is_err() {
+        // Half made is not kept: the host's `/dev/pts` shows again, ungranted.
+        // SAFETY: unmounting the instance mounted above, by a static NUL-terminated path.
+        unsafe { libc::umount2(c"/dev/pts".as_ptr(), libc::MNT_DETACH) };
     }
-    Ok(Devpts {
-        root: open_path(c"/dev/pts", libc::O_DIRECTORY)?,
-        ptmx: open_path(c"/dev/pts/ptmx", 0)?,
-    })
+    held
+}
+
+/// `newinstance`: a `devpts` of its own, empty. `max`: at most this many terminals, so one
+/// runtime's commands cannot take the kernel's shared pool of non-initial instances
+/// (`kernel.pty.max` less the reserve of the initial one) from other sandboxes and containers.
+const MOUNT_OPTIONS: &CStr = c"newinstance,ptmxmode=0666,mode=0620,max=256";
+
+/// Binds the instance's `ptmx` on `/dev/ptmx`, unless that is a link (leading into the instance
+/// already).
+fn bind_ptmx() -> io::Result<()> {
+    if std::fs::symlink_metadata("/dev/ptmx").is_ok_and(|m| m.is_symlink()) {
+        return Ok(());
+    }
+    // SAFETY: a bind mount between static NUL-terminated paths, in this thread's namespace.
+    let bound = unsafe {
+        libc::mount(
+            c"/dev/pts/ptmx".as_ptr(),
+            c"/dev/ptmx".as_ptr(),
+            std::ptr::null(),
+            libc::MS_BIND,
+            std::ptr::null(),
+        )
+    };
+    check(bound)
 }
 
 fn open_path(path: &CStr, flags: libc::c_int) -> io::Result<OwnedFd> {

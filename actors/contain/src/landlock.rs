@@ -317,7 +317,7 @@ fn open_path(path: &Path, symlinks: Symlinks) -> io::Result<OwnedFd> {
 fn is_directory(fd: BorrowedFd<'_>) -> bool {
     // SAFETY: an all-zero `stat` is a valid out-buffer.
     let mut stat: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: a descriptor we own and a valid out-pointer.
+    // SAFETY: a descriptor borrowed for the call (open while it lasts) and a valid out-pointer.
     let r = unsafe { libc::fstat(fd.as_raw_fd(), &mut stat) };
     r == 0 && (stat.st_mode & libc::S_IFMT) == libc::S_IFDIR
 }

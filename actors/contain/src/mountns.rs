@@ -13,8 +13,9 @@
 //! writable root, of every path that must stay visible (the workspace of a `read-only` command, made
 //! read-only) and of the private temp, then makes the whole tree read-only
 //! (`mount_setattr(AT_RECURSIVE, MOUNT_ATTR_RDONLY)`), attaches the private temp on `/tmp` and
-//! `/var/tmp` (hiding the host's, and the spill directory in it) and the copies on their own paths,
-//! and keeps the namespace by a descriptor of `/proc/thread-self/ns/mnt`. Copies keep the host's own
+//! `/var/tmp` (hiding the host's) and the copies on their own paths (the spill directory among the
+//! visible ones, so results' spill paths stay readable), mounts the namespace's own terminals
+//! (`crate::devpts`), and keeps the namespace by a descriptor of `/proc/thread-self/ns/mnt`. Copies keep the host's own
 //! mount flags, so a host read-only mount inside a workspace stays read-only. A writable root or
 //! visible path below `/tmp` or `/var/tmp` gets an empty directory in the private temp to be mounted
 //! on. The spawned child enters it with `enter` (`setns`), before its `chdir`.

@@ -111,7 +111,7 @@ impl Pty {
             None => host_master()?,
             Some(devpts) => private_master(devpts)?,
         };
-        let slave = open_slave(&master, &slave_path)?;
+        let slave = open_slave(&master, &slave_path, devpts)?;
         set_nonblocking(master.as_fd())?;
         let mut mode = termios::tcgetattr(&slave).map_err(|errno| PtyError::Ioctl {
             what: "TCGETS",
@@ -220,8 +220,9 @@ fn private_master(devpts: &Devpts) -> Result<(OwnedFd, PathBuf), PtyError> {
 }
 
 /// Opens the slave through the master (`TIOCGPTPEER`, Linux 4.13+: no path lookup, so it works
-/// in any mount namespace), falling back to the path.
-fn open_slave(master: &OwnedFd, path: &Path) -> Result<OwnedFd, PtyError> {
+/// in any mount namespace), falling back to the path: in `devpts` when the master is one of its
+/// (dsh's own `/dev/pts/N` would be the host's terminal of that number).
+fn open_slave(master: &OwnedFd, path: &Path, devpts: Option<&Devpts>) -> Result<OwnedFd, PtyError> {
     let flags = libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC;
     // SAFETY: TIOCGPTPEER takes the open flags as its integer argument and returns a new
     // descriptor or -1; `master` is a valid descriptor for the call's duration.
@@ -230,10 +231,18 @@ fn open_slave(master: &OwnedFd, path: &Path) -> Result<OwnedFd, PtyError> {
         // SAFETY: the kernel just returned this new descriptor; nothing else owns it.
         return Ok(unsafe { OwnedFd::from_raw_fd(fd) });
     }
+    let (dir, path) = match devpts {
+        Some(devpts) => (
+            devpts.root().as_raw_fd(),
+            path.file_name().map(Path::new).unwrap_or(path),
+        ),
+        None => (libc::AT_FDCWD, path),
+    };
     let c_path =
         CString::new(path.as_os_str().as_bytes()).map_err(|_| PtyError::Slave(Errno::EINVAL))?;
-    // SAFETY: `c_path` is a valid NUL-terminated string for the call's duration.
-    let fd = unsafe { libc::open(c_path.as_ptr(), flags) };
+    // SAFETY: `c_path` is a valid NUL-terminated string for the call's duration, relative to a
+    // directory handle `devpts` keeps open, or to the working directory.
+    let fd = unsafe { libc::openat(dir, c_path.as_ptr(), flags) };
     if fd < 0 {
         return Err(PtyError::Slave(Errno::last()));
     }

@@ -53,8 +53,9 @@ pub(crate) fn validate_channels(
     Ok(())
 }
 
-/// The ambient environment with `SHELL` added when it has none, set as bash would set it for itself:
-/// the user's login shell (`login_shell`, from the passwd database; `/bin/sh` when that names none).
+/// The ambient environment with `SHELL` added when it has none, as bash would set it for itself:
+/// the user's login shell (`login_shell`, from the passwd database); `/bin/sh` when that names none
+/// or one `/etc/shells` does not list.
 ///
 /// Why: a bash started without `SHELL` looks the user up at every start, and glibc's lookup begins
 /// with a `connect` to nscd's socket. Under the sandbox's socket gate each such connect is a round
@@ -81,10 +82,20 @@ const SHELL: &str = "SHELL";
 /// bash's own choice when the passwd database names no shell for the user.
 const FALLBACK_SHELL: &str = "/bin/sh";
 
-/// The login shell the passwd database names for the process's real user (bash asks for that uid).
+/// The login shell the passwd database names for the process's real user (bash asks for that uid),
+/// if `/etc/shells` lists it: a service account's `nologin` or `false` would break every program
+/// that runs `$SHELL` (`script`, tmux, an editor's `:!`).
 pub(crate) fn passwd_login_shell() -> Option<OsString> {
     let user = nix::unistd::User::from_uid(nix::unistd::getuid()).ok()??;
-    Some(user.shell.into_os_string())
+    let shells = std::fs::read_to_string("/etc/shells").ok()?;
+    listed(&shells, user.shell.as_os_str()).then(|| user.shell.into_os_string())
+}
+
+/// Whether `shell` is one of the lines of `/etc/shells` (comments and blanks aside).
+fn listed(shells: &str, shell: &std::ffi::OsStr) -> bool {
+    shells.lines().map(str::trim).any(|line| {
+        !line.is_empty() && !line.starts_with('#') && std::ffi::OsStr::new(line) == shell
+    })
 }
 
 /// The ambient environment with credential-shaped and `DSH_*` names removed. The manager takes this
@@ -165,15 +176,30 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn the_passwd_login_shell_is_this_users_entry() {
+    fn the_passwd_login_shell_is_this_users_entry_when_a_login_shell() {
         let passwd = std::fs::read_to_string("/etc/passwd").unwrap();
         let uid = nix::unistd::getuid().to_string();
-        let expected = passwd
+        let Some(entry) = passwd
             .lines()
             .map(|line| line.split(':').collect::<Vec<_>>())
             .find(|fields| fields.get(2) == Some(&uid.as_str()))
-            .map(|fields| OsString::from(fields[6]));
+            .map(|fields| OsString::from(fields[6]))
+        else {
+            eprintln!("skipped: this user is not in /etc/passwd");
+            return;
+        };
+        let shells = std::fs::read_to_string("/etc/shells").unwrap_or_default();
+        let expected = listed(&shells, &entry).then_some(entry);
         assert_eq!(passwd_login_shell(), expected);
+    }
+
+    #[test]
+    fn only_a_shell_etc_shells_lists_counts() {
+        let shells = "# /etc/shells\n/bin/sh\n/bin/bash\n\n/usr/bin/bash\n";
+        assert!(listed(shells, "/bin/bash".as_ref()));
+        assert!(!listed(shells, "/usr/sbin/nologin".as_ref()));
+        assert!(!listed(shells, "# /etc/shells".as_ref()));
+        assert!(!listed(shells, "".as_ref()));
     }
 
     #[test]

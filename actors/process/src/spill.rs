@@ -47,13 +47,18 @@ pub fn create_private_dir() -> io::Result<PathBuf> {
 /// Removes a private directory and everything in it, listable again first (its owner may lack the
 /// capability that reads a directory without the read bit).
 pub fn remove_private_dir(path: &Path) -> io::Result<()> {
+    make_listable(path)?;
+    std::fs::remove_dir_all(path)
+}
+
+/// Gives a private directory back its read bit (0700), for removing it or for a kept one its user
+/// lists. Not through a link: the directory dsh made, or nothing.
+pub fn make_listable(path: &Path) -> io::Result<()> {
     use std::os::unix::fs::PermissionsExt;
-    // Not through a link: the directory dsh made, or nothing.
     if !std::fs::symlink_metadata(path)?.is_dir() {
         return Err(io::Error::other("not a directory"));
     }
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700))?;
-    std::fs::remove_dir_all(path)
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700))
 }
 
 /// A spill directory held open: files are created relative to its descriptor.
@@ -66,9 +71,11 @@ pub struct SpillDir {
 impl SpillDir {
     /// Opens `path` (which must be a directory, not a symlink to one).
     pub fn open(path: &Path) -> io::Result<Self> {
+        // `O_PATH`: a handle to create and open files under, which needs no read bit on the
+        // private directory (mode 0300, unreadable to a non-root owner).
         let fd = open(
             path,
-            OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
             Mode::empty(),
         )?;
         Ok(Self {
@@ -143,8 +150,9 @@ fn random_hex12() -> String {
     let mut bytes = [0u8; 6];
     let filled = File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut bytes));
     if filled.is_err() {
-        // No /dev/urandom: the std hasher's per-process random keys are still unpredictable enough
-        // for a name whose safety rests on O_EXCL and the 0700 directory, not on secrecy.
+        // No /dev/urandom: the std hasher's per-process random keys are still unpredictable
+        // enough for a name that must not be guessed by another session (the directory is not
+        // listable, mode 0300), created with O_EXCL.
         use std::hash::{BuildHasher, RandomState};
         let value = RandomState::new().hash_one(SPILL_COUNTER.load(Ordering::Relaxed));
         bytes.copy_from_slice(&value.to_le_bytes()[..6]);

@@ -23,7 +23,7 @@ const COMMAND_CHARS: usize = 120;
 /// (which include any that left the group), else the group's live members and, in subreaper mode,
 /// every process carrying the task's marker.
 pub(crate) fn left_running(pgid: i32, contained: &Contained) -> Vec<LeftProcess> {
-    let mut pids = match contained {
+    let pids = match contained {
         Contained::Leaf(leaf) => leaf.members().unwrap_or_default(),
         Contained::Group => crate::signal::live_group_members(pgid),
         Contained::Marker(marker) => {
@@ -32,6 +32,17 @@ pub(crate) fn left_running(pgid: i32, contained: &Contained) -> Vec<LeftProcess>
             pids
         }
     };
+    named(pids)
+}
+
+/// The live members of group `pgid`, named as [`left_running`] names them: what a command whose
+/// pipes closed left in its group. A walk of `/proc`, for a blocking thread.
+pub(crate) fn left_in_group(pgid: i32) -> Vec<LeftProcess> {
+    named(crate::signal::live_group_members(pgid))
+}
+
+/// `pids`, lowest first, those still running, with their command lines.
+fn named(mut pids: Vec<i32>) -> Vec<LeftProcess> {
     pids.sort_unstable();
     pids.dedup();
     // A leaf lists a process that has exited and awaits its reaper too; one that is exiting (the

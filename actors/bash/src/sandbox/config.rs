@@ -93,6 +93,17 @@ impl Default for LocalSandboxConfig {
 }
 
 impl LocalSandboxConfig {
+    /// The spill directory to show read-only inside the sandbox: canonical, and only a directory of
+    /// its own (not `/`, a temp or anything holding one, which would cover the sandbox's temp).
+    pub fn spill_dir_shown(&self) -> Option<std::path::PathBuf> {
+        let dir = std::fs::canonicalize(self.spill_dir.as_ref()?).ok()?;
+        let covers = ["/tmp", "/var/tmp"]
+            .iter()
+            .filter_map(|temp| std::fs::canonicalize(temp).ok())
+            .any(|temp| temp.starts_with(&dir));
+        (dir.is_dir() && !covers).then_some(dir)
+    }
+
     /// Checks the settings: a runner command and its failure signatures come together, neither has
     /// an empty entry, and the probe bound is positive. The errors name the keys in camelCase
     /// (`sandbox-local: runnerCommand requires …`).
@@ -152,5 +163,23 @@ mod tests {
             config.validate().unwrap_err(),
             "sandbox-local: probeTimeoutMs must be a positive finite number"
         );
+    }
+
+    #[test]
+    fn only_a_spill_directory_of_its_own_is_shown() {
+        let shown = |dir: &str| {
+            LocalSandboxConfig {
+                spill_dir: Some(dir.into()),
+                ..LocalSandboxConfig::default()
+            }
+            .spill_dir_shown()
+        };
+        // A temp, or what holds one, would cover the sandbox's own temp; a missing one is nothing.
+        for covering in ["/", "/tmp", "/var", "/nonexistent-dsh-spill"] {
+            assert_eq!(shown(covering), None, "{covering}");
+        }
+        let own = tempfile::tempdir().unwrap();
+        let canonical = std::fs::canonicalize(own.path()).unwrap();
+        assert_eq!(shown(own.path().to_str().unwrap()), Some(canonical));
     }
 }

@@ -5,8 +5,9 @@
 //! private temp (`LocalSandboxConfig::private_temp`, else the host's `/tmp`), the workspace root and
 //! the extra roots). Where dsh may make one, the child first enters a read-only mount namespace built
 //! from the same writable set (`dsh_contain::mountns`, one per policy, cached with the ruleset): it
-//! refuses the metadata changes Landlock does not mediate and shows the private temp as `/tmp` and
-//! `/var/tmp`; without it, enforcement is `partial`. `--network deny` adds TCP bind/connect rules (ABI ≥ 4); under
+//! refuses the metadata changes Landlock does not mediate, shows the private temp as `/tmp` and
+//! `/var/tmp` and the spill directory read-only, and has terminals of its own, which the ruleset
+//! (built after it) grants by handle (`dsh_contain::devpts`); without it, enforcement is `partial`. `--network deny` adds TCP bind/connect rules (ABI ≥ 4); under
 //! `--network loopback` the child joins the runtime's network namespace first (`local.rs`); the scopes (ABI ≥ 6) stop a command from signalling dsh or its
 //! agent and from connecting to an abstract UNIX socket bound outside its sandbox. The child also
 //! drops every capability first and installs the seccomp filter last (`dsh_contain::confine`).
@@ -61,7 +62,7 @@ pub fn mount_spec(
     spec: &RulesetSpec,
 ) -> MountSpec {
     let mut visible = vec![policy.workspace_root.clone()];
-    visible.extend(config.spill_dir.iter().cloned());
+    visible.extend(config.spill_dir_shown());
     MountSpec {
         writable: spec.writable.clone(),
         visible,

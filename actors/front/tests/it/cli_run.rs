@@ -269,3 +269,48 @@ fn a_second_sigterm_ends_a_run_at_once() {
         "dsh run did not end within 30 s"
     );
 }
+
+/// dsh run by an ordinary user (no capability reads a directory without its read bit): commands run,
+/// and an output past the cap spills into the private directory (mode 0300), whose path the result
+/// names; nothing is left in the temp directory afterwards. (Opening the spill directory for reading
+/// failed for a non-root owner once it was made unlistable, and every spawn failed with it.)
+#[test]
+fn an_ordinary_user_runs_commands_and_spills_output() {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    if unsafe { nix::libc::geteuid() } != 0 {
+        eprintln!("skipped: only root can start dsh as another user here");
+        return;
+    }
+    let home = tempfile::tempdir().unwrap();
+    let nobody = 65534;
+    std::os::unix::fs::chown(home.path(), Some(nobody), Some(nobody)).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_dsh"))
+        .args([
+            "run",
+            "--cwd",
+            home.path().to_str().unwrap(),
+            "--",
+            "seq 1 30000",
+        ])
+        .env("TMPDIR", home.path())
+        .env("HOME", home.path())
+        .uid(nobody)
+        .gid(nobody)
+        .output()
+        .expect("run dsh as nobody");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let printed = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(printed.contains("\n30000\n"), "{stderr}");
+    assert!(
+        printed.contains("[output truncated; full output: "),
+        "{stderr}"
+    );
+    let left: Vec<_> = std::fs::read_dir(home.path())
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|name| name.starts_with("dsh-"))
+        .collect();
+    assert!(left.is_empty(), "left in the temp directory: {left:?}");
+}

@@ -30,13 +30,15 @@ fn left_running_task(text: &str, output: &str, pid: i32, command: &str) -> Optio
 
 /// The pid and task id of a reply that is `output` followed by
 /// `[left running: pid <pid> (<command>); stop it with bash_kill <task>]`, whatever the command line
-/// showed (a daemon caught between its fork and its `exec` shows the shell's).
+/// showed (a daemon caught between its fork and its `exec` shows the shell's, or none in the middle
+/// of the `exec`).
 fn left_pid_and_task(text: &str, output: &str) -> Option<(i32, String)> {
     let rest = text.strip_prefix(&format!("{output}[left running: pid "))?;
-    let (pid, rest) = rest.split_once(' ')?;
+    // `pid <n> (<command>)`, or `pid <n>` alone when the command line read empty (mid-`exec`).
+    let digits = rest.find(|c: char| !c.is_ascii_digit())?;
     let (_, task) = rest.rsplit_once("; stop it with bash_kill ")?;
     let task = task.strip_suffix(']')?;
-    Some((pid.parse().ok()?, task.to_owned()))
+    Some((rest[..digits].parse().ok()?, task.to_owned()))
 }
 
 /// A plain call's round trip on a healthy server takes milliseconds; this bound only catches a server

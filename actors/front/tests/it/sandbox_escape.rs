@@ -417,13 +417,16 @@ fn a_daemon_an_earlier_call_left_is_stopped_with_bash_kill(backend: Backend) {
         return;
     }
     // Named by pid (its command line is whatever it was when the call ended: a daemon caught
-    // between its fork and its `exec` shows the shell's).
+    // between its fork and its `exec` shows the shell's, or none in the middle of the `exec`).
     let (pid, task) = text
         .strip_prefix("started\n[left running: pid ")
-        .and_then(|rest| rest.split_once(' '))
-        .and_then(|(pid, rest)| {
+        .and_then(|rest| {
+            let digits = rest.find(|c: char| !c.is_ascii_digit())?;
             let task = rest.rsplit_once("; stop it with bash_kill ")?.1;
-            Some((pid.parse::<i32>().ok()?, task.strip_suffix(']')?.to_owned()))
+            Some((
+                rest[..digits].parse::<i32>().ok()?,
+                task.strip_suffix(']')?.to_owned(),
+            ))
         })
         .unwrap_or_else(|| panic!("the daemon is not named: {text:?}"));
     assert!(

@@ -249,7 +249,8 @@ fn terminals_are_the_sandboxs_own(backend: Backend) {
     let (_master, slave) = host_pty();
     let mut server = confined_server(backend, ws.path(), &[]);
     let probes = format!(
-        "exec 3<>{slave} && echo OPENED; ls /dev/pts | grep -vx ptmx | grep . && echo LISTED; \
+        "exec 3<>{slave} && echo OPENED; exec 4<{slave} && echo READABLE; \
+         ls /dev/pts | grep -vx ptmx | grep . && echo LISTED; \
          python3 -c 'import os, pty; m, s = pty.openpty(); print(\"own\", os.ttyname(s))'; \
          script -qc 'echo via script' /dev/null; echo done # {m}"
     );
@@ -257,6 +258,10 @@ fn terminals_are_the_sandboxs_own(backend: Backend) {
     let printed = server.text("probe");
     assert!(printed.contains("done"), "{printed}");
     assert!(!printed.contains("OPENED"), "{slave} was opened: {printed}");
+    assert!(
+        !printed.contains("READABLE"),
+        "{slave} was opened to read: {printed}"
+    );
     assert!(
         !printed.contains("LISTED"),
         "other terminals show: {printed}"

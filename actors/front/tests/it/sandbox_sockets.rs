@@ -477,6 +477,13 @@ fn a_late_connect_after_the_leader_is_gone_is_served(backend: Backend) {
         .find(|fields| fields.get(2) == Some(&uid))
         .and_then(|fields| fields.get(6).cloned())
         .unwrap();
+    // A shell `/etc/shells` does not list (`nologin`) is given as `/bin/sh`.
+    let shells = std::fs::read_to_string("/etc/shells").unwrap_or_default();
+    let login_shell = if shells.lines().any(|line| line.trim() == login_shell) {
+        login_shell
+    } else {
+        "/bin/sh".to_owned()
+    };
     for round in 0..5 {
         let id = format!("quiet-{round}");
         server.call(

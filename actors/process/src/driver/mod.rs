@@ -336,7 +336,18 @@ impl Driver {
                     && !escalation.killed()
                     && self.guard.containment.may_remain(self.pgid, contained) =>
             {
-                crate::stragglers::left_running(self.pgid, contained)
+                match contained {
+                    Contained::Leaf(_) => crate::stragglers::left_running(self.pgid, contained),
+                    // The group's members (zombies count as the group's too) are found by a walk
+                    // of `/proc`, kept off the runtime's thread; a subreaper's marked processes
+                    // outside the group are not looked for here.
+                    Contained::Group | Contained::Marker(_) => {
+                        let pgid = self.pgid;
+                        tokio::task::spawn_blocking(move || crate::stragglers::left_in_group(pgid))
+                            .await
+                            .unwrap_or_default()
+                    }
+                }
             }
             _ => Vec::new(),
         };

@@ -57,8 +57,10 @@ impl ProcessTable {
         };
         let dir = dir.path();
         if self.config.keep_spill {
-            // Fails, as it should, when the directory holds files.
-            let _ = std::fs::remove_dir(dir);
+            // Fails, as it should, when the directory holds files; what is kept is the user's to list.
+            if std::fs::remove_dir(dir).is_err() {
+                let _ = crate::spill::make_listable(dir);
+            }
             return;
         }
         if let Err(err) = crate::spill::remove_private_dir(dir) {

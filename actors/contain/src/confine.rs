@@ -74,6 +74,17 @@ impl Confinement {
         }
     }
 
+    /// The mount namespace's own terminals (`crate::devpts`), where the child enters one that has
+    /// them: a `tty: true` command's terminal is opened there.
+    pub fn devpts(&self) -> Option<&crate::devpts::Devpts> {
+        match self {
+            Confinement::InSpawn {
+                mount_ns: Some(ns), ..
+            } => ns.devpts(),
+            _ => None,
+        }
+    }
+
     /// The network namespace the child joins, if any.
     fn netns(&self) -> Option<&Netns> {
         match self {

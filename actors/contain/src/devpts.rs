@@ -17,7 +17,7 @@
 use std::ffi::CStr;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use nix::libc;
 
@@ -40,8 +40,10 @@ impl Devpts {
         self.ptmx.as_fd()
     }
 
-    /// Opens a new terminal's master in this instance (`O_NOCTTY`, close-on-exec).
-    pub fn open_master(&self) -> io::Result<OwnedFd> {
+    /// Opens a new terminal's master in this instance (`O_NOCTTY`, close-on-exec), unlocked, and
+    /// its slave's path as the namespace shows it (`/dev/pts/<n>`; `grantpt` has nothing to do on
+    /// a `devpts` the opener's own).
+    pub fn open_master(&self) -> io::Result<(OwnedFd, PathBuf)> {
         // SAFETY: openat relative to a directory handle we own, with a static NUL-terminated name.
         let fd = unsafe {
             libc::openat(
@@ -54,7 +56,17 @@ impl Devpts {
             return Err(io::Error::last_os_error());
         }
         // SAFETY: openat just returned it and nothing else owns it.
-        Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+        let master = unsafe { OwnedFd::from_raw_fd(fd) };
+        let (mut unlock, mut number): (libc::c_int, libc::c_uint) = (0, 0);
+        // SAFETY: TIOCSPTLCK and TIOCGPTN on a master we own, each with a pointer to an int.
+        let done = unsafe {
+            libc::ioctl(master.as_raw_fd(), libc::TIOCSPTLCK, &mut unlock) == 0
+                && libc::ioctl(master.as_raw_fd(), libc::TIOCGPTN, &mut number) == 0
+        };
+        if !done {
+            return Err(io::Error::last_os_error());
+        }
+        Ok((master, PathBuf::from(format!("/dev/pts/{number}"))))
     }
 }
 

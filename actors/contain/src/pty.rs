@@ -201,22 +201,11 @@ fn host_master() -> Result<(OwnedFd, PathBuf), PtyError> {
     ))
 }
 
-/// A master of `devpts`'s terminals, unlocked, and its slave's path as the sandbox sees it
-/// (`/dev/pts/<n>`; `grantpt` has nothing to do on a `devpts` the opener's own).
+/// A master of `devpts`'s terminals, and its slave's path as the sandbox sees it.
 fn private_master(devpts: &Devpts) -> Result<(OwnedFd, PathBuf), PtyError> {
-    let master = devpts
+    devpts
         .open_master()
-        .map_err(|err| PtyError::Open(Errno::from_raw(err.raw_os_error().unwrap_or(libc::EIO))))?;
-    let (mut unlock, mut number): (c_int, libc::c_uint) = (0, 0);
-    // SAFETY: TIOCSPTLCK and TIOCGPTN on a master we own, each with a pointer to an int.
-    let done = unsafe {
-        libc::ioctl(master.as_raw_fd(), libc::TIOCSPTLCK, &mut unlock) == 0
-            && libc::ioctl(master.as_raw_fd(), libc::TIOCGPTN, &mut number) == 0
-    };
-    if !done {
-        return Err(PtyError::Open(Errno::last()));
-    }
-    Ok((master, PathBuf::from(format!("/dev/pts/{number}"))))
+        .map_err(|err| PtyError::Open(Errno::from_raw(err.raw_os_error().unwrap_or(libc::EIO))))
 }
 
 /// Opens the slave through the master (`TIOCGPTPEER`, Linux 4.13+: no path lookup, so it works

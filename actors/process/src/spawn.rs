@@ -200,14 +200,8 @@ fn spawn_raw(
     // copies, and ours must close so that end of file, or `EIO` on a master, can be seen).
     let (streams, child_ends) = match stdin {
         Stdin::Terminal(size) => {
-            // In a sandbox's own terminals where its namespace has them, so the command's
-            // terminal is one it can see (`dsh_contain::devpts`).
-            let devpts = match confinement {
-                Some(Confinement::InSpawn {
-                    mount_ns: Some(ns), ..
-                }) => ns.devpts(),
-                _ => None,
-            };
+            // In the sandbox's own terminals, if it has them: one the command can see.
+            let devpts = confinement.and_then(Confinement::devpts);
             let mut pty =
                 Pty::open_in(*size, devpts).map_err(|err| os(io::Error::other(err.to_string())))?;
             let slave = pty

@@ -304,16 +304,30 @@ impl Day {
     /// A daemon that let go of the call's pipes (`nohup … > log 2>&1 &`) is named too, as the
     /// caller's task, and `bash_kill` stops it; in cgroup mode also one that left the process group.
     fn daemon_that_let_go_of_the_pipes(&mut self) {
+        self.daemon_named_and_stopped("nohup", "daemon");
+        // One that also left the process group is followed only by a cgroup leaf (group
+        // containment does not see it, README; subreaper mode kills it only at shutdown).
+        if self.mode == "cgroup" {
+            self.daemon_named_and_stopped("setsid", "setsid");
+        }
+        self.still_serves("a daemon that let go of the pipes");
+    }
+
+    /// `<how> bash -c 'exec -a <marker> sleep 600' > /dev/null 2>&1 < /dev/null & echo <said>`:
+    /// the reply names the daemon by pid as a task of the caller, and its `bash_kill` stops it.
+    fn daemon_named_and_stopped(&mut self, how: &str, said: &str) {
         let marker = self.marker();
         let text = self.run(
-            &format!("nohup bash -c 'exec -a {marker} sleep 600' > /dev/null 2>&1 & echo daemon"),
+            &format!(
+                "{how} bash -c 'exec -a {marker} sleep 600' > /dev/null 2>&1 < /dev/null & echo {said}"
+            ),
             json!({}),
         );
-        let (pid, task) = left_pid_and_task(&text, "daemon\n")
-            .unwrap_or_else(|| panic!("{}: no left-running line in {text:?}", self.mode));
+        let (pid, task) = left_pid_and_task(&text, &format!("{said}\n"))
+            .unwrap_or_else(|| panic!("{}: {how}: no left-running line in {text:?}", self.mode));
         assert!(
             wait_until(SOON, || live_with_cmdline(&marker) == [pid]),
-            "{}: the daemon is not pid {pid}: {:?}",
+            "{}: {how}: the daemon is not pid {pid}: {:?}",
             self.mode,
             live_with_cmdline(&marker)
         );
@@ -325,39 +339,9 @@ impl Day {
         );
         assert!(
             wait_until(SOON, || live_with_cmdline(&marker).is_empty()),
-            "{}: bash_kill left the daemon running",
+            "{}: {how}: bash_kill left the daemon running",
             self.mode
         );
-        // One that also left the process group is followed only by a cgroup leaf (group
-        // containment does not see it, README; subreaper mode kills it only at shutdown).
-        if self.mode == "cgroup" {
-            let marker = self.marker();
-            let text = self.run(
-                &format!(
-                    "setsid bash -c 'exec -a {marker} sleep 600' > /dev/null 2>&1 < /dev/null & echo setsid"
-                ),
-                json!({}),
-            );
-            let (pid, task) = left_pid_and_task(&text, "setsid\n")
-                .unwrap_or_else(|| panic!("{}: no left-running line in {text:?}", self.mode));
-            assert!(
-                wait_until(SOON, || live_with_cmdline(&marker) == [pid]),
-                "{}: the setsid daemon is not pid {pid}",
-                self.mode
-            );
-            let id = self.id("kill");
-            self.server.call(&id, "bash_kill", json!({"task_id": task}));
-            assert_eq!(
-                self.server.text(&id),
-                format!("killed background task {task}")
-            );
-            assert!(
-                wait_until(SOON, || live_with_cmdline(&marker).is_empty()),
-                "{}: bash_kill left the setsid daemon running",
-                self.mode
-            );
-        }
-        self.still_serves("a daemon that let go of the pipes");
     }
 
     /// End of input: the server exits 0 and nothing any call started is left.

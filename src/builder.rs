@@ -229,7 +229,10 @@ impl RuntimeBuilder {
         self
     }
     /// As [`RuntimeBuilder::sandbox`], with a provider the host built (a probed
-    /// [`LocalSandboxProvider`](dsh_bash::sandbox::LocalSandboxProvider) or its own backend).
+    /// [`LocalSandboxProvider`](dsh_bash::sandbox::LocalSandboxProvider) or its own backend). Such
+    /// a provider is used as it is: the runtime's spill directory is not added to what it shows its
+    /// commands (with [`RuntimeBuilder::sandbox`] it is), so a truncated result's spill path may be
+    /// out of their reach.
     pub fn sandbox_provider(
         mut self,
         mode: SandboxMode,

@@ -322,12 +322,13 @@ impl RuntimeFlags {
         if let Some(mode) = self.sandbox {
             return Ok(builder.sandbox(mode, config));
         }
-        let provider = LocalSandboxProvider::new(config)?;
+        let provider = LocalSandboxProvider::new(config.clone())?;
         match provider.verdict() {
             Ok(backend) => {
                 tracing::info!(%backend, "sandbox: workspace-write by default");
-                Ok(builder
-                    .sandbox_provider(SandboxMode::WorkspaceWrite, std::sync::Arc::new(provider)))
+                // By its config, not this probe: the runtime adds what it learns when it starts
+                // (the spill directory to show its commands).
+                Ok(builder.sandbox(SandboxMode::WorkspaceWrite, config))
             }
             Err(reason) if restricted => Err(format!(
                 "--network {}: no sandbox backend is usable on this host ({reason})",

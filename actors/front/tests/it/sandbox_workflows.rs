@@ -206,7 +206,24 @@ fn a_truncated_outputs_spill_file_is_readable_by_the_next_command(backend: Backe
     let Some((ws, m)) = setup(backend) else {
         return;
     };
-    let mut server = confined_server(backend, ws.path(), &[]);
+    spill_file_read_by_the_next_command(confined_server(backend, ws.path(), &[]), &m);
+}
+
+/// The same with no `--sandbox` flag: the default `workspace-write` (the provider the binary probes
+/// is then rebuilt by the runtime, which adds its spill directory).
+#[test]
+fn the_default_sandbox_shows_the_spill_directory_too() {
+    let Some((ws, m)) = setup(Backend::Landlock) else {
+        return;
+    };
+    let server =
+        crate::jsonl_server::Server::start(&["--cwd", ws.path().to_str().unwrap()]).unwrap();
+    spill_file_read_by_the_next_command(server, &m);
+}
+
+/// `server` (confined) spills a call's output; the next command reads the file whole, another
+/// session cannot list, write or remove anything there; the directory is gone when it ends.
+fn spill_file_read_by_the_next_command(mut server: crate::jsonl_server::Server, m: &str) {
     server.call(
         "big",
         "bash",
@@ -248,7 +265,7 @@ fn a_truncated_outputs_spill_file_is_readable_by_the_next_command(backend: Backe
         !Path::new(&dir).exists(),
         "{dir} is left after the server ended"
     );
-    assert_nothing_left(&m);
+    assert_nothing_left(m);
 }
 
 under_each_backend!(

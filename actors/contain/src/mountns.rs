@@ -34,9 +34,10 @@ use nix::libc;
 
 use crate::devpts::Devpts;
 
+mod points;
+
 const OPEN_TREE_CLONE: libc::c_uint = 1;
 const AT_RECURSIVE: libc::c_uint = 0x8000;
-const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x4;
 const MOUNT_ATTR_RDONLY: u64 = 0x1;
 
 /// `struct mount_attr` (`MOUNT_ATTR_SIZE_VER0`).
@@ -152,23 +153,6 @@ fn make_read_only(dirfd: RawFd, path: &Path, flags: libc::c_uint) -> io::Result<
     Ok(())
 }
 
-/// Attaches the detached tree `tree` on `target`.
-fn attach(tree: &OwnedFd, target: &Path) -> io::Result<()> {
-    let c = c_path(target)?;
-    // SAFETY: move_mount from a detached tree's descriptor (empty path) to a NUL-terminated path.
-    check(unsafe {
-        libc::syscall(
-            libc::SYS_move_mount,
-            tree.as_raw_fd(),
-            c"".as_ptr(),
-            libc::AT_FDCWD,
-            c.as_ptr(),
-            MOVE_MOUNT_F_EMPTY_PATH,
-        )
-    })?;
-    Ok(())
-}
-
 /// The canonical temp targets that exist (`/tmp`, `/var/tmp`; one when one links to the other).
 fn temp_targets() -> Vec<PathBuf> {
     let mut targets: Vec<PathBuf> = ["/tmp", "/var/tmp"]
@@ -225,10 +209,10 @@ fn prepare(spec: &MountSpec) -> io::Result<(OwnedFd, Option<Devpts>)> {
     }
     make_read_only(libc::AT_FDCWD, Path::new("/"), 0)?;
     for (tree, target) in &temps {
-        attach(tree, target)?;
+        points::attach(tree, target)?;
     }
     for (tree, path) in &trees {
-        attach(tree, path)?;
+        points::attach(tree, path)?;
     }
     // Without them the namespace still holds; its commands then make no terminals.
     let devpts = crate::devpts::mount_private()
@@ -261,14 +245,14 @@ fn binds(spec: &MountSpec) -> Vec<(PathBuf, bool)> {
     binds
 }
 
-/// An empty directory in the private temp for every bind below a temp target, so the bind has a
-/// place once the temp covers the target.
+/// An empty directory (or file) in the private temp for every bind below a temp target, so the
+/// bind has a place once the temp covers the target; made without following a link a command may
+/// have left there (`points`).
 fn make_mount_points(
     temp: &Path,
     targets: &[PathBuf],
     binds: &[(PathBuf, bool)],
 ) -> io::Result<()> {
-    use std::os::unix::fs::DirBuilderExt;
     for (path, _) in binds {
         for target in targets {
             let Ok(rest) = path.strip_prefix(target) else {
@@ -277,25 +261,12 @@ fn make_mount_points(
             if rest.as_os_str().is_empty() {
                 continue;
             }
-            let point = temp.join(rest);
-            if path.is_dir() {
-                std::fs::DirBuilder::new()
-                    .recursive(true)
-                    .mode(0o700)
-                    .create(&point)?;
+            let kind = if path.is_dir() {
+                points::Kind::Directory
             } else {
-                if let Some(parent) = point.parent() {
-                    std::fs::DirBuilder::new()
-                        .recursive(true)
-                        .mode(0o700)
-                        .create(parent)?;
-                }
-                std::fs::OpenOptions::new()
-                    .write(true)
-                    .create(true)
-                    .truncate(false)
-                    .open(&point)?;
-            }
+                points::Kind::File
+            };
+            points::make_beneath(temp, rest, kind)?;
         }
     }
     Ok(())

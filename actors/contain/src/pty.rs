@@ -105,11 +105,16 @@ impl Pty {
     }
 
     /// [`Pty::open`] in `devpts`, a sandbox's own terminals (`crate::devpts`), when given: the
-    /// command's terminal is then one its mount namespace shows at [`Pty::slave_path`].
+    /// command's terminal is then one its mount namespace shows at [`Pty::slave_path`]. When the
+    /// sandbox's commands hold all of them (`ENOSPC`), one of the host's: usable, though unnamed.
     pub fn open_in(size: Size, devpts: Option<&Devpts>) -> Result<Pty, PtyError> {
-        let (master, slave_path) = match devpts {
-            None => host_master()?,
-            Some(devpts) => private_master(devpts)?,
+        let (master, slave_path, devpts) = match devpts.map(|d| (private_master(d), d)) {
+            Some((Ok((master, path)), devpts)) => (master, path, Some(devpts)),
+            None | Some((Err(PtyError::Open(Errno::ENOSPC)), _)) => {
+                let (master, path) = host_master()?;
+                (master, path, None)
+            }
+            Some((Err(err), _)) => return Err(err),
         };
         let slave = open_slave(&master, &slave_path, devpts)?;
         set_nonblocking(master.as_fd())?;
@@ -193,12 +198,10 @@ fn host_master() -> Result<(OwnedFd, PathBuf), PtyError> {
         .map_err(PtyError::Open)?;
     nix::pty::grantpt(&master).map_err(PtyError::Open)?;
     nix::pty::unlockpt(&master).map_err(PtyError::Open)?;
-    let slave_path = PathBuf::from(nix::pty::ptsname_r(&master).map_err(PtyError::Open)?);
+    let path = PathBuf::from(nix::pty::ptsname_r(&master).map_err(PtyError::Open)?);
     // SAFETY: `into_raw_fd` hands over the only owner of a valid, open descriptor.
-    Ok((
-        unsafe { OwnedFd::from_raw_fd(master.into_raw_fd()) },
-        slave_path,
-    ))
+    let master = unsafe { OwnedFd::from_raw_fd(master.into_raw_fd()) };
+    Ok((master, path))
 }
 
 /// A master of `devpts`'s terminals, and its slave's path as the sandbox sees it.

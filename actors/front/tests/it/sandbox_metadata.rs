@@ -284,6 +284,87 @@ fn terminals_are_the_sandboxs_own(backend: Backend) {
     assert_nothing_left(&m);
 }
 
+/// A command that takes every terminal of its sandbox's instance (`max=256`) does not stop a
+/// `tty: true` call: dsh then gives that one a host terminal, which the command uses unnamed.
+#[test]
+fn a_command_holding_every_terminal_does_not_stop_a_tty_call() {
+    let Some((ws, m)) = setup_metadata(Backend::Landlock) else {
+        return;
+    };
+    let mut server = confined_server(Backend::Landlock, ws.path(), &[]);
+    let hog = format!(
+        "python3 -c 'import os, time\nheld = []\ntry:\n    while True: held.append(os.openpty())\nexcept OSError as e: print(\"full\", len(held), e.errno, flush=True)\ntime.sleep(600)' {m}"
+    );
+    let task = server.start_background("hog", &hog);
+    server.call(
+        "full",
+        "bash_output",
+        json!({"task_id": task, "wait": true, "until": "full", "timeout_ms": 60000}),
+    );
+    let full = server.text("full");
+    assert!(full.contains("full 256 28"), "{full}");
+    server.call(
+        "tty",
+        "bash",
+        bash("echo ok; test -t 0 && echo terminal", json!({"tty": true})),
+    );
+    assert_eq!(server.text("tty"), "ok\nterminal\n");
+    server.call("stop", "bash_kill", json!({"task_id": task}));
+    assert!(server.text("stop").contains(&task));
+    // Freed again: the next one is the sandbox's own.
+    server.call("again", "bash", bash("tty", json!({"tty": true})));
+    assert!(server.text("again").starts_with("/dev/pts/"));
+    server.finish();
+    assert_nothing_left(&m);
+}
+
+/// A workspace below `/tmp` has its mount point in the private temp, which commands write. A
+/// command that swaps a parent of that mount point for a link (`/tmp/<dir> → /tmp/<elsewhere>`)
+/// must not make dsh, when it builds the namespace again (the workspace made anew at the same path),
+/// create directories where the link leads, nor stop the runtime from working.
+#[test]
+fn a_link_planted_in_the_private_temp_is_not_followed_when_the_namespace_is_rebuilt() {
+    let Some((_unused, m)) = setup_metadata(Backend::Landlock) else {
+        return;
+    };
+    let base = tempfile::Builder::new()
+        .prefix(&format!("{m}-base"))
+        .tempdir_in("/tmp")
+        .unwrap();
+    let ws = base.path().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    let evil = format!("/tmp/{m}-evil");
+    let mut server = confined_server(Backend::Landlock, &ws, &[]);
+    let base_path = base.path().display();
+    server.call(
+        "plant",
+        "bash",
+        bash(
+            &format!("cd / && mv {base_path} {base_path}-moved && ln -s {evil} {base_path} && echo planted"),
+            json!({}),
+        ),
+    );
+    assert!(server.text("plant").contains("planted"));
+    // The same path, another directory: the namespace is built again at the next call.
+    std::fs::remove_dir(&ws).unwrap();
+    std::fs::create_dir(&ws).unwrap();
+    for round in 0..3 {
+        let id = format!("after-{round}");
+        server.call(&id, "bash", bash("pwd", json!({})));
+        assert_eq!(
+            server.text(&id),
+            format!("{}\n", ws.display()),
+            "round {round}"
+        );
+    }
+    assert!(
+        std::fs::symlink_metadata(&evil).is_err(),
+        "dsh made {evil} by following the planted link"
+    );
+    server.finish();
+    assert_nothing_left(&m);
+}
+
 crate::sandbox_escape::under_each_backend!(
     metadata_outside_the_workspace_is_refused_in_both_modes,
     metadata_inside_the_workspace_still_changes,

@@ -311,7 +311,14 @@ fn a_command_holding_every_terminal_does_not_stop_a_tty_call() {
     assert_eq!(server.text("tty"), "ok\nterminal\n");
     server.call("stop", "bash_kill", json!({"task_id": task}));
     assert!(server.text("stop").contains(&task));
-    // Freed again: the next one is the sandbox's own.
+    // Once the hog is gone, its terminals are free again: the next one is the sandbox's own.
+    server.call(
+        "gone",
+        "bash_output",
+        json!({"task_id": task, "wait": true, "timeout_ms": 60000}),
+    );
+    let gone = server.text("gone");
+    assert!(gone.contains("[status: killed"), "{gone}");
     server.call("again", "bash", bash("tty", json!({"tty": true})));
     assert!(server.text("again").starts_with("/dev/pts/"));
     server.finish();

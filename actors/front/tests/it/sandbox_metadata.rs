@@ -293,13 +293,13 @@ fn a_command_holding_every_terminal_does_not_stop_a_tty_call() {
     };
     let mut server = confined_server(Backend::Landlock, ws.path(), &[]);
     let hog = format!(
-        "python3 -c 'import os, time\nheld = []\ntry:\n    while True: held.append(os.openpty())\nexcept OSError as e: print(\"full\", len(held), e.errno, flush=True)\ntime.sleep(600)' {m}"
+        "python3 -c 'import os, time\nheld = []\ntry:\n    while True: held.append(os.openpty())\nexcept OSError as e: print(\"full %d %d\" % (len(held), e.errno), flush=True)\ntime.sleep(600)' {m}"
     );
     let task = server.start_background("hog", &hog);
     server.call(
         "full",
         "bash_output",
-        json!({"task_id": task, "wait": true, "until": "full", "timeout_ms": 60000}),
+        json!({"task_id": task, "wait": true, "until": "full \\d+ \\d+", "timeout_ms": 60000}),
     );
     let full = server.text("full");
     assert!(full.contains("full 256 28"), "{full}");

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use actix::prelude::*;
-use dsh_bash::sandbox::{LocalSandboxConfig, LocalSandboxProvider};
+use dsh_bash::sandbox::LocalSandboxProvider;
 use dsh_bash::{
     BashConfig, LocalBashExecutor, OnTimeout, Resolver, SandboxBashExecutor, SandboxMode,
     SandboxPolicy, SandboxPolicyResolver, SandboxProvider, Start, sandbox_unavailable_text,
@@ -172,11 +172,8 @@ fn sandbox_executor(
     let provider: Arc<dyn SandboxProvider> = match source {
         SandboxSource::Provider(provider) => provider,
         SandboxSource::Local(config) => {
-            let config = LocalSandboxConfig {
-                spill_dir,
-                ..config
-            };
-            let provider = LocalSandboxProvider::new(config).map_err(RuntimeError::Sandbox)?;
+            let provider = LocalSandboxProvider::new(config.showing_spill_dir(spill_dir))
+                .map_err(RuntimeError::Sandbox)?;
             if mode.confines() && provider.verdict().is_err() {
                 return Err(RuntimeError::Sandbox(sandbox_unavailable_text(mode, None)));
             }

@@ -264,53 +264,22 @@ enum Symlinks {
     Refuse,
 }
 
-/// `struct open_how` of `openat2(2)`.
-#[repr(C)]
-struct OpenHow {
-    flags: u64,
-    mode: u64,
-    resolve: u64,
-}
-
 /// An `O_PATH` descriptor of `path`, resolved without symbolic links when `symlinks` says so.
 fn open_path(path: &Path, symlinks: Symlinks) -> io::Result<OwnedFd> {
     let c_path = CString::new(path.as_os_str().as_bytes())
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains a NUL byte"))?;
-    let fd = match symlinks {
-        // SAFETY: open with a NUL-terminated path; O_PATH opens nothing for reading or writing.
-        Symlinks::Follow => unsafe { libc::open(c_path.as_ptr(), libc::O_PATH | libc::O_CLOEXEC) },
-        Symlinks::Refuse => {
-            let how = OpenHow {
-                flags: (libc::O_PATH | libc::O_CLOEXEC) as u64,
-                mode: 0,
-                resolve: libc::RESOLVE_NO_SYMLINKS,
-            };
-            // SAFETY: a NUL-terminated path and a valid `open_how` of the size passed.
-            unsafe {
-                libc::syscall(
-                    libc::SYS_openat2,
-                    libc::AT_FDCWD,
-                    c_path.as_ptr(),
-                    &how as *const OpenHow,
-                    std::mem::size_of::<OpenHow>(),
-                ) as libc::c_int
-            }
-        }
+    let resolve = match symlinks {
+        Symlinks::Follow => 0,
+        Symlinks::Refuse => libc::RESOLVE_NO_SYMLINKS,
     };
-    if fd < 0 {
-        let err = io::Error::last_os_error();
+    crate::openat2::openat2(libc::AT_FDCWD, &c_path, libc::O_PATH, resolve).map_err(|err| {
         let why = if err.raw_os_error() == Some(libc::ELOOP) && symlinks == Symlinks::Refuse {
             "a symbolic link is in its path".to_owned()
         } else {
             err.to_string()
         };
-        return Err(io::Error::new(
-            err.kind(),
-            format!("{}: {why}", path.display()),
-        ));
-    }
-    // SAFETY: open/openat2 just returned it, and nothing else owns it.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+        io::Error::new(err.kind(), format!("{}: {why}", path.display()))
+    })
 }
 
 /// Whether the descriptor is a directory.

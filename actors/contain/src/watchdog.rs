@@ -317,13 +317,7 @@ fn clean_up(reg: &Registered) {
         let _ = crate::cgroup::remove_tree(cgroup);
     }
     for spill in &reg.spills {
-        // The runtime keeps its spill directory unlistable (mode 0300, `dsh_process::spill`): a
-        // watchdog of an ordinary user could not empty it without making it listable first.
-        use std::os::unix::fs::PermissionsExt;
-        if std::fs::symlink_metadata(spill).is_ok_and(|meta| meta.is_dir()) {
-            let _ = std::fs::set_permissions(spill, std::fs::Permissions::from_mode(0o700));
-            let _ = std::fs::remove_dir_all(spill);
-        }
+        let _ = crate::private_dir::remove(spill);
     }
 }
 

@@ -6,7 +6,7 @@
 //! (the sandbox shows the directory read-only at its own path) may open the file it was told of, but
 //! with no capability it cannot list the directory, so one session does not find another's outputs
 //! (the names carry 48 random bits). dsh, as root, lists it anyway; as any user it makes it
-//! listable again before removing it ([`remove_private_dir`]).
+//! listable again before removing it (`dsh_contain::private_dir`).
 //! Files are created relative to a descriptor of the directory the runtime opened once ([`SpillDir`]),
 //! with `O_NOFOLLOW`: a command that swaps the directory (or a path component) for a symlink cannot
 //! redirect a spill file. Names are as docs/CONTRACT.md, "What every command gets", states:
@@ -23,42 +23,24 @@ use nix::fcntl::{OFlag, open, openat};
 use nix::libc;
 use nix::sys::stat::Mode;
 
+use dsh_contain::private_dir::UNLISTABLE;
+
 use crate::outcome::StreamKind;
 
 /// Process-wide counter of spill files, starting at 1.
 static SPILL_COUNTER: AtomicU64 = AtomicU64::new(0);
-
-/// The private directory's mode: its owner may create and open entries, not list them.
-const PRIVATE_DIR_MODE: u32 = 0o300;
 
 /// Creates a private `dsh-proc-XXXXXX` directory (mode 0300) under the OS temp directory.
 pub fn create_private_dir() -> io::Result<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
     let template = std::env::temp_dir().join("dsh-proc-XXXXXX");
     let path = nix::unistd::mkdtemp(&template).map_err(io::Error::from)?;
-    let made = std::fs::set_permissions(&path, std::fs::Permissions::from_mode(PRIVATE_DIR_MODE));
+    let made = std::fs::set_permissions(&path, std::fs::Permissions::from_mode(UNLISTABLE));
     if let Err(err) = made {
         let _ = std::fs::remove_dir(&path);
         return Err(err);
     }
     Ok(path)
-}
-
-/// Removes a private directory and everything in it, listable again first (its owner may lack the
-/// capability that reads a directory without the read bit).
-pub fn remove_private_dir(path: &Path) -> io::Result<()> {
-    make_listable(path)?;
-    std::fs::remove_dir_all(path)
-}
-
-/// Gives a private directory back its read bit (0700), for removing it or for a kept one its user
-/// lists. Not through a link: the directory dsh made, or nothing.
-pub fn make_listable(path: &Path) -> io::Result<()> {
-    use std::os::unix::fs::PermissionsExt;
-    if !std::fs::symlink_metadata(path)?.is_dir() {
-        return Err(io::Error::other("not a directory"));
-    }
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700))
 }
 
 /// A spill directory held open: files are created relative to its descriptor.

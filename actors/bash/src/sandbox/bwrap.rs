@@ -67,7 +67,7 @@ pub(crate) fn profile(
     // The spill directory, covered by a tmpfs above when it lies in a temp: shown again,
     // read-only, so a command can read the full output a result names. Its mount point is made
     // in the tmpfs, so before a read-only temp is remounted.
-    if let Some(spill) = config.spill_dir_shown() {
+    if let Some(spill) = &config.spill_dir {
         let spill = spill.display().to_string();
         args.extend(["--ro-bind".into(), spill.clone(), spill]);
     }

@@ -71,7 +71,8 @@ pub struct LocalSandboxConfig {
     pub allow_unix_sockets: Vec<std::path::PathBuf>,
     /// The process manager's spill directory, shown read-only at its own path although the sandbox
     /// covers the temp it lies in, so a command can read the full output a truncated result names
-    /// (the runtime sets it; the directory's mode keeps it unlistable, `dsh_process::spill`).
+    /// (the runtime sets it through [`LocalSandboxConfig::showing_spill_dir`]; the directory's mode
+    /// keeps it unlistable, `dsh_contain::private_dir`).
     pub spill_dir: Option<std::path::PathBuf>,
 }
 
@@ -93,15 +94,23 @@ impl Default for LocalSandboxConfig {
 }
 
 impl LocalSandboxConfig {
-    /// The spill directory to show read-only inside the sandbox: canonical, and only a directory of
-    /// its own (not `/`, a temp or anything holding one, which would cover the sandbox's temp).
-    pub fn spill_dir_shown(&self) -> Option<std::path::PathBuf> {
-        let dir = std::fs::canonicalize(self.spill_dir.as_ref()?).ok()?;
-        let covers = ["/tmp", "/var/tmp"]
-            .iter()
-            .filter_map(|temp| std::fs::canonicalize(temp).ok())
-            .any(|temp| temp.starts_with(&dir));
-        (dir.is_dir() && !covers).then_some(dir)
+    /// The config showing `dir` as its spill directory, checked once here: canonical, and only a
+    /// directory of its own (not `/`, a temp or anything holding one, which would cover the
+    /// sandbox's temp); anything else is not shown.
+    pub fn showing_spill_dir(self, dir: Option<std::path::PathBuf>) -> Self {
+        let shown = dir
+            .and_then(|dir| std::fs::canonicalize(dir).ok())
+            .filter(|dir| {
+                let covers = ["/tmp", "/var/tmp"]
+                    .iter()
+                    .filter_map(|temp| std::fs::canonicalize(temp).ok())
+                    .any(|temp| temp.starts_with(dir));
+                dir.is_dir() && !covers
+            });
+        Self {
+            spill_dir: shown,
+            ..self
+        }
     }
 
     /// Checks the settings: a runner command and its failure signatures come together, neither has
@@ -168,11 +177,9 @@ mod tests {
     #[test]
     fn only_a_spill_directory_of_its_own_is_shown() {
         let shown = |dir: &str| {
-            LocalSandboxConfig {
-                spill_dir: Some(dir.into()),
-                ..LocalSandboxConfig::default()
-            }
-            .spill_dir_shown()
+            LocalSandboxConfig::default()
+                .showing_spill_dir(Some(dir.into()))
+                .spill_dir
         };
         // A temp, or what holds one, would cover the sandbox's own temp; a missing one is nothing.
         for covering in ["/", "/tmp", "/var", "/nonexistent-dsh-spill"] {

@@ -62,7 +62,7 @@ pub fn mount_spec(
     spec: &RulesetSpec,
 ) -> MountSpec {
     let mut visible = vec![policy.workspace_root.clone()];
-    visible.extend(config.spill_dir_shown());
+    visible.extend(config.spill_dir.iter().cloned());
     MountSpec {
         writable: spec.writable.clone(),
         visible,

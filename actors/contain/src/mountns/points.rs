@@ -10,7 +10,7 @@
 
 use std::ffi::{CString, OsStr};
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path};
 
@@ -18,14 +18,6 @@ use nix::libc;
 
 /// `MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH`: from a detached tree's handle to a target's.
 const MOVE_MOUNT_BOTH_EMPTY: libc::c_uint = 0x4 | 0x40;
-
-/// `struct open_how` of `openat2(2)`.
-#[repr(C)]
-struct OpenHow {
-    flags: u64,
-    mode: u64,
-    resolve: u64,
-}
 
 /// What a mount point must be.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -155,29 +147,10 @@ fn replace(dir: RawFd, name: &OsStr, kind: Kind) -> io::Result<()> {
     Ok(())
 }
 
-/// `openat2(dir, path, flags | O_CLOEXEC)` with `RESOLVE_NO_SYMLINKS` and `resolve`.
+/// `path` below `dir` (or from `AT_FDCWD`), with no symbolic link anywhere, plus `resolve`.
 fn open_how(dir: RawFd, path: &OsStr, flags: libc::c_int, resolve: u64) -> io::Result<OwnedFd> {
     let c = CString::new(path.as_bytes()).map_err(io::Error::other)?;
-    let how = OpenHow {
-        flags: (flags | libc::O_CLOEXEC) as u64,
-        mode: 0,
-        resolve: libc::RESOLVE_NO_SYMLINKS | resolve,
-    };
-    // SAFETY: a NUL-terminated path and a valid `open_how` of the size passed.
-    let fd = unsafe {
-        libc::syscall(
-            libc::SYS_openat2,
-            dir,
-            c.as_ptr(),
-            &how as *const OpenHow,
-            std::mem::size_of::<OpenHow>(),
-        )
-    };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: openat2 just returned it and nothing else owns it.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+    crate::openat2::openat2(dir, &c, flags, libc::RESOLVE_NO_SYMLINKS | resolve)
 }
 
 #[cfg(test)]

@@ -87,28 +87,13 @@ pub(crate) fn resolve(tid: i32, path: &[u8]) -> Result<OwnedFd, i32> {
         joined
     };
     let absolute = CString::new(absolute).map_err(|_| libc::EINVAL)?;
-    // SAFETY: open_how is plain integers; all-zero is a valid value.
-    let mut how: libc::open_how = unsafe { std::mem::zeroed() };
-    how.flags = (libc::O_PATH | libc::O_CLOEXEC) as u64;
-    how.resolve = libc::RESOLVE_IN_ROOT | libc::RESOLVE_NO_MAGICLINKS;
-    // SAFETY: openat2 with a directory descriptor we own, a NUL-terminated path and an open_how of
-    // the size given; returns a new descriptor or -1.
-    let fd = unsafe {
-        libc::syscall(
-            libc::SYS_openat2,
-            root.as_raw_fd(),
-            absolute.as_ptr(),
-            &how,
-            std::mem::size_of::<libc::open_how>(),
-        )
-    };
-    if fd < 0 {
-        return Err(io::Error::last_os_error()
-            .raw_os_error()
-            .unwrap_or(libc::ENOENT));
-    }
-    // SAFETY: openat2 just returned it and nothing else owns it.
-    let socket = unsafe { OwnedFd::from_raw_fd(fd as c_int) };
+    let socket = crate::openat2::openat2(
+        root.as_raw_fd(),
+        &absolute,
+        libc::O_PATH,
+        libc::RESOLVE_IN_ROOT | libc::RESOLVE_NO_MAGICLINKS,
+    )
+    .map_err(|err| err.raw_os_error().unwrap_or(libc::ENOENT))?;
     match std::fs::metadata(format!("/proc/self/fd/{}", socket.as_raw_fd())) {
         Ok(meta) if meta.mode() & libc::S_IFMT == libc::S_IFSOCK => Ok(socket),
         Ok(_) => Err(libc::ECONNREFUSED),

@@ -59,11 +59,11 @@ impl ProcessTable {
         if self.config.keep_spill {
             // Fails, as it should, when the directory holds files; what is kept is the user's to list.
             if std::fs::remove_dir(dir).is_err() {
-                let _ = crate::spill::make_listable(dir);
+                let _ = dsh_contain::private_dir::make_listable(dir);
             }
             return;
         }
-        if let Err(err) = crate::spill::remove_private_dir(dir) {
+        if let Err(err) = dsh_contain::private_dir::remove(dir) {
             tracing::warn!(dir = %dir.display(), %err, "cannot remove the spill directory");
         }
     }

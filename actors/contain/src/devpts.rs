@@ -101,10 +101,11 @@ pub(crate) fn mount_private() -> io::Result<Devpts> {
     held
 }
 
-/// `newinstance`: a `devpts` of its own, empty. `max`: at most this many terminals, so one
-/// runtime's commands cannot take the kernel's shared pool of non-initial instances
-/// (`kernel.pty.max` less the reserve of the initial one) from other sandboxes and containers.
-const MOUNT_OPTIONS: &CStr = c"newinstance,ptmxmode=0666,mode=0620,max=256";
+/// `newinstance`: a `devpts` of its own, empty. `max`: at most this many terminals per instance
+/// (one per agent session and policy), so one session's commands cannot take the kernel's shared
+/// pool of non-initial instances (`kernel.pty.max` less the reserve of the initial one, 3072 by
+/// default) from other sandboxes and containers; many sessions each holding their 64 still could.
+const MOUNT_OPTIONS: &CStr = c"newinstance,ptmxmode=0666,mode=0620,max=64";
 
 /// Binds the instance's `ptmx` on `/dev/ptmx`, unless that is a link (leading into the instance
 /// already).

@@ -35,7 +35,12 @@ use dsh_test_support::bench as support;
 struct Launcher(PathBuf);
 
 impl SandboxProvider for Launcher {
-    fn confine(&self, argv: &[String], policy: &SandboxPolicy) -> Result<Wrap, ExecError> {
+    fn confine(
+        &self,
+        argv: &[String],
+        policy: &SandboxPolicy,
+        _session: Option<&str>,
+    ) -> Result<Wrap, ExecError> {
         let launcher = vec![
             self.0.display().to_string(),
             "__landlock-launch".into(),

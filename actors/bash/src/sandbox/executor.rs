@@ -116,7 +116,7 @@ fn confine(
     policy: &SandboxPolicy,
 ) -> Result<(Wrap, Launch), ExecError> {
     let argv = bash_argv(&spec.command);
-    let wrap = provider.confine(&argv, policy)?;
+    let wrap = provider.confine(&argv, policy, spec.session.as_deref())?;
     let launch = launch_for(&wrap, &argv);
     Ok((wrap, launch))
 }

@@ -1,13 +1,15 @@
 //! The Landlock backend, applied in the spawn: no launcher process. A ruleset is built here, in the
-//! unconfined parent, once per policy (cached), and the `clone3` child restricts itself with it
+//! unconfined parent, once per policy and agent session (cached), and the `clone3` child restricts itself with it
 //! right before exec (`dsh_contain::landlock`). Grants: read and execute below `/`, write to
 //! the writable set of `writable.rs` (`/dev/null` and `/dev/tty`; `workspace-write` adds the runtime's
 //! private temp (`LocalSandboxConfig::private_temp`, else the host's `/tmp`), the workspace root and
 //! the extra roots). Where dsh may make one, the child first enters a read-only mount namespace built
-//! from the same writable set (`dsh_contain::mountns`, one per policy, cached with the ruleset): it
+//! from the same writable set (`dsh_contain::mountns`, one per policy and session, cached with the
+//! ruleset): it
 //! refuses the metadata changes Landlock does not mediate, shows the private temp as `/tmp` and
-//! `/var/tmp` and the spill directory read-only, and has terminals of its own, which the ruleset
-//! (built after it) grants by handle (`dsh_contain::devpts`); without it, enforcement is `partial`. `--network deny` adds TCP bind/connect rules (ABI ≥ 4); under
+//! `/var/tmp` and the spill directory read-only, and has terminals of its own — the session's, so no
+//! session opens another's — which the ruleset (built after it) grants by handle
+//! (`dsh_contain::devpts`); without it, enforcement is `partial`. `--network deny` adds TCP bind/connect rules (ABI ≥ 4); under
 //! `--network loopback` the child joins the runtime's network namespace first (`local.rs`); the scopes (ABI ≥ 6) stop a command from signalling dsh or its
 //! agent and from connecting to an abstract UNIX socket bound outside its sandbox. The child also
 //! drops every capability first and installs the seccomp filter last (`dsh_contain::confine`).
@@ -36,9 +38,9 @@ use crate::sandbox::provider::{Wrap, WrapFacts};
 use crate::sandbox::root_check::RootId;
 use crate::sandbox::writable::writable_paths;
 
-/// How many Landlock rulesets the provider keeps (each holds descriptors of its granted
-/// directories). Per-session workspaces make one per distinct root; past this many the cache starts
-/// again, and live spawns keep their own references.
+/// How many Landlock rulesets the provider keeps, one per (policy, session) (each holds
+/// descriptors of its granted directories, and its mount namespace a terminal instance). Past this
+/// many the least recently used goes; live spawns keep their own references.
 const MAX_CACHED_RULESETS: usize = 64;
 
 /// The Landlock grants for a policy (also what a launcher applies to itself).
@@ -89,32 +91,52 @@ struct CachedRuleset {
     mount_ns: Option<MountNamespace>,
     gate: Arc<GatePolicy>,
     root: Option<RootId>,
+    /// When it was last handed out (the cache's own clock), for eviction.
+    used: u64,
 }
 
 /// What one policy's commands are confined with: the ruleset, the mount namespace, the socket
 /// gate's rules.
 pub(crate) type Confined = (Ruleset, Option<MountNamespace>, Arc<GatePolicy>);
 
-/// The rulesets built so far, one per policy.
+/// A policy as one agent session's commands get it. Sessions differ only in their mount
+/// namespace's terminal instance (`dsh_contain::devpts`): a command could read what is typed into
+/// any terminal of its own instance (it runs as the owner of them all), so each session has its own,
+/// and the ruleset that grants it.
+type Key = (SandboxPolicy, Option<String>);
+
+/// The rulesets built so far, one per policy and session.
 #[derive(Default)]
 pub(crate) struct RulesetCache {
-    rulesets: Mutex<HashMap<SandboxPolicy, CachedRuleset>>,
+    entries: Mutex<Entries>,
+}
+
+#[derive(Default)]
+struct Entries {
+    map: HashMap<Key, CachedRuleset>,
+    /// Counts hand-outs: the `used` stamp of the latest.
+    clock: u64,
 }
 
 impl RulesetCache {
-    /// The ruleset for `policy`, whose writable root (if any) is the directory `root` identifies,
-    /// and its mount namespace when `namespaces` (the host lets dsh make them).
+    /// The ruleset for `policy` and `session`, whose writable root (if any) is the directory
+    /// `root` identifies, and its mount namespace when `namespaces` (the host lets dsh make them).
     pub(crate) fn get(
         &self,
         config: &LocalSandboxConfig,
         policy: &SandboxPolicy,
+        session: Option<&str>,
         root: Option<RootId>,
         namespaces: bool,
     ) -> Result<Confined, String> {
-        let mut cache = lock_unpoisoned(&self.rulesets);
-        if let Some(cached) = cache.get(policy)
+        let mut entries = lock_unpoisoned(&self.entries);
+        entries.clock += 1;
+        let now = entries.clock;
+        let key: Key = (policy.clone(), session.map(str::to_owned));
+        if let Some(cached) = entries.map.get_mut(&key)
             && cached.root == root
         {
+            cached.used = now;
             return Ok((
                 cached.ruleset.clone(),
                 cached.mount_ns.clone(),
@@ -145,19 +167,33 @@ impl RulesetCache {
                 namespace: mount_ns.is_some(),
             },
         );
-        if cache.len() >= MAX_CACHED_RULESETS {
-            cache.clear();
+        if !entries.map.contains_key(&key)
+            && entries.map.len() >= MAX_CACHED_RULESETS
+            && let Some(oldest) = entries
+                .map
+                .iter()
+                .min_by_key(|(_, cached)| cached.used)
+                .map(|(key, _)| key.clone())
+        {
+            entries.map.remove(&oldest);
         }
-        cache.insert(
-            policy.clone(),
+        entries.map.insert(
+            key,
             CachedRuleset {
                 ruleset: ruleset.clone(),
                 mount_ns: mount_ns.clone(),
                 gate: gate.clone(),
                 root,
+                used: now,
             },
         );
         Ok((ruleset, mount_ns, gate))
+    }
+
+    /// How many are cached (tests).
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        lock_unpoisoned(&self.entries).map.len()
     }
 }
 
@@ -205,5 +241,71 @@ pub(crate) fn wrap(
             // No launcher prints anything: a refused restriction fails the spawn.
             runner_failure_signatures: Vec::new(),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::fd::BorrowedFd;
+    use std::os::unix::fs::MetadataExt;
+
+    use super::*;
+
+    /// The identity of the namespace's terminal instance: the device of its root.
+    fn terminals(confined: &Confined) -> u64 {
+        let devpts = confined
+            .1
+            .as_ref()
+            .and_then(MountNamespace::devpts)
+            .unwrap();
+        let root: BorrowedFd<'_> = devpts.root();
+        let file = std::fs::File::from(root.try_clone_to_owned().unwrap());
+        file.metadata().unwrap().dev()
+    }
+
+    #[test]
+    fn each_session_has_terminals_of_its_own_and_the_least_recently_used_goes_first() {
+        let config = LocalSandboxConfig::default();
+        let probe = MountNamespace::build(&MountSpec::default());
+        if probe.ok().and_then(|ns| ns.devpts().map(|_| ())).is_none() || probe_abi().is_none() {
+            eprintln!("skipped: no mount namespace with terminals here");
+            return;
+        }
+        let policy = SandboxPolicy {
+            mode: SandboxMode::ReadOnly,
+            workspace_root: PathBuf::from("/"),
+        };
+        let cache = RulesetCache::default();
+        let get = |session: Option<&str>| cache.get(&config, &policy, session, None, true).unwrap();
+        let alice = get(Some("alice"));
+        let bob = get(Some("bob"));
+        let nobody = get(None);
+        assert_ne!(
+            terminals(&alice),
+            terminals(&bob),
+            "two sessions share terminals"
+        );
+        assert_ne!(terminals(&alice), terminals(&nobody));
+        assert_eq!(
+            terminals(&alice),
+            terminals(&get(Some("alice"))),
+            "one session's commands share its terminals"
+        );
+        // Filling the cache evicts the least recently used (bob), not alice, used just now.
+        for n in 0..MAX_CACHED_RULESETS {
+            get(Some("alice"));
+            get(Some(&format!("s{n}")));
+        }
+        assert_eq!(cache.len(), MAX_CACHED_RULESETS);
+        assert_eq!(terminals(&alice), terminals(&get(Some("alice"))));
+        assert_ne!(
+            terminals(&bob),
+            terminals(&get(Some("bob"))),
+            "bob was evicted"
+        );
+    }
+
+    fn probe_abi() -> Option<u32> {
+        probe(&LocalSandboxConfig::default()).ok()
     }
 }

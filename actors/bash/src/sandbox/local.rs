@@ -27,7 +27,7 @@ pub use crate::sandbox::landlock::landlock_spec;
 pub use crate::sandbox::probe::find_on_path;
 
 /// The host's provider: a backend chosen once, the seccomp filter built once, the network
-/// namespace of `--network loopback` made once, and Landlock rulesets cached per policy.
+/// namespace of `--network loopback` made once, and Landlock rulesets cached per policy and session.
 pub struct LocalSandboxProvider {
     config: LocalSandboxConfig,
     verdict: Result<Backend, String>,
@@ -156,7 +156,14 @@ impl SandboxProvider for LocalSandboxProvider {
         crate::sandbox::writable::writable_paths(&self.config, policy)
     }
 
-    fn confine(&self, argv: &[String], policy: &SandboxPolicy) -> Result<Wrap, ExecError> {
+    /// Landlock commands are confined per (policy, session): each session has its own mount
+    /// namespace, so its terminals are its own (`landlock.rs`).
+    fn confine(
+        &self,
+        argv: &[String],
+        policy: &SandboxPolicy,
+        session: Option<&str>,
+    ) -> Result<Wrap, ExecError> {
         let unavailable = |detail: Option<&str>| {
             ExecError::SandboxUnavailable(sandbox_unavailable_text(policy.mode, detail))
         };
@@ -176,7 +183,7 @@ impl SandboxProvider for LocalSandboxProvider {
                     .map_err(|detail| unavailable(Some(&detail)))?;
                 let confined = self
                     .rulesets
-                    .get(config, policy, root, self.namespaces)
+                    .get(config, policy, session, root, self.namespaces)
                     .map_err(|detail| {
                         ExecError::SandboxUnavailable(format!(
                             "the sandbox's writable set cannot be granted ({detail}); make sure \

@@ -104,9 +104,17 @@ impl Wrap {
 
 /// A confinement backend. Consulted on every confined run and start (it may cache inside).
 pub trait SandboxProvider: Send + Sync + 'static {
-    /// How to run `argv` under `policy` (never `danger-full-access`, which is never confined).
-    /// Fails with [`ExecError::SandboxUnavailable`] when it cannot confine; nothing runs then.
-    fn confine(&self, argv: &[String], policy: &SandboxPolicy) -> Result<Wrap, ExecError>;
+    /// How to run `argv` under `policy` (never `danger-full-access`, which is never confined) for
+    /// the agent `session` (`None`: a caller with no session). A provider may keep what it gives
+    /// commands apart per session: the local one gives each session's Landlock commands terminals
+    /// of their own. Fails with [`ExecError::SandboxUnavailable`] when it cannot confine; nothing
+    /// runs then.
+    fn confine(
+        &self,
+        argv: &[String],
+        policy: &SandboxPolicy,
+        session: Option<&str>,
+    ) -> Result<Wrap, ExecError>;
 
     /// What a command confined under `policy` may write, as the tool description lists it; a
     /// provider that does not say lists nothing.

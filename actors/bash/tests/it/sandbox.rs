@@ -42,7 +42,12 @@ struct FakeProvider {
 }
 
 impl SandboxProvider for FakeProvider {
-    fn confine(&self, argv: &[String], policy: &SandboxPolicy) -> Result<Wrap, ExecError> {
+    fn confine(
+        &self,
+        argv: &[String],
+        policy: &SandboxPolicy,
+        _session: Option<&str>,
+    ) -> Result<Wrap, ExecError> {
         self.calls
             .lock()
             .unwrap()

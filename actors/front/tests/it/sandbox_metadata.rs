@@ -284,8 +284,9 @@ fn terminals_are_the_sandboxs_own(backend: Backend) {
     assert_nothing_left(&m);
 }
 
-/// A command that takes every terminal of its sandbox's instance (`max=256`) does not stop a
+/// A command that takes every terminal of its session's instance (`max=64`) does not stop a
 /// `tty: true` call: dsh then gives that one a host terminal, which the command uses unnamed.
+/// Another session's terminals are its own instance's, untouched by the hog.
 #[test]
 fn a_command_holding_every_terminal_does_not_stop_a_tty_call() {
     let Some((ws, m)) = setup_metadata(Backend::Landlock) else {
@@ -302,13 +303,19 @@ fn a_command_holding_every_terminal_does_not_stop_a_tty_call() {
         json!({"task_id": task, "wait": true, "until": "full \\d+ \\d+", "timeout_ms": 60000}),
     );
     let full = server.text("full");
-    assert!(full.contains("full 256 28"), "{full}");
+    assert!(full.contains("full 64 28"), "{full}");
     server.call(
         "tty",
         "bash",
         bash("echo ok; test -t 0 && echo terminal", json!({"tty": true})),
     );
     assert_eq!(server.text("tty"), "ok\nterminal\n");
+    server.call_as("other", "other", "bash", bash("tty", json!({"tty": true})));
+    assert_eq!(
+        server.text("other"),
+        "/dev/pts/0\n",
+        "another session's own first"
+    );
     server.call("stop", "bash_kill", json!({"task_id": task}));
     assert!(server.text("stop").contains(&task));
     // Once the hog is gone, its terminals are free again: the next one is the sandbox's own.
@@ -321,6 +328,51 @@ fn a_command_holding_every_terminal_does_not_stop_a_tty_call() {
     assert!(gone.contains("[status: killed"), "{gone}");
     server.call("again", "bash", bash("tty", json!({"tty": true})));
     assert!(server.text("again").starts_with("/dev/pts/"));
+    server.finish();
+    assert_nothing_left(&m);
+}
+
+/// Each agent session has terminals of its own (one instance per session): a command of another
+/// session cannot open, list or read the terminal a `tty: true` task waits on (reading it would take
+/// what the agent types there, a password among it), while a later command of the same session
+/// still can (`tmux attach`, `screen -r`).
+#[test]
+fn a_session_cannot_open_another_sessions_terminal() {
+    let Some((ws, m)) = setup_metadata(Backend::Landlock) else {
+        return;
+    };
+    let mut server = confined_server(Backend::Landlock, ws.path(), &[]);
+    let waits = format!("tty; read -r line; echo \"alice read $line\" # {m}");
+    server.call_as("alice", "ask", "bash", bash(&waits, json!({"tty": true})));
+    let asked = server.text("ask");
+    let path = asked.lines().next().unwrap_or_default().trim().to_owned();
+    assert!(path.starts_with("/dev/pts/"), "{asked}");
+    assert!(asked.contains("moved to background task bash-1"), "{asked}");
+    let probe = format!(
+        "exec 3<>{path} && echo OPENED; exec 4<{path} && echo READABLE; \
+         ls /dev/pts | grep -vx ptmx | grep . && echo LISTED; echo done"
+    );
+    server.call_as("bob", "bob", "bash", bash(&probe, json!({})));
+    let bob = server.text("bob");
+    assert!(bob.contains("done"), "{bob}");
+    assert!(!bob.contains("OPENED"), "bob opened alice's {path}: {bob}");
+    assert!(
+        !bob.contains("READABLE"),
+        "bob can read alice's {path}: {bob}"
+    );
+    assert!(!bob.contains("LISTED"), "bob sees alice's terminals: {bob}");
+    let reopen = format!("exec 3<>{path} && echo OPENED");
+    server.call_as("alice", "same", "bash", bash(&reopen, json!({})));
+    assert!(server.text("same").contains("OPENED"));
+    // What alice types reaches her task, whole.
+    server.call_as(
+        "alice",
+        "answer",
+        "bash_write",
+        json!({"task_id": "bash-1", "input": "hello", "keys": ["Enter"]}),
+    );
+    let answered = server.text("answer");
+    assert!(answered.contains("alice read hello"), "{answered}");
     server.finish();
     assert_nothing_left(&m);
 }

@@ -19,7 +19,12 @@ use serde_json::{Value, json};
 struct PassThrough;
 
 impl SandboxProvider for PassThrough {
-    fn confine(&self, argv: &[String], policy: &SandboxPolicy) -> Result<Wrap, ExecError> {
+    fn confine(
+        &self,
+        argv: &[String],
+        policy: &SandboxPolicy,
+        _session: Option<&str>,
+    ) -> Result<Wrap, ExecError> {
         Ok(Wrap::through_runner(
             Vec::new(),
             argv,

@@ -221,8 +221,22 @@ fn the_default_sandbox_shows_the_spill_directory_too() {
     spill_file_read_by_the_next_command(server, &m);
 }
 
-/// `server` (confined) spills a call's output; the next command reads the file whole, another
-/// session cannot list, write or remove anything there; the directory is gone when it ends.
+/// The spill file named in `text` (the reply to `id`), read by the next command, holds `bytes`.
+fn read_back(server: &mut crate::jsonl_server::Server, id: &str, text: &str, bytes: usize) {
+    let path = text
+        .split("full output: ")
+        .nth(1)
+        .and_then(|rest| rest.split(']').next())
+        .unwrap_or_else(|| panic!("no spill path in {id}: {text}"))
+        .to_owned();
+    let read = format!("{id}-read");
+    server.call(&read, "bash", bash(&format!("wc -c < {path}"), json!({})));
+    assert_eq!(server.text(&read), format!("{bytes}\n"), "{id}");
+}
+
+/// `server` (confined) spills a call's output; the next command reads the file whole (so too after
+/// a timeout and after a `bash_kill`), another session cannot list, write or remove anything there;
+/// the directory is gone when it ends.
 fn spill_file_read_by_the_next_command(mut server: crate::jsonl_server::Server, m: &str) {
     server.call(
         "big",
@@ -260,6 +274,42 @@ fn spill_file_read_by_the_next_command(mut server: crate::jsonl_server::Server, 
     );
     assert!(!Path::new(&format!("{dir}/new-{m}")).exists());
     assert_eq!(std::fs::metadata(&path).unwrap().len(), whole as u64);
+    // A command that spilled and then ended by its timeout, or by `bash_kill`, leaves a file the
+    // next command reads whole too; then ordinary work runs on.
+    let flood_then_hang = format!("seq 1 30000; echo flooded; sleep 600 # {m}");
+    server.call(
+        "timed",
+        "bash",
+        bash(&flood_then_hang, json!({"timeoutMs": 3000})),
+    );
+    let timed = server.text("timed");
+    assert!(
+        timed.contains("BASH_TIMEOUT") || timed.contains("timed out"),
+        "{timed}"
+    );
+    let flooded = whole + "flooded\n".len();
+    read_back(&mut server, "timed", &timed, flooded);
+    let task = server.start_background("bg", &flood_then_hang);
+    server.call(
+        "flooded",
+        "bash_output",
+        json!({"task_id": task, "until": "flooded\n", "timeout_ms": 60000}),
+    );
+    let seen = server.text("flooded");
+    assert!(seen.contains("flooded"), "{seen}");
+    server.call("kill", "bash_kill", json!({"task_id": task}));
+    assert!(server.text("kill").contains(&task));
+    server.call(
+        "killed",
+        "bash_output",
+        json!({"task_id": task, "wait": true, "timeout_ms": 60000}),
+    );
+    let killed = server.text("killed");
+    assert!(killed.contains("[status: killed"), "{killed}");
+    // The read that cut the flood named the file.
+    read_back(&mut server, "killed", &seen, flooded);
+    server.call("after", "bash", bash("echo still fine", json!({})));
+    assert_eq!(server.text("after"), "still fine\n");
     server.finish();
     assert!(
         !Path::new(&dir).exists(),

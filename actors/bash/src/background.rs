@@ -56,6 +56,8 @@ struct Inner {
     abort: Option<AbortSignal>,
     /// This task's own confinement facts (never "the latest wrap"), classified at settlement.
     sandbox: Option<crate::sandbox::WrapFacts>,
+    /// The kill grace (`grace_ms`) for what the command leaves running ([`crate::Leftovers`]).
+    grace: std::time::Duration,
     state: Mutex<HandleState>,
     /// `true` once the spawn is decided (started or failed); a queued handle starts `false`.
     decided: watch::Receiver<bool>,
@@ -95,9 +97,10 @@ impl BashProcess {
         process: SpawnedProcess,
         abort: Option<AbortSignal>,
         sandbox: Option<crate::sandbox::WrapFacts>,
+        grace: std::time::Duration,
     ) -> Self {
         let state = HandleState::new(Phase::Running);
-        let handle = Self::with(manager, abort, state, true, sandbox).0;
+        let handle = Self::with(manager, abort, state, true, sandbox, grace).0;
         let _ = handle.inner.process.set(process);
         handle
     }
@@ -109,9 +112,11 @@ impl BashProcess {
         spawn: BoxFuture<'static, Result<SpawnedProcess, SpawnError>>,
         abort: AbortSignal,
         sandbox: Option<crate::sandbox::WrapFacts>,
+        grace: std::time::Duration,
     ) -> Self {
         let state = HandleState::new(Phase::Queued);
-        let (handle, decided) = Self::with(manager.clone(), Some(abort), state, false, sandbox);
+        let (handle, decided) =
+            Self::with(manager.clone(), Some(abort), state, false, sandbox, grace);
         let weak = Arc::downgrade(&handle.inner);
         actix::spawn(async move {
             let answer = spawn.await;
@@ -174,7 +179,16 @@ impl BashProcess {
     ) -> Self {
         let facts = sandbox.as_ref().map(|facts| facts.classify(None, ""));
         let state = HandleState::new(Phase::killed(Some(note), facts));
-        Self::with(manager, None, state, true, sandbox).0
+        // Never started: nothing of it can be left running.
+        Self::with(
+            manager,
+            None,
+            state,
+            true,
+            sandbox,
+            std::time::Duration::ZERO,
+        )
+        .0
     }
 
     fn with(
@@ -183,6 +197,7 @@ impl BashProcess {
         state: HandleState,
         decided: bool,
         sandbox: Option<crate::sandbox::WrapFacts>,
+        grace: std::time::Duration,
     ) -> (Self, watch::Sender<bool>) {
         let (tx, rx) = watch::channel(decided);
         let handle = Self {
@@ -191,6 +206,7 @@ impl BashProcess {
                 process: OnceLock::new(),
                 abort,
                 sandbox,
+                grace,
                 state: Mutex::new(state),
                 decided: rx,
             }),

@@ -187,7 +187,13 @@ pub(crate) async fn run(
                     InputState::Busy | InputState::Closed => continue,
                 };
                 tracing::debug!(?reason, "move to background: waiting for input");
-                let handle = BashProcess::running(manager, spawned.clone(), None, sandbox);
+                let handle = BashProcess::running(
+                    manager,
+                    spawned.clone(),
+                    None,
+                    sandbox,
+                    Duration::from_millis(config.grace_ms),
+                );
                 let output = handle.read_output();
                 return Ok(moved_result(MovedToBackground { reason, handle, output }, spec.timeout_ms));
             }
@@ -200,7 +206,13 @@ pub(crate) async fn run(
                         "move to background: still running at its timeout"
                     );
                     // A confined task keeps its facts: its later reads carry its markers.
-                    let handle = BashProcess::running(manager, spawned.clone(), None, sandbox);
+                    let handle = BashProcess::running(
+                    manager,
+                    spawned.clone(),
+                    None,
+                    sandbox,
+                    Duration::from_millis(config.grace_ms),
+                );
                     let output = handle.read_output();
                     let moved = MovedToBackground { reason: MoveReason::Timeout, handle, output };
                     return Ok(moved_result(moved, spec.timeout_ms));
@@ -277,6 +289,7 @@ pub(crate) async fn start(
     ensure_not_aborted(spec.abort.as_ref())?;
     // Killing a queued task fires this; the manager then withdraws its spawn.
     let abort = spec.abort.clone().unwrap_or_default();
+    let grace = Duration::from_millis(config.grace_ms);
     let queued = QueuedNotice::new();
     let mut process = process_spec(
         &config,
@@ -295,11 +308,17 @@ pub(crate) async fn start(
             let pending = Box::pin(async move {
                 spawn.await.unwrap_or(Err(SpawnError::ShutDown))
             });
-            return Ok(BashProcess::queued(manager, pending, abort, sandbox));
+            return Ok(BashProcess::queued(manager, pending, abort, sandbox, grace));
         }
     };
     match answer.map_err(|_| ExecError::ManagerGone)? {
-        Ok(spawned) => Ok(BashProcess::running(manager, spawned, Some(abort), sandbox)),
+        Ok(spawned) => Ok(BashProcess::running(
+            manager,
+            spawned,
+            Some(abort),
+            sandbox,
+            grace,
+        )),
         Err(err @ SpawnError::Workdir { .. }) => {
             tracing::debug!(%err, "background spawn failed");
             Ok(BashProcess::failed(

@@ -39,7 +39,7 @@ pub use messages::{
     ReleaseOwner, ShutdownTasks, Subscribe, TaskDone, TaskKillOutcome,
 };
 pub use names::{Named, UnknownValue};
-pub use producer::{TaskOutput, TaskProducer, TaskStatus};
+pub use producer::{LeftBehind, LeftRunning, TaskOutput, TaskProducer, TaskStatus};
 pub use registry::{
     DEFAULT_MAX_FINISHED, DEFAULT_MAX_RETAINED_BYTES, DEFAULT_MAX_SPILL_BYTES, RegistryConfig,
     TaskRegistry,

@@ -60,6 +60,30 @@ pub struct TaskOutput {
     pub sandbox: Option<crate::SandboxFacts>,
 }
 
+/// Work a task left running when it ended (for bash: a daemon that let go of the command's pipes),
+/// which the registry makes a task of the same owner, so that it can still be stopped
+/// ([`TaskProducer::left_behind`]).
+pub struct LeftBehind {
+    /// The work.
+    pub producer: Box<dyn TaskProducer>,
+    /// What it is, for the ended task's last read and notice (for bash:
+    /// `pid 4242 (node server.js)`).
+    pub description: String,
+    /// The processes, lowest first.
+    pub pids: Vec<i32>,
+}
+
+/// The task made of what another task left running, as the ended task's snapshot names it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LeftRunning {
+    /// The new task's id.
+    pub task_id: String,
+    /// [`LeftBehind::description`].
+    pub description: String,
+    /// [`LeftBehind::pids`].
+    pub pids: Vec<i32>,
+}
+
 /// The work behind a task.
 pub trait TaskProducer: Send + 'static {
     /// Returns the output produced since the previous call and advances the cursor. Must be cheap and
@@ -77,6 +101,13 @@ pub trait TaskProducer: Send + 'static {
 
     /// Resolves once, when the work has ended and its output is final, with its terminal status.
     fn finished(&self) -> BoxFuture<'static, TaskStatus>;
+
+    /// Asked once, right after [`finished`](TaskProducer::finished) resolved (never during
+    /// shutdown): what the work left running, to become a task of the same owner. The default
+    /// leaves nothing.
+    fn left_behind(&self) -> Option<LeftBehind> {
+        None
+    }
 
     /// Resolves once `condition` holds on the output produced since the previous read (each stream
     /// scanned on its own, from the read cursor on, every byte in the order it was written, also

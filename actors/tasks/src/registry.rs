@@ -15,7 +15,7 @@ use crate::messages::{
 };
 use crate::retention::{RetentionLimits, RetentionLoad, RetentionPolicy};
 use crate::snapshot::TaskSnapshot;
-use crate::table::TaskTable;
+use crate::table::{Registered, TaskTable};
 use crate::wait::{WaitOutcome, WaitTask, wait};
 
 /// The default disk budget of finished tasks' spill files: 1 GiB. It holds the whole output of 8
@@ -122,22 +122,35 @@ impl Handler<Register> for TaskRegistry {
         let registered = self
             .table
             .register(msg.kind, msg.label, owner, msg.producer)?;
-        let me = ctx.address();
         let id = registered.id.clone();
-        // Runs on the arbiter, not in this actor's context, so a settlement arriving during shutdown
-        // is still delivered.
-        actix::spawn(async move {
-            let status = registered.finished.await;
-            me.do_send(ProducerFinished { id, status });
-        });
-        Ok(registered.id)
+        watch_finish(registered, ctx);
+        Ok(id)
     }
+}
+
+/// Tells the registry when `registered`'s work has finished. Runs on the arbiter, not in the
+/// actor's context, so a settlement arriving during shutdown is still delivered.
+fn watch_finish(registered: Registered, ctx: &mut Context<TaskRegistry>) {
+    let me = ctx.address();
+    let Registered { id, finished } = registered;
+    actix::spawn(async move {
+        let status = finished.await;
+        me.do_send(ProducerFinished { id, status });
+    });
 }
 
 impl Handler<ProducerFinished> for TaskRegistry {
     type Result = ();
 
-    fn handle(&mut self, ProducerFinished { id, status }: ProducerFinished, _: &mut Self::Context) {
+    fn handle(
+        &mut self,
+        ProducerFinished { id, status }: ProducerFinished,
+        ctx: &mut Self::Context,
+    ) {
+        if let Some(left) = self.table.adopt_left_behind(&id) {
+            tracing::debug!(task = %id, left = %left.id, "what the task left running is a task");
+            watch_finish(left, ctx);
+        }
         if let Some(done) = self.table.settle(&id, status) {
             self.subscribers.retain(|s| s.connected());
             for subscriber in &self.subscribers {

@@ -27,4 +27,6 @@ pub struct TaskSnapshot {
     pub input: crate::TaskInput,
     /// The owner already saw the end (through a read after it, or a kill): no notice is needed.
     pub reported: bool,
+    /// What the work left running when it ended, now a task of its own.
+    pub left_running: Option<crate::LeftRunning>,
 }

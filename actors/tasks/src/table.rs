@@ -179,10 +179,33 @@ impl TaskTable {
                 started_at: SystemTime::now(),
                 reported: false,
                 life: Life::Running(Vec::new()),
+                left_running: None,
             },
         );
         tracing::debug!(task = %id, "task registered");
         Ok(Registered { id, finished })
+    }
+
+    /// The producer of `id` finished: what it left running (if anything, and not during shutdown)
+    /// becomes a task of the same owner and kind, labelled `left running by: <label>`, which the
+    /// record names. Asked before [`Table::settle`], so the end's notice names it too.
+    pub(crate) fn adopt_left_behind(&mut self, id: &str) -> Option<Registered> {
+        let record = self.records.get(id)?;
+        if self.shutting_down || record.settled() {
+            return None;
+        }
+        let left = record.producer.left_behind()?;
+        let (kind, owner) = (record.kind.clone(), record.owner.clone());
+        let label = format!("left running by: {}", record.label);
+        let registered = self.register(kind, label, owner, left.producer).ok()?;
+        if let Some(record) = self.records.get_mut(id) {
+            record.left_running = Some(crate::LeftRunning {
+                task_id: registered.id.clone(),
+                description: left.description,
+                pids: left.pids,
+            });
+        }
+        Some(registered)
     }
 
     /// The producer of `id` finished: the record settles once. Returns the notice for subscribers,

@@ -134,7 +134,7 @@ pub struct Ran {
     pub left_running: Option<Box<LeftRunning>>,
 }
 
-/// Processes a foreground command left running, and the task that stops them.
+/// Processes a command left running, and the task that stops them.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct LeftRunning {
     /// The task `bash_kill` stops them with.
@@ -206,6 +206,8 @@ pub struct Read {
     pub sandbox: Option<SandboxFacts>,
     /// Whether the task takes input and waits for it (issue 22).
     pub input: TaskInput,
+    /// What the task left running when it ended, now a task of its own.
+    pub left_running: Option<Box<LeftRunning>>,
 }
 
 impl Read {
@@ -219,7 +221,19 @@ impl Read {
             status: status.clone(),
             sandbox: output.sandbox.clone().filter(|_| !status.is_running()),
             input: TaskInput::None,
+            left_running: None,
         }
+    }
+
+    /// The same read, naming what the task left running.
+    pub fn with_left_running(mut self, left: Option<&dsh_tasks::LeftRunning>) -> Self {
+        self.left_running = left.map(|left| {
+            Box::new(LeftRunning {
+                task_id: TaskId::from(left.task_id.clone()),
+                pids: left.pids.clone(),
+            })
+        });
+        self
     }
 
     /// The same read, with where the task's input stands.
@@ -353,6 +367,9 @@ impl Serialize for ToolOutcome {
                 if read.input != TaskInput::None {
                     map.serialize_entry("waiting_for_input", &read.input.is_waiting())?;
                     map.serialize_entry("input_hidden", &(read.input == TaskInput::WaitingHidden))?;
+                }
+                if let Some(left) = &read.left_running {
+                    map.serialize_entry("left_running", left)?;
                 }
             }
             ToolOutcome::Kill { task_id, result } => {

@@ -201,11 +201,29 @@ fn with_loss_notice(output: &TaskOutput, empty: &str) -> String {
     text
 }
 
-/// The completion notice injected into the owner's session.
-pub fn render_notice(task_id: &str, status: &TaskStatus) -> String {
-    format!(
+/// The completion notice injected into the owner's session, naming what the task left running.
+pub fn render_notice(
+    task_id: &str,
+    status: &TaskStatus,
+    left: Option<&dsh_tasks::LeftRunning>,
+) -> String {
+    let mut text = format!(
         "background bash task {task_id} finished {}. Read its output with bash_output.",
         status_line(status)
+    );
+    if let Some(left) = left {
+        text.push(' ');
+        text.push_str(&left_running_line(left));
+    }
+    text
+}
+
+/// `[left running: pid 4242 (node server.js); stop it with bash_kill bash-3]` (`them` for several).
+pub fn left_running_line(left: &dsh_tasks::LeftRunning) -> String {
+    let them = if left.pids.len() == 1 { "it" } else { "them" };
+    format!(
+        "[left running: {}; stop {them} with bash_kill {}]",
+        left.description, left.task_id
     )
 }
 

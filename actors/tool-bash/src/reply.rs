@@ -12,7 +12,7 @@ use dsh_tasks::{ReadTask, TaskRegistry, WaitOutcome, WaitTask};
 use crate::call::ToolResult;
 use crate::error::ToolError;
 use crate::outcome::{Read, ToolOutcome};
-use crate::render::render_read_input;
+use crate::render::{left_running_line, render_read_input};
 use crate::task_id::TaskId;
 use crate::until::UntilPattern;
 
@@ -40,8 +40,15 @@ pub(crate) fn read_result(
 ) -> ToolResult {
     let status = &reply.snapshot.status;
     let input = reply.snapshot.input;
-    let text = render_read_input(&reply.output, status, input, escalation_offered);
-    let read = Read::new(task_id, &reply.output, status).with_input(input);
+    let left = reply.snapshot.left_running.as_ref();
+    let mut text = render_read_input(&reply.output, status, input, escalation_offered);
+    if let Some(left) = left {
+        text.push('\n');
+        text.push_str(&left_running_line(left));
+    }
+    let read = Read::new(task_id, &reply.output, status)
+        .with_input(input)
+        .with_left_running(left);
     ToolResult::done(text, ToolOutcome::Read(read))
 }
 

@@ -82,6 +82,15 @@ pub fn output_schema(tool: &str) -> Option<Value> {
                 "sandbox": sandbox,
                 "waiting_for_input": {"type": "boolean", "description": "Present for a task that takes input (tty or open stdin): it waits for input now."},
                 "input_hidden": {"type": "boolean", "description": "Present for a task that takes input: the input it waits for is hidden (a password prompt)."},
+                "left_running": {
+                    "type": "object",
+                    "description": "Processes the task left running when it ended (a daemon that outlived it), now the caller's task: bash_kill task_id stops them.",
+                    "properties": {
+                        "task_id": {"type": "string"},
+                        "pids": {"type": "array", "items": {"type": "integer"}},
+                    },
+                    "required": ["task_id", "pids"],
+                },
             },
             "required": ["task_id", "output", "output_dropped", "status"],
         }),
@@ -194,6 +203,7 @@ mod tests {
             spill_paths: vec![PathBuf::from("/tmp/spill/1")],
             status,
             sandbox,
+            left_running: None,
         })
     }
 
@@ -240,6 +250,16 @@ mod tests {
             ),
             read(TaskStatus::Killed { signal: None }, None),
             read(TaskStatus::OutOfMemory, None),
+            {
+                let mut left = read(TaskStatus::Completed { exit_code: 0 }, None);
+                if let ToolOutcome::Read(read) = &mut left {
+                    read.left_running = Some(Box::new(LeftRunning {
+                        task_id: "bash-6".into(),
+                        pids: vec![4244],
+                    }));
+                }
+                left
+            },
         ];
         let kill =
             [KillResult::Killed, KillResult::AlreadyFinished].map(|result| ToolOutcome::Kill {

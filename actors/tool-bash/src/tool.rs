@@ -25,7 +25,8 @@ use crate::executor_ref::ExecutorRef;
 use crate::managed_env::managed_env;
 use crate::outcome::{Ending, KillResult, LeftRunning, Ran, ToolOutcome};
 use crate::render::{
-    render_kill, render_moved, render_notice, render_result_with, render_started, render_waiting,
+    left_running_line, render_kill, render_moved, render_notice, render_result_with,
+    render_started, render_waiting,
 };
 use crate::reply::{EXECUTOR, REGISTRY, flatten, wait_then_read};
 use crate::request::{Offered, ToolRequest};
@@ -244,13 +245,8 @@ async fn bash(
         // What still holds the pipes becomes the caller's task: `bash_kill` is how a later call
         // stops it (docs/CONTRACT.md, "Left running").
         let line_start = if text.ends_with('\n') { "" } else { "\n" };
-        let processes = dsh_bash::describe_left_running(left.processes());
-        let them = if left.processes().len() == 1 {
-            "it"
-        } else {
-            "them"
-        };
-        let pids = left.processes().iter().map(|p| p.pid).collect();
+        let description = dsh_bash::describe_left_running(left.processes());
+        let pids: Vec<i32> = left.processes().iter().map(|p| p.pid).collect();
         let register = Register {
             kind: "bash".into(),
             label: format!("left running by: {}", args.command),
@@ -258,9 +254,12 @@ async fn bash(
             producer: Box::new(left),
         };
         let task_id = TaskId::from(flatten(registry.send(register).await, REGISTRY)?);
-        text.push_str(&format!(
-            "{line_start}[left running: {processes}; stop {them} with bash_kill {task_id}]"
-        ));
+        let line = left_running_line(&dsh_tasks::LeftRunning {
+            task_id: task_id.to_string(),
+            description,
+            pids: pids.clone(),
+        });
+        text.push_str(&format!("{line_start}{line}"));
         ran.left_running = Some(Box::new(LeftRunning { task_id, pids }));
     }
     Ok(ToolResult::done(text, ToolOutcome::Ran(ran)))
@@ -330,7 +329,11 @@ impl Handler<TaskDone> for ToolBash {
             return;
         }
         if let Some(inbox) = owner.inbox() {
-            let text = render_notice(&done.snapshot.id, &done.snapshot.status);
+            let text = render_notice(
+                &done.snapshot.id,
+                &done.snapshot.status,
+                done.snapshot.left_running.as_ref(),
+            );
             tracing::debug!(task = %done.snapshot.id, session = %owner.session_id, "delivering completion notice");
             inbox.do_send(dsh_tasks::Inject {
                 text,

@@ -5,10 +5,11 @@ use std::sync::Arc;
 
 use dsh_process::{
     Discard, InputError, InputItem, InputState, KeyInput, Live, PipeKey, StreamKind, StreamScan,
+    Wait,
 };
 use dsh_tasks::{
-    OutputCondition, OutputScan, TaskInput, TaskInputItem, TaskOutput, TaskPipeKey, TaskProducer,
-    TaskStatus, WriteRefusal,
+    LeftBehind, OutputCondition, OutputScan, TaskInput, TaskInputItem, TaskOutput, TaskPipeKey,
+    TaskProducer, TaskStatus, WriteRefusal,
 };
 use futures::future::BoxFuture;
 
@@ -106,7 +107,42 @@ impl TaskProducer for BashProcess {
 
     fn finished(&self) -> BoxFuture<'static, TaskStatus> {
         let handle = self.clone();
-        Box::pin(async move { handle.done().await })
+        Box::pin(async move {
+            let status = handle.done().await;
+            // What it left running is remembered by the manager once it has heard of the end (in
+            // subreaper mode after a `/proc` scan): wait for that, so the task made of it finds
+            // its processes at its first look and a prompt `bash_kill` reaches them.
+            if let Some(process) = handle.inner.process.get()
+                && process
+                    .output
+                    .outcome()
+                    .is_some_and(|outcome| !outcome.left_running.is_empty())
+            {
+                let _ = handle.inner.manager.send(Wait { id: process.id }).await;
+            }
+            status
+        })
+    }
+
+    /// A daemon the command started and that outlived it (`nohup server > log 2>&1 &`, or one
+    /// still holding the pipes at the end of the drain grace): a task of its own, so a later call
+    /// can stop it with `bash_kill` (a confined command may not signal another call's processes).
+    fn left_behind(&self) -> Option<LeftBehind> {
+        let process = self.inner.process.get()?;
+        let processes = process.output.outcome()?.left_running.clone();
+        if processes.is_empty() {
+            return None;
+        }
+        Some(LeftBehind {
+            description: crate::leftovers::describe(&processes),
+            pids: processes.iter().map(|p| p.pid).collect(),
+            producer: Box::new(crate::Leftovers::new(
+                self.inner.manager.clone(),
+                process.pid,
+                processes,
+                self.inner.grace,
+            )),
+        })
     }
 
     /// Registers a scan on each stream from the read cursors now (`SharedOutput::watch`): each

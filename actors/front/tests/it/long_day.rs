@@ -8,7 +8,8 @@
 //! ignored, `bash_kill` of a TERM-ignoring task, a cancel of a TERM-ignoring call, a timeout of a
 //! `setsid` escapee, a fork bomb (under `--task-max-pids` in cgroup mode; a bounded fork burst in the
 //! others, which cannot limit), an OOM kill under `--task-max-memory` (cgroup mode only), `kill -9 $$`,
-//! and a straggler left holding the pipes after the drain grace. At the end, end of input shuts the
+//! a straggler left holding the pipes after the drain grace, and daemons that let go of the pipes,
+//! of a foreground call and of a background task. At the end, end of input shuts the
 //! server down (exit 0) and nothing any call started is left running.
 
 use crate::jsonl_server;
@@ -344,6 +345,75 @@ impl Day {
         );
     }
 
+    /// A background task whose daemon let go of the pipes ends `completed`; its end names the
+    /// daemon as a task of the caller (on every read of it, and in its notice), whose `bash_kill`
+    /// stops it.
+    fn daemon_a_background_task_left(&mut self) {
+        let marker = self.marker();
+        let id = self.id("bg");
+        let daemon = format!(
+            "nohup bash -c 'exec -a {marker} sleep 600' > /dev/null 2>&1 < /dev/null & echo spawned"
+        );
+        self.server.call_as(
+            "day",
+            &id,
+            "bash",
+            bash(&daemon, json!({"run_in_background": true})),
+        );
+        let started = self.server.text(&id);
+        let bg = started
+            .strip_prefix("started background task ")
+            .unwrap_or_else(|| panic!("{}: not started: {started}", self.mode))
+            .to_owned();
+        // Not awaited: its end comes as a notice, which names what it left.
+        let notice = self.server.line_where(|line| line.get("notice").is_some());
+        let notice = notice["notice"].as_str().unwrap_or_default().to_owned();
+        let said = format!(
+            "background bash task {bg} finished [status: completed, exit code: 0]. Read its output \
+             with bash_output. "
+        );
+        let (pid, task) = left_pid_and_task(&notice, &said)
+            .unwrap_or_else(|| panic!("{}: no left-running line in {notice:?}", self.mode));
+        let id = self.id("read");
+        self.server
+            .call_as("day", &id, "bash_output", json!({"task_id": bg}));
+        let end = self.server.text(&id);
+        let output = "spawned\n[status: completed, exit code: 0]\n";
+        assert_eq!(
+            left_pid_and_task(&end, output),
+            Some((pid, task.clone())),
+            "{}: {end:?}",
+            self.mode
+        );
+        assert!(
+            wait_until(SOON, || live_with_cmdline(&marker) == [pid]),
+            "{}: the daemon is not pid {pid}: {:?}",
+            self.mode,
+            live_with_cmdline(&marker)
+        );
+        // The caller's own: another session may not stop it.
+        let id = self.id("other");
+        self.server
+            .call_as("night", &id, "bash_kill", json!({"task_id": task}));
+        assert_eq!(
+            self.server.text(&id),
+            format!("Error: task {task} belongs to another session")
+        );
+        let id = self.id("kill");
+        self.server
+            .call_as("day", &id, "bash_kill", json!({"task_id": task}));
+        assert_eq!(
+            self.server.text(&id),
+            format!("killed background task {task}")
+        );
+        assert!(
+            wait_until(SOON, || live_with_cmdline(&marker).is_empty()),
+            "{}: bash_kill left the background task's daemon running",
+            self.mode
+        );
+        self.still_serves("a daemon a background task left");
+    }
+
     /// End of input: the server exits 0 and nothing any call started is left.
     fn end(mut self) {
         self.server.close_input();
@@ -383,6 +453,7 @@ fn every_ending(mut day: Day) {
     day.self_inflicted_sigkill();
     day.drained_straggler();
     day.daemon_that_let_go_of_the_pipes();
+    day.daemon_a_background_task_left();
     // Each ending once more, in another order: history, not only the first time, must not matter.
     day.self_inflicted_sigkill();
     day.cancel_of_a_term_ignoring_call();

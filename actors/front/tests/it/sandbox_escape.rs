@@ -453,6 +453,73 @@ fn a_daemon_an_earlier_call_left_is_stopped_with_bash_kill(backend: Backend) {
     assert_nothing_left(&m);
 }
 
+/// The same for a daemon a background task left: the task ends `completed`, its end names the
+/// daemon as a new task of the caller (structured too), a later confined command may not signal
+/// it, and that task's `bash_kill` stops it. Before, the background task's end said nothing and a
+/// `bash_kill` of it answered `had already finished`: the daemon ran until shutdown.
+fn a_daemon_a_background_task_left_is_stopped_with_bash_kill(backend: Backend) {
+    let Some((ws, m)) = setup(backend) else {
+        return;
+    };
+    let mut server = confined_server(backend, ws.path(), &[]);
+    let daemon =
+        format!("nohup bash -c 'exec -a {m}-daemon sleep 600' > daemon.log 2>&1 & echo started");
+    let bg = server.start_background("start", &daemon);
+    server.call(
+        "end",
+        "bash_output",
+        json!({"task_id": bg, "wait": true, "timeout_ms": 60000}),
+    );
+    let reply = server.reply("end");
+    let text = reply["text"].as_str().unwrap_or_default().to_owned();
+    let ended = "started\n[status: completed, exit code: 0]";
+    if matches!(backend, Backend::Bwrap) {
+        assert_eq!(text, ended);
+        assert_nothing_left(&m);
+        server.finish();
+        return;
+    }
+    let (pid, task) = text
+        .strip_prefix(&format!("{ended}\n[left running: pid "))
+        .and_then(|rest| {
+            let digits = rest.find(|c: char| !c.is_ascii_digit())?;
+            let task = rest.rsplit_once("; stop it with bash_kill ")?.1;
+            Some((
+                rest[..digits].parse::<i32>().ok()?,
+                task.strip_suffix(']')?.to_owned(),
+            ))
+        })
+        .unwrap_or_else(|| panic!("the daemon is not named: {text:?}"));
+    assert_ne!(task, bg);
+    assert!(
+        wait_until(SOON, || live_with_cmdline(&format!("{m}-daemon")) == [pid]),
+        "the daemon is not pid {pid}: {text}"
+    );
+    assert_eq!(
+        reply["structured"]["left_running"],
+        json!({"task_id": task, "pids": [pid]})
+    );
+    server.call("kill", "bash", bash(&format!("kill {pid}"), json!({})));
+    let refused = server.text("kill");
+    assert!(refused.contains("Operation not permitted"), "{refused}");
+    server.call("stop", "bash_kill", json!({"task_id": task}));
+    assert_eq!(
+        server.text("stop"),
+        format!("killed background task {task}")
+    );
+    assert_nothing_left(&m);
+    server.call(
+        "gone",
+        "bash_output",
+        json!({"task_id": task, "wait": true}),
+    );
+    assert!(server.text("gone").ends_with("[status: killed]"));
+    server.call("after", "bash", bash("echo after", json!({})));
+    assert_eq!(server.text("after"), "after\n");
+    server.finish();
+    assert_nothing_left(&m);
+}
+
 /// One `#[test]` per backend for each check named (this module's, and `sandbox_workflows`'), each
 /// a function of the calling module taking a [`Backend`].
 macro_rules! under_each_backend {
@@ -483,4 +550,5 @@ under_each_backend!(
     a_command_may_change_its_own_limits_and_niceness,
     network_deny_also_stops_udp_and_raw_ip,
     a_daemon_an_earlier_call_left_is_stopped_with_bash_kill,
+    a_daemon_a_background_task_left_is_stopped_with_bash_kill,
 );

@@ -86,6 +86,8 @@ pub(super) struct Record {
     /// The owner has seen the end (it read the final status, or killed the task).
     pub reported: bool,
     pub life: Life,
+    /// What the work left running, made a task at its end ([`crate::TaskProducer::left_behind`]).
+    pub left_running: Option<crate::LeftRunning>,
 }
 
 impl Record {
@@ -126,6 +128,7 @@ impl Record {
             started_at: self.started_at,
             finished_at: self.ended().map(|ended| ended.finished_at),
             reported: self.reported,
+            left_running: self.left_running.clone(),
             input: match self.producer.input() {
                 input if self.settled() && input != crate::TaskInput::None => {
                     crate::TaskInput::Closed

@@ -383,3 +383,61 @@ fn a_long_label_is_kept_to_its_first_bytes() {
         "cut before the two-byte character"
     );
 }
+
+/// Work that, once ended, left a stub running.
+struct Leaves(Stub);
+
+impl TaskProducer for Leaves {
+    fn read(&self) -> TaskOutput {
+        TaskOutput::default()
+    }
+
+    fn kill(&self) {}
+
+    fn finished(&self) -> BoxFuture<'static, TaskStatus> {
+        Box::pin(std::future::pending())
+    }
+
+    fn left_behind(&self) -> Option<crate::LeftBehind> {
+        Some(crate::LeftBehind {
+            producer: Box::new(self.0.clone()),
+            description: "pid 42 (server)".into(),
+            pids: vec![42],
+        })
+    }
+}
+
+#[test]
+fn what_an_ended_task_left_running_becomes_a_task_named_in_its_end() {
+    let mut table = TaskTable::new(8);
+    let left = Stub::default();
+    let id = table
+        .register(
+            "bash".into(),
+            "serve".into(),
+            None,
+            Box::new(Leaves(left.clone())),
+        )
+        .unwrap()
+        .id;
+    let successor = table
+        .adopt_left_behind(&id)
+        .expect("a task of what was left");
+    assert_eq!(successor.id, "bash-2");
+    let done = table
+        .settle(&id, TaskStatus::Completed { exit_code: 0 })
+        .expect("a notice");
+    let named = crate::LeftRunning {
+        task_id: "bash-2".into(),
+        description: "pid 42 (server)".into(),
+        pids: vec![42],
+    };
+    assert_eq!(done.snapshot.left_running.as_ref(), Some(&named));
+    let new = table.get("bash-2", None).expect("a task");
+    assert_eq!(new.label, "left running by: serve");
+    assert!(new.status.is_running() && new.left_running.is_none());
+    // Asked once: a settled task leaves nothing more.
+    assert!(table.adopt_left_behind(&id).is_none());
+    assert!(table.kill("bash-2", None).is_ok());
+    assert_eq!(left.kills.load(Ordering::SeqCst), 1);
+}

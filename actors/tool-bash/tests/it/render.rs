@@ -191,8 +191,22 @@ fn a_result_renders_its_streams_and_how_it_ended() {
 #[test]
 fn notice_kill_and_start_texts() {
     assert_eq!(
-        render_notice("bash-2", &TaskStatus::Completed { exit_code: 0 }),
+        render_notice("bash-2", &TaskStatus::Completed { exit_code: 0 }, None),
         "background bash task bash-2 finished [status: completed, exit code: 0]. Read its output with bash_output."
+    );
+    let left = dsh_tasks::LeftRunning {
+        task_id: "bash-3".into(),
+        description: "pid 4242 (node server.js)".into(),
+        pids: vec![4242],
+    };
+    assert_eq!(
+        render_notice(
+            "bash-2",
+            &TaskStatus::Completed { exit_code: 0 },
+            Some(&left)
+        ),
+        "background bash task bash-2 finished [status: completed, exit code: 0]. Read its output with bash_output. \
+         [left running: pid 4242 (node server.js); stop it with bash_kill bash-3]"
     );
     assert_eq!(render_kill("bash-1", true), "killed background task bash-1");
     assert_eq!(

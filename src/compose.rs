@@ -46,10 +46,14 @@ impl RuntimeBuilder {
             .name("dsh-runtime".into())
             .spawn(move || {
                 let system = System::new();
-                system.block_on(async move {
-                    let _ = tx.send(build(self, true));
-                });
-                // Runs until the shutdown sequencer stops the system.
+                let built = system.block_on(async move { build(self, true) });
+                if built.is_err() {
+                    // A failed start ends the thread: its system runs only until the actors it
+                    // made have stopped (the process manager cleans up when dropped).
+                    System::current().stop();
+                }
+                let _ = tx.send(built);
+                // Else it runs until the shutdown sequencer stops it.
                 let _ = system.run();
             })
             .map_err(RuntimeError::Thread)?;

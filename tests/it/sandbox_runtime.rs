@@ -317,3 +317,54 @@ async fn a_supervised_task_runs_under_its_owners_mode_and_workspace() {
     assert!(target.is_file());
     rt.shutdown().await;
 }
+
+/// A start that fails after the process manager was made (here a sandbox config the provider
+/// refuses) leaves nothing behind: the manager's private spill directory is removed and the
+/// runtime's thread ends. Before, the thread ran its actix system for as long as the process lived,
+/// and the directory stayed in the temp directory.
+#[test]
+fn a_failed_start_leaves_no_spill_directory_and_no_thread() {
+    // Sets TMPDIR and counts the process's threads: it needs its process to itself.
+    dsh_test_support::own_process!(a_failed_start_leaves_no_spill_directory_and_no_thread);
+    let temp = tempfile::tempdir().unwrap();
+    // SAFETY: own_process! above: this test has its process to itself.
+    unsafe { std::env::set_var("TMPDIR", temp.path()) };
+    let refused = dsh::Runtime::builder()
+        .sandbox(
+            SandboxMode::WorkspaceWrite,
+            LocalSandboxConfig {
+                probe_timeout_ms: 0,
+                ..LocalSandboxConfig::default()
+            },
+        )
+        .start();
+    let err = refused.err().expect("a config the provider refuses");
+    assert!(err.to_string().contains("probeTimeoutMs"), "{err}");
+    let runtime_threads = || {
+        std::fs::read_dir("/proc/self/task")
+            .unwrap()
+            .flatten()
+            .filter(|task| {
+                std::fs::read_to_string(task.path().join("comm"))
+                    .is_ok_and(|comm| comm.trim_end() == "dsh-runtime")
+            })
+            .count()
+    };
+    let soon = std::time::Duration::from_secs(30);
+    assert!(
+        dsh_test_support::wait::wait_until(soon, || runtime_threads() == 0),
+        "the runtime's thread still runs"
+    );
+    let left = || -> Vec<_> {
+        std::fs::read_dir(temp.path())
+            .unwrap()
+            .flatten()
+            .map(|entry| entry.file_name())
+            .collect()
+    };
+    assert!(
+        dsh_test_support::wait::wait_until(soon, || left().is_empty()),
+        "left in the temp directory: {:?}",
+        left()
+    );
+}

@@ -167,6 +167,21 @@ fn drive(id: ProcessId, driver: Driver, manager: Addr<ProcessManager>) {
     });
 }
 
+/// A manager dropped without its shutdown — a runtime whose start failed after the manager was
+/// made, or an actix system stopped under it — still leaves nothing behind: what the shutdown
+/// would have done is done here, at once (the drivers, dropped with their system, have started
+/// killing their groups): every process still in its containment is killed, the cgroup tree and the
+/// private spill directory are removed, and the watchdog is told goodbye.
+impl Drop for ProcessManager {
+    fn drop(&mut self) {
+        if self.table.shutting_down() {
+            return;
+        }
+        self.table.remove_private_spill_dir();
+        self.table.containment().shut_down();
+    }
+}
+
 impl Actor for ProcessManager {
     type Context = Context<Self>;
 

@@ -396,6 +396,11 @@ impl ProcessTable {
         }
     }
 
+    /// Whether [`ProcessTable::begin_shutdown`] has run.
+    pub(crate) fn shutting_down(&self) -> bool {
+        self.shutting_down
+    }
+
     /// Refuses every queued and ready spawn and later ones, starts the kill of every live process,
     /// and returns one receiver per live process that fires when it settles.
     pub(crate) fn begin_shutdown(&mut self) -> Vec<oneshot::Receiver<ProcessOutcome>> {

@@ -127,7 +127,7 @@ pub(crate) fn build(
     let sequencer = ShutdownSequencer::new(
         manager.clone(),
         registry.clone(),
-        executor.provider,
+        executor.provider.clone(),
         owns_system,
     )
     .start();
@@ -142,6 +142,7 @@ pub(crate) fn build(
             resolver: executor.resolver,
             start: executor.start,
             sandbox_mode,
+            provider: executor.provider,
         }),
     })
 }

@@ -40,6 +40,8 @@ pub(crate) struct Inner {
     pub(crate) resolver: Resolver,
     pub(crate) start: Recipient<Start>,
     pub(crate) sandbox_mode: Option<SandboxMode>,
+    /// The sandbox provider, told when a session is released.
+    pub(crate) provider: Option<std::sync::Arc<dyn dsh_bash::SandboxProvider>>,
 }
 
 impl Drop for Inner {
@@ -94,6 +96,11 @@ impl Runtime {
         // Without a sandbox there is nothing to forget (and the mode message says so).
         let _ = self.set_session_sandbox_mode(session_id, None).await;
         let _ = self.set_session_workspace(session_id, None).await;
+        // Its tasks are gone: what the sandbox kept for it (the local provider: its namespace,
+        // terminals and temp) may go too.
+        if let Some(provider) = &self.inner.provider {
+            provider.release_session(session_id);
+        }
     }
 
     /// Starts `command` as a background task that `policy` restarts when it ends (host-started

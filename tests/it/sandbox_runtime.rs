@@ -368,3 +368,38 @@ fn a_failed_start_leaves_no_spill_directory_and_no_thread() {
         left()
     );
 }
+
+/// Each session's commands have a temp of their own, and a released session's goes with it: the
+/// next session of the same id finds it empty, while another session's temp is untouched.
+#[actix_rt::test]
+async fn a_released_sessions_temp_goes_and_another_sessions_stays() {
+    if !sandbox_usable() {
+        return;
+    }
+    let ws = workspace();
+    let (rt, _spill) = runtime_with(|b| {
+        b.cwd(ws.path())
+            .sandbox(SandboxMode::WorkspaceWrite, LocalSandboxConfig::default())
+    });
+    let run = |agent: &TestAgent, command: &str| {
+        rt.call(
+            ToolCall::new("bash", json!({"command": command, "description": "t"}))
+                .with_caller(agent.agent.clone()),
+        )
+    };
+    let (a, b) = (TestAgent::new("released"), TestAgent::new("kept"));
+    let write = |text: &str| format!("echo {text} > \"$TMPDIR/note\" && cat \"$TMPDIR/note\"");
+    assert_eq!(run(&a, &write("a")).await.text, "a\n");
+    assert_eq!(run(&b, &write("b")).await.text, "b\n");
+    assert_eq!(
+        run(&a, "cat \"$TMPDIR/note\"").await.text,
+        "a\n",
+        "one session's temp is its own"
+    );
+    rt.release_session("released").await;
+    let again = TestAgent::new("released");
+    let gone = run(&again, "cat \"$TMPDIR/note\"").await.text;
+    assert!(gone.contains("No such file"), "{gone}");
+    assert_eq!(run(&b, "cat \"$TMPDIR/note\"").await.text, "b\n");
+    rt.shutdown().await;
+}

@@ -187,13 +187,8 @@ pub(crate) async fn run(
                     InputState::Busy | InputState::Closed => continue,
                 };
                 tracing::debug!(?reason, "move to background: waiting for input");
-                let handle = BashProcess::running(
-                    manager,
-                    spawned.clone(),
-                    None,
-                    sandbox,
-                    Duration::from_millis(config.grace_ms),
-                );
+                let grace = Duration::from_millis(config.grace_ms);
+                let handle = BashProcess::running(manager, spawned.clone(), None, sandbox, grace);
                 let output = handle.read_output();
                 return Ok(moved_result(MovedToBackground { reason, handle, output }, spec.timeout_ms));
             }
@@ -206,13 +201,8 @@ pub(crate) async fn run(
                         "move to background: still running at its timeout"
                     );
                     // A confined task keeps its facts: its later reads carry its markers.
-                    let handle = BashProcess::running(
-                    manager,
-                    spawned.clone(),
-                    None,
-                    sandbox,
-                    Duration::from_millis(config.grace_ms),
-                );
+                    let grace = Duration::from_millis(config.grace_ms);
+                    let handle = BashProcess::running(manager, spawned.clone(), None, sandbox, grace);
                     let output = handle.read_output();
                     let moved = MovedToBackground { reason: MoveReason::Timeout, handle, output };
                     return Ok(moved_result(moved, spec.timeout_ms));

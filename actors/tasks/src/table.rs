@@ -188,13 +188,20 @@ impl TaskTable {
 
     /// The producer of `id` finished: what it left running (if anything, and not during shutdown)
     /// becomes a task of the same owner and kind, labelled `left running by: <label>`, which the
-    /// record names. Asked before [`Table::settle`], so the end's notice names it too.
+    /// record names. Asked before [`TaskTable::settle`], so the end's notice names it too. A task killed
+    /// meanwhile has what it left killed instead.
     pub(crate) fn adopt_left_behind(&mut self, id: &str) -> Option<Registered> {
         let record = self.records.get(id)?;
         if self.shutting_down || record.settled() {
             return None;
         }
         let left = record.producer.left_behind()?;
+        if matches!(record.life, Life::Killing(_)) {
+            // Killed (`bash_kill`, a released owner) while its end was on the way: a kill takes
+            // every process of the task, what it left included.
+            left.producer.kill();
+            return None;
+        }
         let (kind, owner) = (record.kind.clone(), record.owner.clone());
         let label = format!("left running by: {}", record.label);
         let registered = self.register(kind, label, owner, left.producer).ok()?;

@@ -310,7 +310,12 @@ async fn bash_kill(
     } else {
         KillResult::AlreadyFinished
     };
-    let text = render_kill(task_id.as_str(), result == KillResult::Killed);
+    let mut text = render_kill(task_id.as_str(), result == KillResult::Killed);
+    // An ended task's kill says what it left running, and how to stop that.
+    if let Some(left) = &reply.snapshot.left_running {
+        text.push('\n');
+        text.push_str(&left_running_line(left));
+    }
     Ok(ToolResult::done(
         text,
         ToolOutcome::Kill { task_id, result },

@@ -143,6 +143,9 @@ impl RulesetCache {
                 cached.gate.clone(),
             ));
         }
+        if let Some(temp) = &config.private_temp {
+            session_temp(temp)?;
+        }
         let spec = landlock_spec(config, policy);
         let mount_ns = if namespaces {
             let ns = MountNamespace::build(&mount_spec(config, policy, &spec))
@@ -190,10 +193,39 @@ impl RulesetCache {
         Ok((ruleset, mount_ns, gate))
     }
 
+    /// Forgets every entry of `session` (released): its namespace and terminals go once no command
+    /// of it runs.
+    pub(crate) fn forget(&self, session: &str) {
+        let mut entries = lock_unpoisoned(&self.entries);
+        entries
+            .map
+            .retain(|(_, owner), _| owner.as_deref() != Some(session));
+    }
+
     /// How many are cached (tests).
     #[cfg(test)]
     fn len(&self) -> usize {
         lock_unpoisoned(&self.entries).map.len()
+    }
+}
+
+/// Makes a session's temp (mode 0700) in the runtime's private temp, unless it is there; anything
+/// else at its name is refused. Only dsh writes the runtime's private temp itself: each session's
+/// commands are granted their own directory in it.
+fn session_temp(temp: &std::path::Path) -> Result<(), String> {
+    use std::os::unix::fs::DirBuilderExt;
+    match std::fs::DirBuilder::new().mode(0o700).create(temp) {
+        Ok(()) => Ok(()),
+        Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {
+            match std::fs::symlink_metadata(temp) {
+                Ok(meta) if meta.is_dir() => Ok(()),
+                _ => Err(format!(
+                    "the session's temp {} is not a directory",
+                    temp.display()
+                )),
+            }
+        }
+        Err(err) => Err(format!("the session's temp {}: {err}", temp.display())),
     }
 }
 
@@ -303,6 +335,10 @@ mod tests {
             terminals(&get(Some("bob"))),
             "bob was evicted"
         );
+        // A released session's entries go at once.
+        cache.forget("alice");
+        assert_eq!(cache.len(), MAX_CACHED_RULESETS - 1);
+        assert_ne!(terminals(&alice), terminals(&get(Some("alice"))));
     }
 
     fn probe_abi() -> Option<u32> {

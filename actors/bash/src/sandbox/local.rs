@@ -181,6 +181,8 @@ impl SandboxProvider for LocalSandboxProvider {
                 let config = self
                     .temp_config()
                     .map_err(|detail| unavailable(Some(&detail)))?;
+                // Each session's commands have a temp of their own inside the runtime's.
+                let config = &session_temp_config(config, session);
                 let confined = self
                     .rulesets
                     .get(config, policy, session, root, self.namespaces)
@@ -211,6 +213,16 @@ impl SandboxProvider for LocalSandboxProvider {
             remove_private_temp(temp);
         }
     }
+
+    fn release_session(&self, session: &str) {
+        self.rulesets.forget(session);
+        let Some(Ok(config)) = self.temp.get() else {
+            return;
+        };
+        if let Some(temp) = session_temp_config(config, Some(session)).private_temp {
+            remove_private_temp(&temp);
+        }
+    }
 }
 
 impl Drop for LocalSandboxProvider {
@@ -218,6 +230,32 @@ impl Drop for LocalSandboxProvider {
         if let Some(temp) = self.private_temp() {
             remove_private_temp(temp);
         }
+    }
+}
+
+/// `config` with its private temp narrowed to `session`'s own directory in it (made when its
+/// ruleset is built, `landlock.rs`): what that session's commands see as `/tmp` and `/var/tmp` (or
+/// get as `TMPDIR` without a namespace) and may write. The name is `s-` and the session id in hex
+/// (`h-` and a hash of a long one; `anonymous` for a caller with no session), so one session cannot
+/// name its way into another's.
+fn session_temp_config(config: &LocalSandboxConfig, session: Option<&str>) -> LocalSandboxConfig {
+    let name = match session {
+        None => "anonymous".to_owned(),
+        Some(id) if id.len() <= 100 => {
+            let hex: String = id.bytes().map(|b| format!("{b:02x}")).collect();
+            format!("s-{hex}")
+        }
+        // FNV-1a: stable across runs, so a session keeps its temp when its cache entry is rebuilt.
+        Some(id) => {
+            let hash = id.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+                (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+            });
+            format!("h-{hash:016x}-{}", id.len())
+        }
+    };
+    LocalSandboxConfig {
+        private_temp: config.private_temp.as_ref().map(|temp| temp.join(name)),
+        ..config.clone()
     }
 }
 

@@ -124,4 +124,9 @@ pub trait SandboxProvider: Send + Sync + 'static {
     /// Called once when the runtime shuts down, after every command is gone: removes what the
     /// provider made for its commands (the local provider's private temp).
     fn shutdown(&self) {}
+
+    /// Called when the runtime releases `session`, after its tasks are gone: forgets what the
+    /// provider keeps for that session's commands (the local provider: its namespace, terminals
+    /// and temp). A later session of the same id starts afresh.
+    fn release_session(&self, _session: &str) {}
 }

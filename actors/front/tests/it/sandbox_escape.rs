@@ -502,6 +502,19 @@ fn a_daemon_a_background_task_left_is_stopped_with_bash_kill(backend: Backend) {
     server.call("kill", "bash", bash(&format!("kill {pid}"), json!({})));
     let refused = server.text("kill");
     assert!(refused.contains("Operation not permitted"), "{refused}");
+    // A kill of the ended task says what it left, and how to stop that.
+    server.call("ended", "bash_kill", json!({"task_id": bg}));
+    let ended_kill = server.text("ended");
+    assert!(
+        ended_kill.starts_with(&format!(
+            "task {bg} had already finished\n[left running: pid {pid}"
+        )),
+        "{ended_kill}"
+    );
+    assert!(
+        ended_kill.ends_with(&format!("; stop it with bash_kill {task}]")),
+        "{ended_kill}"
+    );
     server.call("stop", "bash_kill", json!({"task_id": task}));
     assert_eq!(
         server.text("stop"),

@@ -172,11 +172,20 @@ pub(crate) fn temp_is_private_and_gone_after_shutdown(backend: Backend) {
     }
     let temps = private_temps(pid);
     if let Backend::Landlock = backend {
-        // One private temp, mode 0700, holding what the command made there.
+        // One private temp, mode 0700, holding the session's own (a caller with no session is
+        // `anonymous`), mode 0700 too, which holds what the command made there.
         assert_eq!(temps.len(), 1, "{temps:?}");
-        let meta = std::fs::metadata(&temps[0]).unwrap();
-        assert_eq!(meta.permissions().mode() & 0o777, 0o700);
-        assert!(std::fs::symlink_metadata(temps[0].join(&m)).is_ok());
+        let own = temps[0].join("anonymous");
+        for dir in [&temps[0], &own] {
+            let meta = std::fs::metadata(dir).unwrap();
+            assert_eq!(
+                meta.permissions().mode() & 0o777,
+                0o700,
+                "{}",
+                dir.display()
+            );
+        }
+        assert!(std::fs::symlink_metadata(own.join(&m)).is_ok());
     }
     server.finish();
     assert!(private_temps(pid).is_empty(), "{:?}", private_temps(pid));
@@ -332,12 +341,13 @@ fn a_command_holding_every_terminal_does_not_stop_a_tty_call() {
     assert_nothing_left(&m);
 }
 
-/// Each agent session has terminals of its own (one instance per session): a command of another
-/// session cannot open, list or read the terminal a `tty: true` task waits on (reading it would take
-/// what the agent types there, a password among it), while a later command of the same session
-/// still can (`tmux attach`, `screen -r`).
+/// Each agent session has terminals and a temp of its own (one namespace per session): a command of
+/// another session cannot open, list or read the terminal a `tty: true` task waits on (reading it
+/// would take what the agent types there, a password among it), nor see the session's `/tmp` or
+/// reach a socket there (a tmux server's is how its panes would be read and typed into), while a
+/// later command of the same session still can (`tmux attach`, `screen -r`).
 #[test]
-fn a_session_cannot_open_another_sessions_terminal() {
+fn a_session_cannot_reach_another_sessions_terminal_or_temp() {
     let Some((ws, m)) = setup_metadata(Backend::Landlock) else {
         return;
     };
@@ -348,9 +358,36 @@ fn a_session_cannot_open_another_sessions_terminal() {
     let path = asked.lines().next().unwrap_or_default().trim().to_owned();
     assert!(path.starts_with("/dev/pts/"), "{asked}");
     assert!(asked.contains("moved to background task bash-1"), "{asked}");
+    // A file and a listening socket in alice's /tmp (what a tmux server keeps there).
+    let listen = format!(
+        "echo secret > /tmp/{m}-note; python3 -c 'import socket, time\ns = socket.socket(socket.AF_UNIX)\ns.bind(\"/tmp/{m}.sock\")\ns.listen()\nprint(\"listening\", flush=True)\ntime.sleep(600)' # {m}"
+    );
+    server.call_as(
+        "alice",
+        "listen",
+        "bash",
+        bash(&listen, json!({"run_in_background": true})),
+    );
+    let listener = server
+        .text("listen")
+        .strip_prefix("started background task ")
+        .expect("started")
+        .to_owned();
+    server.call_as(
+        "alice",
+        "listening",
+        "bash_output",
+        json!({"task_id": listener, "until": "listening\n", "timeout_ms": 60000}),
+    );
+    assert!(server.text("listening").contains("listening"));
+    let connect = format!(
+        "python3 -c 'import socket\ns = socket.socket(socket.AF_UNIX)\ns.connect(\"/tmp/{m}.sock\")\nprint(\"CONNECTED\")'"
+    );
     let probe = format!(
         "exec 3<>{path} && echo OPENED; exec 4<{path} && echo READABLE; \
-         ls /dev/pts | grep -vx ptmx | grep . && echo LISTED; echo done"
+         ls /dev/pts | grep -vx ptmx | grep . && echo LISTED; \
+         cat /tmp/{m}-note && echo NOTE; ls /tmp | grep -F {m} && echo TMP_LISTED; {connect}; \
+         echo done"
     );
     server.call_as("bob", "bob", "bash", bash(&probe, json!({})));
     let bob = server.text("bob");
@@ -360,10 +397,26 @@ fn a_session_cannot_open_another_sessions_terminal() {
         !bob.contains("READABLE"),
         "bob can read alice's {path}: {bob}"
     );
-    assert!(!bob.contains("LISTED"), "bob sees alice's terminals: {bob}");
-    let reopen = format!("exec 3<>{path} && echo OPENED");
-    server.call_as("alice", "same", "bash", bash(&reopen, json!({})));
-    assert!(server.text("same").contains("OPENED"));
+    assert!(
+        !bob.contains("LISTED"),
+        "bob sees alice's terminals or temp: {bob}"
+    );
+    assert!(
+        !bob.contains("NOTE") && !bob.contains("secret"),
+        "bob read alice's /tmp: {bob}"
+    );
+    assert!(
+        !bob.contains("CONNECTED"),
+        "bob reached alice's socket: {bob}"
+    );
+    let same = format!("exec 3<>{path} && echo OPENED; cat /tmp/{m}-note; {connect}");
+    server.call_as("alice", "same", "bash", bash(&same, json!({})));
+    let alice = server.text("same");
+    for word in ["OPENED", "secret", "CONNECTED"] {
+        assert!(alice.contains(word), "{word}: {alice}");
+    }
+    server.call_as("alice", "stop", "bash_kill", json!({"task_id": listener}));
+    assert!(server.text("stop").contains(&listener));
     // What alice types reaches her task, whole.
     server.call_as(
         "alice",

@@ -441,3 +441,32 @@ fn what_an_ended_task_left_running_becomes_a_task_named_in_its_end() {
     assert!(table.kill("bash-2", None).is_ok());
     assert_eq!(left.kills.load(Ordering::SeqCst), 1);
 }
+
+#[test]
+fn a_task_killed_before_its_end_arrived_has_what_it_left_killed_not_adopted() {
+    let mut table = TaskTable::new(8);
+    let left = Stub::default();
+    let id = table
+        .register(
+            "bash".into(),
+            "serve".into(),
+            None,
+            Box::new(Leaves(left.clone())),
+        )
+        .unwrap()
+        .id;
+    // The kill lands after the work ended but before the registry heard of it.
+    assert!(table.kill(&id, None).is_ok());
+    assert!(table.adopt_left_behind(&id).is_none());
+    assert_eq!(
+        left.kills.load(Ordering::SeqCst),
+        1,
+        "what it left is killed"
+    );
+    let done = table.settle(&id, TaskStatus::Completed { exit_code: 0 });
+    let snapshot = table.get(&id, None).unwrap();
+    assert_eq!(snapshot.status, TaskStatus::Killed { signal: None });
+    assert!(snapshot.left_running.is_none());
+    assert!(done.is_none_or(|done| done.snapshot.left_running.is_none()));
+    assert_eq!(table.list(None).len(), 1, "no task was made of it");
+}

@@ -416,31 +416,8 @@ fn a_daemon_an_earlier_call_left_is_stopped_with_bash_kill(backend: Backend) {
         server.finish();
         return;
     }
-    // Named by pid (its command line is whatever it was when the call ended: a daemon caught
-    // between its fork and its `exec` shows the shell's, or none in the middle of the `exec`).
-    let (pid, task) = text
-        .strip_prefix("started\n[left running: pid ")
-        .and_then(|rest| {
-            let digits = rest.find(|c: char| !c.is_ascii_digit())?;
-            let task = rest.rsplit_once("; stop it with bash_kill ")?.1;
-            Some((
-                rest[..digits].parse::<i32>().ok()?,
-                task.strip_suffix(']')?.to_owned(),
-            ))
-        })
-        .unwrap_or_else(|| panic!("the daemon is not named: {text:?}"));
-    assert!(
-        wait_until(SOON, || live_with_cmdline(&format!("{m}-daemon")) == [pid]),
-        "the daemon is not pid {pid}: {text}"
-    );
-    assert_eq!(
-        reply["structured"]["left_running"],
-        json!({"task_id": task, "pids": [pid]})
-    );
-    // A later command is a sandbox of its own: it may not signal the daemon.
-    server.call("kill", "bash", bash(&format!("kill {pid}"), json!({})));
-    let refused = server.text("kill");
-    assert!(refused.contains("Operation not permitted"), "{refused}");
+    let (pid, task) = named_daemon(&reply, "started\n", &m);
+    a_later_command_cannot_signal(&mut server, pid);
     server.call("stop", "bash_kill", json!({"task_id": task}));
     assert_eq!(
         server.text("stop"),
@@ -479,29 +456,9 @@ fn a_daemon_a_background_task_left_is_stopped_with_bash_kill(backend: Backend) {
         server.finish();
         return;
     }
-    let (pid, task) = text
-        .strip_prefix(&format!("{ended}\n[left running: pid "))
-        .and_then(|rest| {
-            let digits = rest.find(|c: char| !c.is_ascii_digit())?;
-            let task = rest.rsplit_once("; stop it with bash_kill ")?.1;
-            Some((
-                rest[..digits].parse::<i32>().ok()?,
-                task.strip_suffix(']')?.to_owned(),
-            ))
-        })
-        .unwrap_or_else(|| panic!("the daemon is not named: {text:?}"));
+    let (pid, task) = named_daemon(&reply, &format!("{ended}\n"), &m);
     assert_ne!(task, bg);
-    assert!(
-        wait_until(SOON, || live_with_cmdline(&format!("{m}-daemon")) == [pid]),
-        "the daemon is not pid {pid}: {text}"
-    );
-    assert_eq!(
-        reply["structured"]["left_running"],
-        json!({"task_id": task, "pids": [pid]})
-    );
-    server.call("kill", "bash", bash(&format!("kill {pid}"), json!({})));
-    let refused = server.text("kill");
-    assert!(refused.contains("Operation not permitted"), "{refused}");
+    a_later_command_cannot_signal(&mut server, pid);
     // A kill of the ended task says what it left, and how to stop that.
     server.call("ended", "bash_kill", json!({"task_id": bg}));
     let ended_kill = server.text("ended");
@@ -531,6 +488,41 @@ fn a_daemon_a_background_task_left_is_stopped_with_bash_kill(backend: Backend) {
     assert_eq!(server.text("after"), "after\n");
     server.finish();
     assert_nothing_left(&m);
+}
+
+/// The pid and task id of the `[left running: pid <pid> …; stop it with bash_kill <task>]` line that
+/// follows `before` in `reply`: the pid is the daemon's (`<m>-daemon`), and the structured result
+/// names both. Named by pid: its command line is whatever it was when the command ended (a daemon
+/// caught between its fork and its `exec` shows the shell's, or none in the middle of the `exec`).
+fn named_daemon(reply: &serde_json::Value, before: &str, m: &str) -> (i32, String) {
+    let text = reply["text"].as_str().unwrap_or_default();
+    let (pid, task) = text
+        .strip_prefix(&format!("{before}[left running: pid "))
+        .and_then(|rest| {
+            let digits = rest.find(|c: char| !c.is_ascii_digit())?;
+            let task = rest.rsplit_once("; stop it with bash_kill ")?.1;
+            Some((
+                rest[..digits].parse::<i32>().ok()?,
+                task.strip_suffix(']')?.to_owned(),
+            ))
+        })
+        .unwrap_or_else(|| panic!("the daemon is not named: {text:?}"));
+    assert!(
+        wait_until(SOON, || live_with_cmdline(&format!("{m}-daemon")) == [pid]),
+        "the daemon is not pid {pid}: {text}"
+    );
+    assert_eq!(
+        reply["structured"]["left_running"],
+        json!({"task_id": task, "pids": [pid]})
+    );
+    (pid, task)
+}
+
+/// A later command is a sandbox of its own: it may not signal `pid`, another call's daemon.
+fn a_later_command_cannot_signal(server: &mut Server, pid: i32) {
+    server.call("kill", "bash", bash(&format!("kill {pid}"), json!({})));
+    let refused = server.text("kill");
+    assert!(refused.contains("Operation not permitted"), "{refused}");
 }
 
 /// One `#[test]` per backend for each check named (this module's, and `sandbox_workflows`'), each

@@ -407,19 +407,21 @@ impl TaskProducer for Leaves {
     }
 }
 
-#[test]
-fn what_an_ended_task_left_running_becomes_a_task_named_in_its_end() {
+/// A table holding one task, `serve`, whose work leaves the returned stub running.
+fn table_with_a_task_that_leaves() -> (TaskTable, String, Stub) {
     let mut table = TaskTable::new(8);
     let left = Stub::default();
+    let work = Box::new(Leaves(left.clone()));
     let id = table
-        .register(
-            "bash".into(),
-            "serve".into(),
-            None,
-            Box::new(Leaves(left.clone())),
-        )
+        .register("bash".into(), "serve".into(), None, work)
         .unwrap()
         .id;
+    (table, id, left)
+}
+
+#[test]
+fn what_an_ended_task_left_running_becomes_a_task_named_in_its_end() {
+    let (mut table, id, left) = table_with_a_task_that_leaves();
     let successor = table
         .adopt_left_behind(&id)
         .expect("a task of what was left");
@@ -444,17 +446,7 @@ fn what_an_ended_task_left_running_becomes_a_task_named_in_its_end() {
 
 #[test]
 fn a_task_killed_before_its_end_arrived_has_what_it_left_killed_not_adopted() {
-    let mut table = TaskTable::new(8);
-    let left = Stub::default();
-    let id = table
-        .register(
-            "bash".into(),
-            "serve".into(),
-            None,
-            Box::new(Leaves(left.clone())),
-        )
-        .unwrap()
-        .id;
+    let (mut table, id, left) = table_with_a_task_that_leaves();
     // The kill lands after the work ended but before the registry heard of it.
     assert!(table.kill(&id, None).is_ok());
     assert!(table.adopt_left_behind(&id).is_none());

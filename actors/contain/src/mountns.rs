@@ -13,7 +13,8 @@
 //! writable root, of every path that must stay visible (the workspace of a `read-only` command, made
 //! read-only) and of the private temp, then makes the whole tree read-only
 //! (`mount_setattr(AT_RECURSIVE, MOUNT_ATTR_RDONLY)`), attaches the private temp on `/tmp` and
-//! `/var/tmp` (hiding the host's) and the copies on their own paths (the spill directory among the
+//! `/var/tmp` (hiding the host's), a given directory on `/dev/shm` in place of the host's shared
+//! memory ([`MountSpec::shm`]), and the copies on their own paths (the spill directory among the
 //! visible ones, so results' spill paths stay readable), mounts the namespace's own terminals
 //! (`crate::devpts`), and keeps the namespace by a descriptor of `/proc/thread-self/ns/mnt`. Copies keep the host's own
 //! mount flags, so a host read-only mount inside a workspace stays read-only. A writable root or
@@ -39,6 +40,8 @@ mod points;
 const OPEN_TREE_CLONE: libc::c_uint = 1;
 const AT_RECURSIVE: libc::c_uint = 0x8000;
 const MOUNT_ATTR_RDONLY: u64 = 0x1;
+/// Where the host's POSIX shared memory is, which [`MountSpec::shm`] replaces.
+const SHM: &str = "/dev/shm";
 
 /// `struct mount_attr` (`MOUNT_ATTR_SIZE_VER0`).
 #[repr(C)]
@@ -60,6 +63,9 @@ pub struct MountSpec {
     /// The private temp directory, mounted on `/tmp` and `/var/tmp` (read-write when it is in
     /// `writable`, else read-only).
     pub temp: Option<PathBuf>,
+    /// A directory mounted read-write on `/dev/shm` instead of the host's shared memory (when it is
+    /// in `writable`; it is not also bound on itself).
+    pub shm: Option<PathBuf>,
 }
 
 /// A prepared mount namespace, held by a descriptor (shared: clones are cheap).
@@ -207,9 +213,18 @@ fn prepare(spec: &MountSpec) -> io::Result<(OwnedFd, Option<Devpts>)> {
         }
         trees.push((tree, path.clone()));
     }
+    let shm = match &spec.shm {
+        Some(shm) if spec.writable.contains(shm) && Path::new(SHM).is_dir() => {
+            Some(clone_tree(shm)?)
+        }
+        _ => None,
+    };
     make_read_only(libc::AT_FDCWD, Path::new("/"), 0)?;
     for (tree, target) in &temps {
         points::attach(tree, target)?;
+    }
+    if let Some(tree) = &shm {
+        points::attach(tree, Path::new(SHM))?;
     }
     for (tree, path) in &trees {
         points::attach(tree, path)?;
@@ -231,7 +246,8 @@ fn binds(spec: &MountSpec) -> Vec<(PathBuf, bool)> {
     let mut binds: Vec<(PathBuf, bool)> = spec
         .writable
         .iter()
-        .filter(|p| Some(*p) != spec.temp.as_ref() && p.parent().is_some())
+        .filter(|p| Some(*p) != spec.temp.as_ref() && Some(*p) != spec.shm.as_ref())
+        .filter(|p| p.parent().is_some())
         .filter(|p| std::fs::metadata(p).is_ok_and(|m| m.is_dir() || m.is_file()))
         .map(|p| (p.clone(), true))
         .chain(

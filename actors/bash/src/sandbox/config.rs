@@ -66,6 +66,10 @@ pub struct LocalSandboxConfig {
     /// The runtime's private temp directory (canonical), granted instead of the host's `/tmp`; the
     /// local provider sets it when it creates the directory.
     pub private_temp: Option<std::path::PathBuf>,
+    /// A session's own directory shown as `/dev/shm` in its Landlock mount namespace and granted in
+    /// place of the host's `/dev/shm` (a writable root), so confined commands share no shared-memory
+    /// names with unconfined programs or other sessions; the local provider sets it per session.
+    pub private_shm: Option<std::path::PathBuf>,
     /// Unix sockets a confined command may connect to wherever they are (`--allow-unix-socket`,
     /// absolute): the socket gate (`dsh_contain::sockgate`) compares each by device and inode.
     pub allow_unix_sockets: Vec<std::path::PathBuf>,
@@ -87,6 +91,7 @@ impl Default for LocalSandboxConfig {
             scope_signals: true,
             writable_roots: Vec::new(),
             private_temp: None,
+            private_shm: None,
             allow_unix_sockets: Vec::new(),
             spill_dir: None,
         }

@@ -40,6 +40,10 @@ pub(crate) fn gate_policy(
     };
     if policy.mode == SandboxMode::WorkspaceWrite && own_temps {
         writable.extend([PathBuf::from("/tmp"), PathBuf::from("/var/tmp")]);
+        // The session's own shared memory, which its namespace shows there.
+        if config.private_shm.is_some() {
+            writable.push(PathBuf::from(crate::sandbox::writable::SHM));
+        }
     }
     let inet = match (backend, config.network) {
         // Landlock's TCP rules bind the command, not dsh, which makes the connect.

@@ -69,6 +69,7 @@ pub fn mount_spec(
         writable: spec.writable.clone(),
         visible,
         temp: config.private_temp.clone(),
+        shm: config.private_shm.clone(),
     }
 }
 
@@ -143,8 +144,8 @@ impl RulesetCache {
                 cached.gate.clone(),
             ));
         }
-        if let Some(temp) = &config.private_temp {
-            session_temp(temp)?;
+        for dir in config.private_temp.iter().chain(&config.private_shm) {
+            session_temp(dir)?;
         }
         let spec = landlock_spec(config, policy);
         let mount_ns = if namespaces {

@@ -181,8 +181,9 @@ impl SandboxProvider for LocalSandboxProvider {
                 let config = self
                     .temp_config()
                     .map_err(|detail| unavailable(Some(&detail)))?;
-                // Each session's commands have a temp of their own inside the runtime's.
-                let config = &session_temp_config(config, session);
+                // Each session's commands have a temp of their own inside the runtime's (and, in
+                // their namespace, a shared memory of their own).
+                let config = &session_temp_config(config, session, self.namespaces);
                 let confined = self
                     .rulesets
                     .get(config, policy, session, root, self.namespaces)
@@ -219,8 +220,9 @@ impl SandboxProvider for LocalSandboxProvider {
         let Some(Ok(config)) = self.temp.get() else {
             return;
         };
-        if let Some(temp) = session_temp_config(config, Some(session)).private_temp {
-            remove_private_temp(&temp);
+        let own = session_temp_config(config, Some(session), self.namespaces);
+        for dir in own.private_temp.iter().chain(&own.private_shm) {
+            remove_private_temp(dir);
         }
     }
 }
@@ -237,8 +239,13 @@ impl Drop for LocalSandboxProvider {
 /// ruleset is built, `landlock.rs`): what that session's commands see as `/tmp` and `/var/tmp` (or
 /// get as `TMPDIR` without a namespace) and may write. The name is `s-` and the session id in hex
 /// (`h-` and a hash of a long one; `anonymous` for a caller with no session), so one session cannot
-/// name its way into another's.
-fn session_temp_config(config: &LocalSandboxConfig, session: Option<&str>) -> LocalSandboxConfig {
+/// name its way into another's. With `namespaces`, and `/dev/shm` among the writable roots, the
+/// session also gets `<name>.shm` beside it, shown as `/dev/shm` instead of the host's.
+fn session_temp_config(
+    config: &LocalSandboxConfig,
+    session: Option<&str>,
+    namespaces: bool,
+) -> LocalSandboxConfig {
     let name = match session {
         None => "anonymous".to_owned(),
         Some(id) if id.len() <= 100 => {
@@ -253,8 +260,16 @@ fn session_temp_config(config: &LocalSandboxConfig, session: Option<&str>) -> Lo
             format!("h-{hash:016x}-{}", id.len())
         }
     };
+    let shm = namespaces
+        && config
+            .writable_roots
+            .iter()
+            .any(|root| root == Path::new(crate::sandbox::writable::SHM));
     LocalSandboxConfig {
-        private_temp: config.private_temp.as_ref().map(|temp| temp.join(name)),
+        private_temp: config.private_temp.as_ref().map(|temp| temp.join(&name)),
+        private_shm: (config.private_temp.as_ref())
+            .filter(|_| shm)
+            .map(|temp| temp.join(format!("{name}.shm"))),
         ..config.clone()
     }
 }

@@ -27,6 +27,11 @@ pub fn writable_paths(config: &LocalSandboxConfig, policy: &SandboxPolicy) -> Ve
         }));
         writable.push(policy.workspace_root.clone());
         for root in &config.writable_roots {
+            // The host's shared memory, where a session has its own in its place.
+            let root = match &config.private_shm {
+                Some(own) if root == Path::new(SHM) => own,
+                _ => root,
+            };
             if root.exists() && !writable.contains(root) {
                 writable.push(root.clone());
             }
@@ -34,6 +39,9 @@ pub fn writable_paths(config: &LocalSandboxConfig, policy: &SandboxPolicy) -> Ve
     }
     writable
 }
+
+/// POSIX shared memory, an everyday root (Python's `multiprocessing`).
+pub(crate) const SHM: &str = "/dev/shm";
 
 /// The directories below the home that everyday work writes outside its workspace: npm's cache,
 /// the XDG cache (pip, pre-commit, …), cargo's registry and git checkouts (never `~/.cargo/bin`).
@@ -66,11 +74,7 @@ pub fn everyday_roots(home: Option<&Path>, dsh_home: &Path, create: bool) -> Vec
         .map(|home| CARGO_FILES.iter().map(|name| home.join(name)).collect())
         .unwrap_or_default();
     let mut ready = Vec::new();
-    for root in dirs
-        .into_iter()
-        .chain(files)
-        .chain([PathBuf::from("/dev/shm")])
-    {
+    for root in dirs.into_iter().chain(files).chain([PathBuf::from(SHM)]) {
         match std::fs::canonicalize(&root) {
             Ok(path) if path != Path::new("/") && !ready.contains(&path) => ready.push(path),
             _ => {}
@@ -162,6 +166,16 @@ pub(crate) mod tests {
                 PathBuf::from("/dev/shm"),
             ]
         );
+    }
+
+    #[test]
+    fn a_sessions_own_shared_memory_is_granted_in_place_of_the_hosts() {
+        let (mut config, policy) = config_and_policy(&["/dev/shm"], SandboxMode::WorkspaceWrite);
+        let own = tempfile::tempdir().unwrap();
+        config.private_shm = Some(own.path().to_path_buf());
+        let writable = writable_paths(&config, &policy);
+        assert!(writable.contains(&own.path().to_path_buf()), "{writable:?}");
+        assert!(!writable.contains(&PathBuf::from("/dev/shm")), "{writable:?}");
     }
 
     #[test]

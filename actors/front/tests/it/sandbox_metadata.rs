@@ -360,7 +360,7 @@ fn a_session_cannot_reach_another_sessions_terminal_or_temp() {
     assert!(asked.contains("moved to background task bash-1"), "{asked}");
     // A file and a listening socket in alice's /tmp (what a tmux server keeps there).
     let listen = format!(
-        "echo secret > /tmp/{m}-note; python3 -c 'import socket, time\ns = socket.socket(socket.AF_UNIX)\ns.bind(\"/tmp/{m}.sock\")\ns.listen()\nprint(\"listening\", flush=True)\ntime.sleep(600)' # {m}"
+        "echo secret > /tmp/{m}-note; echo shared > /dev/shm/{m}-shm; python3 -c 'import socket, time\ns = socket.socket(socket.AF_UNIX)\ns.bind(\"/tmp/{m}.sock\")\ns.listen()\nprint(\"listening\", flush=True)\ntime.sleep(600)' # {m}"
     );
     server.call_as(
         "alice",
@@ -387,7 +387,7 @@ fn a_session_cannot_reach_another_sessions_terminal_or_temp() {
         "exec 3<>{path} && echo OPENED; exec 4<{path} && echo READABLE; \
          ls /dev/pts | grep -vx ptmx | grep . && echo LISTED; \
          cat /tmp/{m}-note && echo NOTE; ls /tmp | grep -F {m} && echo TMP_LISTED; {connect}; \
-         echo done"
+         cat /dev/shm/{m}-shm && echo SHM; echo done"
     );
     server.call_as("bob", "bob", "bash", bash(&probe, json!({})));
     let bob = server.text("bob");
@@ -409,10 +409,14 @@ fn a_session_cannot_reach_another_sessions_terminal_or_temp() {
         !bob.contains("CONNECTED"),
         "bob reached alice's socket: {bob}"
     );
-    let same = format!("exec 3<>{path} && echo OPENED; cat /tmp/{m}-note; {connect}");
+    assert!(!bob.contains("SHM"), "bob read alice's /dev/shm: {bob}");
+    // Nor is alice's shared memory the host's.
+    assert!(std::fs::symlink_metadata(format!("/dev/shm/{m}-shm")).is_err());
+    let same =
+        format!("exec 3<>{path} && echo OPENED; cat /tmp/{m}-note /dev/shm/{m}-shm; {connect}");
     server.call_as("alice", "same", "bash", bash(&same, json!({})));
     let alice = server.text("same");
-    for word in ["OPENED", "secret", "CONNECTED"] {
+    for word in ["OPENED", "secret", "shared", "CONNECTED"] {
         assert!(alice.contains(word), "{word}: {alice}");
     }
     server.call_as("alice", "stop", "bash_kill", json!({"task_id": listener}));

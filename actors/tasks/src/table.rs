@@ -186,10 +186,10 @@ impl TaskTable {
         Ok(Registered { id, finished })
     }
 
-    /// The producer of `id` finished: what it left running (if anything, and not during shutdown)
-    /// becomes a task of the same owner and kind, labelled `left running by: <label>`, which the
-    /// record names. Asked before [`TaskTable::settle`], so the end's notice names it too. A task killed
-    /// meanwhile has what it left killed instead.
+    /// The producer of `id` finished: what it left running becomes a task of the same owner and
+    /// kind (`left running by: <label>`), named by the record; asked before [`TaskTable::settle`],
+    /// so the end's notice names it too, and not during shutdown. A task killed meanwhile
+    /// (`bash_kill`, a released owner) has it killed instead: a kill takes every process of it.
     pub(crate) fn adopt_left_behind(&mut self, id: &str) -> Option<Registered> {
         let record = self.records.get(id)?;
         if self.shutting_down || record.settled() {
@@ -197,8 +197,6 @@ impl TaskTable {
         }
         let left = record.producer.left_behind()?;
         if matches!(record.life, Life::Killing(_)) {
-            // Killed (`bash_kill`, a released owner) while its end was on the way: a kill takes
-            // every process of the task, what it left included.
             left.producer.kill();
             return None;
         }

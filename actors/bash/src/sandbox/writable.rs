@@ -175,7 +175,10 @@ pub(crate) mod tests {
         config.private_shm = Some(own.path().to_path_buf());
         let writable = writable_paths(&config, &policy);
         assert!(writable.contains(&own.path().to_path_buf()), "{writable:?}");
-        assert!(!writable.contains(&PathBuf::from("/dev/shm")), "{writable:?}");
+        assert!(
+            !writable.contains(&PathBuf::from("/dev/shm")),
+            "{writable:?}"
+        );
     }
 
     #[test]

@@ -110,3 +110,38 @@ async fn only_restarts_within_the_window_count_toward_the_limit() {
     call(&rt, "bash_kill", json!({"task_id": id})).await;
     finish(rt).await;
 }
+
+/// What a run leaves running (a daemon that let go of the pipes) is killed at the run's end, as a
+/// service manager kills a service's leftovers: restarts never pile daemons up (each would take the
+/// last one's port), and nothing outlives the task. Before, every run's daemon ran until shutdown.
+#[actix_rt::test]
+async fn what_each_run_leaves_running_is_killed_at_its_end() {
+    let (rt, _s) = runtime();
+    let marker = "dsh-restart-daemon-4417";
+    let command = format!(
+        "nohup bash -c 'exec -a {marker} sleep 600' > /dev/null 2>&1 < /dev/null & echo run; exit 1"
+    );
+    let id = supervised(&rt, &command, policy(Restart::OnFailure, 2), None).await;
+    let end = call(
+        &rt,
+        "bash_output",
+        json!({"task_id": id, "wait": true, "timeout_ms": 60000}),
+    )
+    .await;
+    assert!(
+        end.text.ends_with("[status: completed, exit code: 1]"),
+        "{}",
+        end.text
+    );
+    assert_eq!(end.text.matches("run\n").count(), 3, "{}", end.text);
+    let gone = dsh_test_support::wait::poll_until(SOON, || {
+        dsh_test_support::procfs::live_with_cmdline(marker).is_empty()
+    })
+    .await;
+    assert!(
+        gone,
+        "left running: {:?}",
+        dsh_test_support::procfs::live_with_cmdline(marker)
+    );
+    rt.shutdown().await;
+}

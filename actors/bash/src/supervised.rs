@@ -13,7 +13,7 @@
 //! ```
 //!
 //! The task's output is one stream across runs: what a run left unread is kept and followed by a
-//! line `[restarted after <status>; run <n>]`. Every decision is a tracing event (target
+//! line `[restarted after <status>; run <n>]`. What a run left running is killed at its end. Every decision is a tracing event (target
 //! `dsh::policy`); giving up is also a notice to the owner, when there is one.
 
 use std::collections::VecDeque;
@@ -192,7 +192,14 @@ async fn supervise(
         let Some(current) = task.current() else {
             break TaskStatus::Killed { signal: None };
         };
-        let status = current.done().await;
+        // As `finished`: the end, and the manager's record of what the run left running.
+        let status = TaskProducer::finished(&current).await;
+        // A supervisor owns its runs whole: what one left running (a daemon that let go of the
+        // pipes) is killed at the run's end, as a service manager kills a service's leftovers, so a
+        // restart never starts a second beside the first and nothing outlives the task.
+        if let Some(left) = TaskProducer::left_behind(&current) {
+            left.producer.kill();
+        }
         if task.state().stopping || !policy.wants_restart(&status) {
             break status;
         }

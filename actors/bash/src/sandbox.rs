@@ -27,6 +27,7 @@ pub mod provider;
 pub mod quote;
 mod root_check;
 mod runner;
+mod session_temp;
 pub mod writable;
 
 pub use classify::matches_signatures;

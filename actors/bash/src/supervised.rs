@@ -13,8 +13,9 @@
 //! ```
 //!
 //! The task's output is one stream across runs: what a run left unread is kept and followed by a
-//! line `[restarted after <status>; run <n>]`. What a run left running is killed at its end. Every decision is a tracing event (target
-//! `dsh::policy`); giving up is also a notice to the owner, when there is one.
+//! line `[restarted after <status>; run <n>]`. What a run left running is killed at its end. Every
+//! decision is a tracing event (target `dsh::policy`); giving up is also a notice to the owner, when
+//! there is one.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};

@@ -41,7 +41,7 @@ const OPEN_TREE_CLONE: libc::c_uint = 1;
 const AT_RECURSIVE: libc::c_uint = 0x8000;
 const MOUNT_ATTR_RDONLY: u64 = 0x1;
 /// Where the host's POSIX shared memory is, which [`MountSpec::shm`] replaces.
-const SHM: &str = "/dev/shm";
+pub const SHM: &str = "/dev/shm";
 
 /// `struct mount_attr` (`MOUNT_ATTR_SIZE_VER0`).
 #[repr(C)]

@@ -42,7 +42,7 @@ pub(crate) fn gate_policy(
         writable.extend([PathBuf::from("/tmp"), PathBuf::from("/var/tmp")]);
         // The session's own shared memory, which its namespace shows there.
         if config.private_shm.is_some() {
-            writable.push(PathBuf::from(crate::sandbox::writable::SHM));
+            writable.push(PathBuf::from(dsh_contain::mountns::SHM));
         }
     }
     let inet = match (backend, config.network) {

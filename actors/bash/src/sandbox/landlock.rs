@@ -1,6 +1,6 @@
 //! The Landlock backend, applied in the spawn: no launcher process. A ruleset is built here, in the
-//! unconfined parent, once per policy and agent session (cached), and the `clone3` child restricts itself with it
-//! right before exec (`dsh_contain::landlock`). Grants: read and execute below `/`, write to
+//! unconfined parent, once per policy and agent session (cached), and the `clone3` child restricts
+//! itself with it right before exec (`dsh_contain::landlock`). Grants: read and execute below `/`, write to
 //! the writable set of `writable.rs` (`/dev/null` and `/dev/tty`; `workspace-write` adds the runtime's
 //! private temp (`LocalSandboxConfig::private_temp`, else the host's `/tmp`), the workspace root and
 //! the extra roots). Where dsh may make one, the child first enters a read-only mount namespace built
@@ -36,6 +36,7 @@ use crate::sandbox::gate::{GateBackend, gate_policy};
 use crate::sandbox::policy::SandboxPolicy;
 use crate::sandbox::provider::{Wrap, WrapFacts};
 use crate::sandbox::root_check::RootId;
+use crate::sandbox::session_temp;
 use crate::sandbox::writable::writable_paths;
 
 /// How many Landlock rulesets the provider keeps, one per (policy, session) (each holds
@@ -85,20 +86,24 @@ pub(crate) fn probe(config: &LocalSandboxConfig) -> Result<u32, String> {
     Ok(ruleset.abi())
 }
 
-/// A cached ruleset, its mount namespace, and the identity of the workspace root they grant: a root
-/// deleted and made again at the same path is another directory, which the old ones do not grant.
+/// A cached confinement, and the identity of the workspace root it grants: a root deleted and made
+/// again at the same path is another directory, which the old one does not grant.
 struct CachedRuleset {
-    ruleset: Ruleset,
-    mount_ns: Option<MountNamespace>,
-    gate: Arc<GatePolicy>,
+    confined: Confined,
     root: Option<RootId>,
     /// When it was last handed out (the cache's own clock), for eviction.
     used: u64,
 }
 
-/// What one policy's commands are confined with: the ruleset, the mount namespace, the socket
-/// gate's rules.
-pub(crate) type Confined = (Ruleset, Option<MountNamespace>, Arc<GatePolicy>);
+/// What one policy's commands of one session are confined with.
+#[derive(Clone)]
+pub(crate) struct Confined {
+    ruleset: Ruleset,
+    mount_ns: Option<MountNamespace>,
+    gate: Arc<GatePolicy>,
+    /// `TMPDIR` for its commands: `/tmp` in the namespace, else the session's temp itself.
+    tmpdir: Option<String>,
+}
 
 /// A policy as one agent session's commands get it. Sessions differ only in their mount
 /// namespace's terminal instance (`dsh_contain::devpts`): a command could read what is typed into
@@ -122,6 +127,8 @@ struct Entries {
 impl RulesetCache {
     /// The ruleset for `policy` and `session`, whose writable root (if any) is the directory
     /// `root` identifies, and its mount namespace when `namespaces` (the host lets dsh make them).
+    /// `config` is the runtime's: the session's own temp in it is derived and made here, when its
+    /// entry is built (`session_temp.rs`).
     pub(crate) fn get(
         &self,
         config: &LocalSandboxConfig,
@@ -138,15 +145,10 @@ impl RulesetCache {
             && cached.root == root
         {
             cached.used = now;
-            return Ok((
-                cached.ruleset.clone(),
-                cached.mount_ns.clone(),
-                cached.gate.clone(),
-            ));
+            return Ok(cached.confined.clone());
         }
-        for dir in config.private_temp.iter().chain(&config.private_shm) {
-            session_temp(dir)?;
-        }
+        let config = &session_temp::session_config(config, session, namespaces);
+        session_temp::make(config)?;
         let spec = landlock_spec(config, policy);
         let mount_ns = if namespaces {
             let ns = MountNamespace::build(&mount_spec(config, policy, &spec))
@@ -181,17 +183,26 @@ impl RulesetCache {
         {
             entries.map.remove(&oldest);
         }
+        let tmpdir = match (&mount_ns, &config.private_temp) {
+            (None, Some(temp)) => Some(temp.display().to_string()),
+            (Some(_), Some(_)) => Some("/tmp".to_owned()),
+            (_, None) => None,
+        };
+        let confined = Confined {
+            ruleset,
+            mount_ns,
+            gate,
+            tmpdir,
+        };
         entries.map.insert(
             key,
             CachedRuleset {
-                ruleset: ruleset.clone(),
-                mount_ns: mount_ns.clone(),
-                gate: gate.clone(),
+                confined: confined.clone(),
                 root,
                 used: now,
             },
         );
-        Ok((ruleset, mount_ns, gate))
+        Ok(confined)
     }
 
     /// Forgets every entry of `session` (released): its namespace and terminals go once no command
@@ -210,44 +221,23 @@ impl RulesetCache {
     }
 }
 
-/// Makes a session's temp (mode 0700) in the runtime's private temp, unless it is there; anything
-/// else at its name is refused. Only dsh writes the runtime's private temp itself: each session's
-/// commands are granted their own directory in it.
-fn session_temp(temp: &std::path::Path) -> Result<(), String> {
-    use std::os::unix::fs::DirBuilderExt;
-    match std::fs::DirBuilder::new().mode(0o700).create(temp) {
-        Ok(()) => Ok(()),
-        Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {
-            match std::fs::symlink_metadata(temp) {
-                Ok(meta) if meta.is_dir() => Ok(()),
-                _ => Err(format!(
-                    "the session's temp {} is not a directory",
-                    temp.display()
-                )),
-            }
-        }
-        Err(err) => Err(format!("the session's temp {}: {err}", temp.display())),
-    }
-}
-
 /// `argv` as it is, started in `mount_ns` with `ruleset` and `filter`, every capability dropped;
 /// `TMPDIR` is `/tmp` in the namespace, else the private temp's own path. Enforcement is `full`
 /// only with the namespace (metadata) and ABI 3 (truncate).
 pub(crate) fn wrap(
     argv: &[String],
-    config: &LocalSandboxConfig,
     policy: &SandboxPolicy,
-    (ruleset, mount_ns, gate): Confined,
+    Confined {
+        ruleset,
+        mount_ns,
+        gate,
+        tmpdir,
+    }: Confined,
     filter: Filter,
 ) -> Wrap {
     let enforcement = match (ruleset.coverage(), &mount_ns) {
         (Coverage::Full, Some(_)) => Enforcement::Full,
         _ => Enforcement::Partial,
-    };
-    let tmpdir = match (&mount_ns, &config.private_temp) {
-        (None, Some(temp)) => Some(temp.display().to_string()),
-        (Some(_), Some(_)) => Some("/tmp".to_owned()),
-        (_, None) => None,
     };
     Wrap {
         argv: argv.to_vec(),
@@ -287,7 +277,7 @@ mod tests {
     /// The identity of the namespace's terminal instance: the device of its root.
     fn terminals(confined: &Confined) -> u64 {
         let devpts = confined
-            .1
+            .mount_ns
             .as_ref()
             .and_then(MountNamespace::devpts)
             .unwrap();

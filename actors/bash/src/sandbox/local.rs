@@ -20,7 +20,7 @@ use crate::sandbox::policy::SandboxPolicy;
 use crate::sandbox::probe::{Backend, select};
 use crate::sandbox::provider::{SandboxProvider, Wrap, sandbox_unavailable_text};
 use crate::sandbox::root_check::check_workspace_root;
-use crate::sandbox::{bwrap, landlock, runner};
+use crate::sandbox::{bwrap, landlock, runner, session_temp};
 
 // The paths the binary (`doctor`, `__landlock-launch`) and the tests name these two by.
 pub use crate::sandbox::landlock::landlock_spec;
@@ -181,9 +181,6 @@ impl SandboxProvider for LocalSandboxProvider {
                 let config = self
                     .temp_config()
                     .map_err(|detail| unavailable(Some(&detail)))?;
-                // Each session's commands have a temp of their own inside the runtime's (and, in
-                // their namespace, a shared memory of their own).
-                let config = &session_temp_config(config, session, self.namespaces);
                 let confined = self
                     .rulesets
                     .get(config, policy, session, root, self.namespaces)
@@ -194,7 +191,7 @@ impl SandboxProvider for LocalSandboxProvider {
                              real directory, or rerun with --sandbox danger-full-access"
                         ))
                     })?;
-                landlock::wrap(argv, config, policy, confined, filter)
+                landlock::wrap(argv, policy, confined, filter)
             }
             Backend::Bwrap(path) => bwrap::wrap(path, &self.config, policy, argv, filter)
                 .map_err(|detail| unavailable(Some(&detail)))?,
@@ -220,7 +217,7 @@ impl SandboxProvider for LocalSandboxProvider {
         let Some(Ok(config)) = self.temp.get() else {
             return;
         };
-        let own = session_temp_config(config, Some(session), self.namespaces);
+        let own = session_temp::session_config(config, Some(session), self.namespaces);
         for dir in own.private_temp.iter().chain(&own.private_shm) {
             remove_private_temp(dir);
         }
@@ -232,45 +229,6 @@ impl Drop for LocalSandboxProvider {
         if let Some(temp) = self.private_temp() {
             remove_private_temp(temp);
         }
-    }
-}
-
-/// `config` with its private temp narrowed to `session`'s own directory in it (made when its
-/// ruleset is built, `landlock.rs`): what that session's commands see as `/tmp` and `/var/tmp` (or
-/// get as `TMPDIR` without a namespace) and may write. The name is `s-` and the session id in hex
-/// (`h-` and a hash of a long one; `anonymous` for a caller with no session), so one session cannot
-/// name its way into another's. With `namespaces`, and `/dev/shm` among the writable roots, the
-/// session also gets `<name>.shm` beside it, shown as `/dev/shm` instead of the host's.
-fn session_temp_config(
-    config: &LocalSandboxConfig,
-    session: Option<&str>,
-    namespaces: bool,
-) -> LocalSandboxConfig {
-    let name = match session {
-        None => "anonymous".to_owned(),
-        Some(id) if id.len() <= 100 => {
-            let hex: String = id.bytes().map(|b| format!("{b:02x}")).collect();
-            format!("s-{hex}")
-        }
-        // FNV-1a: stable across runs, so a session keeps its temp when its cache entry is rebuilt.
-        Some(id) => {
-            let hash = id.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
-                (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-            });
-            format!("h-{hash:016x}-{}", id.len())
-        }
-    };
-    let shm = namespaces
-        && config
-            .writable_roots
-            .iter()
-            .any(|root| root == Path::new(crate::sandbox::writable::SHM));
-    LocalSandboxConfig {
-        private_temp: config.private_temp.as_ref().map(|temp| temp.join(&name)),
-        private_shm: (config.private_temp.as_ref())
-            .filter(|_| shm)
-            .map(|temp| temp.join(format!("{name}.shm"))),
-        ..config.clone()
     }
 }
 

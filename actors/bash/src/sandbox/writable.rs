@@ -7,6 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
+use dsh_contain::mountns::SHM;
 use dsh_tasks::SandboxMode;
 
 use crate::sandbox::config::LocalSandboxConfig;
@@ -39,9 +40,6 @@ pub fn writable_paths(config: &LocalSandboxConfig, policy: &SandboxPolicy) -> Ve
     }
     writable
 }
-
-/// POSIX shared memory, an everyday root (Python's `multiprocessing`).
-pub(crate) const SHM: &str = "/dev/shm";
 
 /// The directories below the home that everyday work writes outside its workspace: npm's cache,
 /// the XDG cache (pip, pre-commit, …), cargo's registry and git checkouts (never `~/.cargo/bin`).

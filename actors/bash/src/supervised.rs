@@ -195,9 +195,8 @@ async fn supervise(
         };
         // As `finished`: the end, and the manager's record of what the run left running.
         let status = TaskProducer::finished(&current).await;
-        // A supervisor owns its runs whole: what one left running (a daemon that let go of the
-        // pipes) is killed at the run's end, as a service manager kills a service's leftovers, so a
-        // restart never starts a second beside the first and nothing outlives the task.
+        // What a run left running (a daemon that let go of the pipes) dies with it, as a service
+        // manager's leftovers do: no restart starts a second beside it, nothing outlives the task.
         if let Some(left) = TaskProducer::left_behind(&current) {
             left.producer.kill();
         }

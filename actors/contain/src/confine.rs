@@ -1,13 +1,17 @@
 //! How the spawn confines a program: the sandbox backend's choice, as the spawn carries it out.
 //!
-//! Two shapes ([`Confinement`]): the child confines itself right before exec (Landlock in the
-//! spawn: the read-only mount namespace entered before the `chdir` (`crate::mountns`), then capabilities dropped, `no_new_privs`, the Landlock ruleset, the seccomp filter, in that
-//! order — shrinking the bounding set needs a capability, and the filter comes last so nothing of
-//! the setup runs under it); or a launcher the child execs (bubblewrap) confines the program and
-//! needs only the seccomp filter handed over on a descriptor. Either shape may also name the
-//! runtime's network namespace (`--network loopback`, `crate::netns`), which the child joins first,
-//! while it still holds the capability to. The parent prepares raw values (`Prepared`); the child
-//! applies them with plain syscalls (`ChildConfinement::apply`).
+//! Two shapes ([`Confinement`]). Landlock in the spawn: the read-only mount namespace
+//! (`crate::mountns`), every capability dropped, `no_new_privs`, the Landlock ruleset and the
+//! seccomp filter, in that order — shrinking the bounding set needs a capability, and the filter
+//! comes last so nothing of the setup runs under it. All but the ruleset are applied once, by the
+//! policy's confined spawning thread ([`ConfinedThread`]), whose children inherit them and only
+//! restrict themselves (`ChildConfinement::Inherited`); where that thread cannot be had, the child
+//! applies all of it itself right before exec (`ChildConfinement::InSpawn`). Or a launcher the child
+//! execs (bubblewrap) confines the program and needs only the seccomp filter handed over on a
+//! descriptor. Either shape may also name the runtime's network namespace (`--network loopback`,
+//! `crate::netns`), which the thread or child joins first, while it still holds the capability to.
+//! The parent prepares raw values (`Prepared`); the child applies them with plain syscalls
+//! (`ChildConfinement::apply`).
 
 use std::ffi::CString;
 use std::io;
@@ -16,6 +20,7 @@ use std::sync::Arc;
 
 use nix::libc::{self, c_int};
 
+use crate::confined_thread::{ConfinedThread, Parts, Running};
 use crate::landlock::Ruleset;
 use crate::mountns::MountNamespace;
 use crate::netns::Netns;
@@ -25,9 +30,10 @@ use crate::sockgate::{GatePolicy, HandOver};
 /// What the spawn does to confine the program.
 #[derive(Debug, Clone)]
 pub enum Confinement {
-    /// The child enters `mount_ns` (before its `chdir`), then drops every capability, sets
-    /// `no_new_privs`, restricts itself with `landlock` and installs `filter`, as its last steps
-    /// before exec.
+    /// `spawner`, the confined spawning thread, enters `mount_ns` (and `netns`), drops every
+    /// capability, sets `no_new_privs` and installs `filter` once; its children restrict themselves
+    /// with `landlock` as their last step before exec. Without the thread the child does all of it
+    /// itself, the namespace before its `chdir`, the rest as its last steps.
     InSpawn {
         /// The Landlock ruleset.
         landlock: Ruleset,
@@ -39,6 +45,11 @@ pub enum Confinement {
         netns: Option<Netns>,
         /// The socket gate's rules (`crate::sockgate`); `None`: connects are not gated.
         gate: Option<Arc<GatePolicy>>,
+        /// The thread that spawns these commands already confined (all of the above but the
+        /// Landlock domain, see [`ConfinedThread`]); give clones of one handle only to
+        /// confinements with the same filter, namespaces and gate (another is spawned as if there
+        /// were none).
+        spawner: ConfinedThread,
     },
     /// The program is a launcher (bubblewrap) that confines what it runs; the child gives it
     /// `filter` on descriptor [`Filter::launcher_fd`] (its own open file, read from the start), for
@@ -72,6 +83,40 @@ impl Confinement {
         match self {
             Confinement::InSpawn { gate, .. } | Confinement::Launcher { gate, .. } => gate.as_ref(),
         }
+    }
+
+    /// The thread that spawns these commands already confined, started at the first call; `None`
+    /// for a launcher, or where the thread could not be had (the child then confines itself).
+    pub(crate) fn spawning_thread(&self) -> Option<&Running> {
+        let Confinement::InSpawn {
+            filter,
+            mount_ns,
+            netns,
+            gate,
+            spawner,
+            ..
+        } = self
+        else {
+            return None;
+        };
+        spawner.running(Parts {
+            filter,
+            mount_ns: mount_ns.as_ref(),
+            netns: netns.as_ref(),
+            gate: gate.as_ref(),
+        })
+    }
+
+    /// Whether the program starts in a mount namespace of the confinement's (whose entry resets
+    /// the working directory).
+    pub(crate) fn enters_mount_namespace(&self) -> bool {
+        matches!(
+            self,
+            Confinement::InSpawn {
+                mount_ns: Some(_),
+                ..
+            }
+        )
     }
 
     /// The mount namespace's own terminals (`crate::devpts`), where the child enters one that has
@@ -109,6 +154,11 @@ pub(crate) enum ConfineFailure {
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum ChildConfinement {
     None,
+    /// Spawned by a confined thread: namespaces, capabilities, `no_new_privs` and the filter are
+    /// inherited; the child only restricts itself with the ruleset.
+    Inherited {
+        landlock: c_int,
+    },
     InSpawn {
         landlock: c_int,
         filter: *const libc::sock_fprog,
@@ -150,7 +200,7 @@ impl ChildConfinement {
     /// for none.
     pub(crate) fn netns(self) -> c_int {
         match self {
-            ChildConfinement::None => -1,
+            ChildConfinement::None | ChildConfinement::Inherited { .. } => -1,
             ChildConfinement::InSpawn { netns, .. } | ChildConfinement::Launcher { netns, .. } => {
                 netns
             }
@@ -162,6 +212,13 @@ impl ChildConfinement {
     pub(crate) fn apply(self) -> Result<(), ConfineFailure> {
         match self {
             ChildConfinement::None => Ok(()),
+            ChildConfinement::Inherited { landlock } => {
+                if crate::landlock::restrict_in_child(landlock) {
+                    Ok(())
+                } else {
+                    Err(ConfineFailure::Landlock)
+                }
+            }
             ChildConfinement::InSpawn {
                 landlock,
                 filter,
@@ -227,6 +284,10 @@ pub(crate) struct PreparedGate {
 
 enum Shape {
     None,
+    /// Spawned by the confinement's confined thread.
+    Inherited {
+        landlock: RawFd,
+    },
     InSpawn {
         landlock: RawFd,
         fprog: libc::sock_fprog,
@@ -243,8 +304,17 @@ enum Shape {
 }
 
 impl Prepared {
-    /// Prepares `confinement` for one spawn.
-    pub(crate) fn new(confinement: Option<&Confinement>) -> io::Result<Self> {
+    /// Prepares `confinement` for one spawn; `inherited`: by its confined thread, whose child
+    /// only adds its Landlock domain.
+    pub(crate) fn new(confinement: Option<&Confinement>, inherited: bool) -> io::Result<Self> {
+        if let (Some(Confinement::InSpawn { landlock, .. }), true) = (confinement, inherited) {
+            return Ok(Prepared {
+                shape: Shape::Inherited {
+                    landlock: landlock.raw_fd(),
+                },
+                gate: None,
+            });
+        }
         let netns = confinement
             .and_then(Confinement::netns)
             .map_or(-1, Netns::raw_fd);
@@ -323,6 +393,9 @@ impl Prepared {
         };
         match &self.shape {
             Shape::None => ChildConfinement::None,
+            Shape::Inherited { landlock } => ChildConfinement::Inherited {
+                landlock: *landlock,
+            },
             Shape::InSpawn {
                 landlock,
                 fprog,

@@ -26,7 +26,9 @@
 //!
 //! Every `unsafe` block of dsh's process layer is in this crate, each with a note on why it holds,
 //! so the crates above it are safe Rust. Nothing here knows about actors or tasks: the process manager
-//! decides when to call what; the one thread of its own is the orphan reaper's.
+//! decides when to call what. Its own threads: the orphan reaper, the socket gate (`dsh-sockgate`),
+//! and one confined spawning thread per Landlock policy and session in use
+//! ([`confined_thread`]).
 //!
 //! ## How the process manager uses it
 //!
@@ -64,6 +66,7 @@ pub(crate) mod caps;
 pub mod census;
 pub mod cgroup;
 pub mod confine;
+pub mod confined_thread;
 pub mod devpts;
 pub mod error;
 pub mod events;

@@ -289,10 +289,26 @@ pub fn spawn_with(
     let v1: Vec<RawFd> = cgroup
         .map(|c| c.v1_procs.iter().map(AsRawFd::as_raw_fd).collect())
         .unwrap_or_default();
-    let confinement = Prepared::new(program.confinement.as_ref()).map_err(SpawnError::Setup)?;
-    // Entering a mount namespace resets the working directory: "stay in the parent's" must be named.
-    let kept_cwd = match (&program.cwd, confinement.child().mount_namespace()) {
-        (None, Some(_)) => {
+    // A Landlock confinement's commands are spawned by its confined thread
+    // (`crate::confined_thread`), except by the measurement baseline, which refuses confinement.
+    let thread = match method {
+        #[cfg(feature = "bench-internals")]
+        Method::SpawnThenJoin => None,
+        Method::Clone3Fork | Method::Clone3Vm => program
+            .confinement
+            .as_ref()
+            .and_then(Confinement::spawning_thread),
+    };
+    let confinement =
+        Prepared::new(program.confinement.as_ref(), thread.is_some()).map_err(SpawnError::Setup)?;
+    // Entering a mount namespace resets the working directory (the spawning thread's too): "stay in
+    // the parent's" must be named.
+    let in_namespace = program
+        .confinement
+        .as_ref()
+        .is_some_and(Confinement::enters_mount_namespace);
+    let kept_cwd = match (&program.cwd, in_namespace) {
+        (None, true) => {
             let here = std::env::current_dir().map_err(SpawnError::Setup)?;
             Some(c_string(here.as_os_str().as_bytes())?)
         }
@@ -314,11 +330,17 @@ pub fn spawn_with(
         confinement: confinement.child(),
         terminal: program.terminal == ControllingTerminal::Stdin,
     };
-    let result = match method {
+    let result = match (method, thread) {
         #[cfg(feature = "bench-internals")]
-        Method::SpawnThenJoin => posix::posix_spawn_then_join(&request),
-        Method::Clone3Fork => clone::clone3_fork(&request),
-        Method::Clone3Vm => clone::clone3_vm(&request),
+        (Method::SpawnThenJoin, _) => posix::posix_spawn_then_join(&request),
+        (Method::Clone3Fork, Some(thread)) => thread
+            .run(|| clone::clone3_fork(&request))
+            .unwrap_or_else(|| Err(thread_gone())),
+        (Method::Clone3Vm, Some(thread)) => thread
+            .run(|| clone::clone3_vm(&request))
+            .unwrap_or_else(|| Err(thread_gone())),
+        (Method::Clone3Fork, None) => clone::clone3_fork(&request),
+        (Method::Clone3Vm, None) => clone::clone3_vm(&request),
     };
     drop(moved);
     if let Ok(child) = &result {
@@ -326,6 +348,11 @@ pub fn spawn_with(
     }
     drop(confinement);
     result
+}
+
+/// The spawn's error when the confined spawning thread ended (it does so only when a job panicked).
+fn thread_gone() -> SpawnError {
+    SpawnError::Setup(io::Error::other("the confined spawning thread is gone"))
 }
 
 /// A close-on-exec pipe (read end, write end) whose descriptors are both above 2, so `dup2` onto

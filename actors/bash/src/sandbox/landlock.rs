@@ -11,8 +11,10 @@
 //! session opens another's — which the ruleset (built after it) grants by handle
 //! (`dsh_contain::devpts`); without it, enforcement is `partial`. `--network deny` adds TCP bind/connect rules (ABI ≥ 4); under
 //! `--network loopback` the child joins the runtime's network namespace first (`local.rs`); the scopes (ABI ≥ 6) stop a command from signalling dsh or its
-//! agent and from connecting to an abstract UNIX socket bound outside its sandbox. The child also
-//! drops every capability first and installs the seccomp filter last (`dsh_contain::confine`).
+//! agent and from connecting to an abstract UNIX socket bound outside its sandbox. Every capability
+//! is dropped first and the seccomp filter installed last (`dsh_contain::confine`) — once, by the
+//! entry's confined spawning thread (`ConfinedThread`, cached with the ruleset), which spawns the
+//! entry's commands.
 //! Enforcement `full` from ABI 3 (truncate is controlled), else `partial`.
 //!
 //! Its denial signatures are `permission denied` and `read-only file system` (the namespace), and it has no runner-failure signature: a refused
@@ -23,6 +25,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use dsh_contain::confine::Confinement;
+use dsh_contain::confined_thread::ConfinedThread;
 use dsh_contain::landlock::{Coverage, Ruleset, RulesetSpec};
 use dsh_contain::mountns::{MountNamespace, MountSpec};
 use dsh_contain::seccomp::Filter;
@@ -103,6 +106,8 @@ pub(crate) struct Confined {
     gate: Arc<GatePolicy>,
     /// `TMPDIR` for its commands: `/tmp` in the namespace, else the session's temp itself.
     tmpdir: Option<String>,
+    /// The thread that spawns its commands already confined, started by the first of them.
+    spawner: ConfinedThread,
 }
 
 /// A policy as one agent session's commands get it. Sessions differ only in their mount
@@ -193,6 +198,7 @@ impl RulesetCache {
             mount_ns,
             gate,
             tmpdir,
+            spawner: ConfinedThread::new(),
         };
         entries.map.insert(
             key,
@@ -232,6 +238,7 @@ pub(crate) fn wrap(
         mount_ns,
         gate,
         tmpdir,
+        spawner,
     }: Confined,
     filter: Filter,
 ) -> Wrap {
@@ -251,6 +258,7 @@ pub(crate) fn wrap(
             mount_ns,
             netns: None,
             gate: Some(gate),
+            spawner,
         }),
         facts: WrapFacts {
             mode: policy.mode,

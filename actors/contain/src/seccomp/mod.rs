@@ -30,9 +30,11 @@
 //!
 //! The program is compiled once in the parent (`bpf.rs`, shaped so that installing it is cheap)
 //! in two forms: plain, and gated, where `connect` is also handed to the socket gate
-//! (`crate::sockgate`) — the Landlock child installs the gated form with one
+//! (`crate::sockgate`) — under Landlock the confined spawning thread
+//! (`crate::confined_thread`) installs the gated form once for all its commands with one
 //! `seccomp(SECCOMP_SET_MODE_FILTER)` call after `no_new_privs` (`install`, no allocation), and
-//! sends the listener it returns to dsh. bubblewrap reads the plain program from a sealed memfd
+//! gives the listener it returns to the gate (a child confining itself without the thread does the
+//! same and sends the listener to dsh). bubblewrap reads the plain program from a sealed memfd
 //! (`--seccomp FD`, [`Filter::launcher_fd`]); a launcher's child installs the gate on its own.
 
 use std::collections::BTreeMap;
@@ -234,6 +236,11 @@ impl Filter {
                 memfd: OnceLock::new(),
             }),
         })
+    }
+
+    /// The filter's identity: equal for clones of one built filter.
+    pub(crate) fn id(&self) -> usize {
+        Arc::as_ptr(&self.inner) as usize
     }
 
     /// Which Internet sockets the filter lets through.

@@ -1,5 +1,5 @@
-//! The gate's own seccomp program (for a launcher's child; the Landlock child installs the main
-//! filter's gated form instead, `crate::seccomp`) and how a listener travels from the spawned child
+//! The gate's own seccomp program (for a launcher's child; under Landlock the main filter's gated
+//! form is installed instead, `crate::seccomp`) and how a listener travels from the spawned child
 //! to dsh.
 //!
 //! The program is six instructions: on this architecture, `connect` returns

@@ -13,8 +13,9 @@
 //! (`filter.rs`) stops the calling thread in `connect` and hands dsh a notification; dsh reads the
 //! thread's socket and address (`notify.rs`), decides (`verdict.rs`), and — never letting the kernel
 //! re-read memory the program could have changed meanwhile — connects the thread's own socket
-//! itself (`relay.rs`), then answers with the result. Both backends: the Landlock child installs the
-//! main filter's gated form (`crate::seccomp`) as its last step; a launcher's child installs the
+//! itself (`relay.rs`), then answers with the result. Both backends: under Landlock the main
+//! filter's gated form (`crate::seccomp`) is installed by the confined spawning thread (or by a
+//! child confining itself, as its last step); a launcher's child installs the
 //! gate's own program (`filter.rs`) before exec'ing bubblewrap, whose sandbox inherits it.
 //!
 //! ## The rules
@@ -32,10 +33,12 @@
 //!
 //! The peer of a relayed Unix connection sees dsh's pid and credentials (`SO_PEERCRED`), not the
 //! command's. One thread runs the gate for the whole process (`dsh-sockgate`, a single-threaded
-//! tokio runtime, started by the first command that connects): a listener per confined command,
-//! watched by the runtime that spawned it until its first `connect` (`first.rs`), then served by
-//! the gate thread (`registry.rs`) until the last process of its command is gone (the listener then
-//! reports hang-up).
+//! tokio runtime, started by the first listener it is given). Under Landlock a listener per
+//! confined spawning thread (`crate::confined_thread`), shared by every command it spawns and
+//! served by the gate thread from the start (`serve_shared`); under bubblewrap a listener per
+//! command, watched by the runtime that spawned it until its first `connect` (`first.rs`), then
+//! served by the gate thread (`registry.rs`); each until the last process holding its filter is
+//! gone (the listener then reports hang-up).
 
 mod filter;
 mod first;
@@ -94,6 +97,16 @@ pub(crate) fn watch(listener: OwnedFd, policy: Arc<GatePolicy>, spawned: i32) {
         Ok(runtime) => first::watch(&runtime, served, to_gate),
         Err(_) => to_gate(served),
     }
+}
+
+/// Serves `listener`, the filter of a confined spawning thread (`crate::confined_thread`, thread
+/// `tid`) shared by every command it spawns, under `policy`, on the
+/// gate thread from the start: it hangs up only when the thread and all its commands are gone, so
+/// a first watch on a command's runtime would gain nothing. Call it on an unconfined thread (the
+/// gate thread may be started here, and would inherit the caller's confinement).
+pub(crate) fn serve_shared(listener: OwnedFd, policy: Arc<GatePolicy>, tid: i32) {
+    notify::wake_synchronously(listener.as_fd());
+    to_gate(Served::new(listener, policy, tid));
 }
 
 /// Hands `served` to the gate thread, starting it if needed.

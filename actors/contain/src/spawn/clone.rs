@@ -26,6 +26,11 @@ pub(crate) struct Request<'a> {
     pub terminal: bool,
 }
 
+// SAFETY: the pointers are into strings, arrays and descriptors the spawn's caller keeps alive and
+// unchanged until the spawn returns, and nothing writes through them; any thread may read them
+// meanwhile (the confined spawning thread does, `crate::confined_thread`, while the caller waits).
+unsafe impl Sync for Request<'_> {}
+
 impl Request<'_> {
     fn context(&self, report: Report) -> ChildContext {
         ChildContext {

@@ -52,6 +52,8 @@ struct Day {
     /// Every marker a call of this day used, to check at the end that nothing is left.
     markers: Vec<String>,
     next: u32,
+    /// The workspace of a confined day (`--sandbox workspace-write`).
+    workspace: Option<tempfile::TempDir>,
 }
 
 impl Day {
@@ -64,6 +66,7 @@ impl Day {
             mode,
             markers: Vec::new(),
             next: 0,
+            workspace: None,
         })
     }
 
@@ -459,13 +462,54 @@ fn every_ending(mut day: Day) {
     day.cancel_of_a_term_ignoring_call();
     day.foreground_timeout_with_term_ignored();
     day.bash_kill_of_a_term_ignoring_task();
+    if day.workspace.is_some() {
+        // One confined spawning thread per agent session that ran a command (the default one and
+        // `day`; `night` only asked for a kill), whatever ended how: none piles up per call.
+        let threads = confined_spawning_threads(day.server.child.id());
+        assert_eq!(threads, 2, "{}: confined spawning threads", day.mode);
+    }
     day.end();
+}
+
+/// How many threads of dsh (`pid`) are confined spawning threads (`dsh-confined-spawn`, which
+/// `comm` cuts to 15 bytes).
+fn confined_spawning_threads(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .flatten()
+        .filter(|task| {
+            std::fs::read_to_string(task.path().join("comm"))
+                .is_ok_and(|comm| comm.trim_end() == "dsh-confined-sp")
+        })
+        .count()
 }
 
 #[test]
 fn a_cgroup_server_serves_after_every_kind_of_ending() {
     let limits = ["--task-max-pids", "64", "--task-max-memory", "256MiB"];
     if let Some(day) = Day::start("cgroup", &limits) {
+        every_ending(day);
+    }
+}
+
+/// The same day under the Landlock sandbox (`workspace-write`): every command is spawned by the
+/// session's confined spawning thread, which must live through every ending as the runtime does.
+#[test]
+fn a_confined_cgroup_server_serves_after_every_kind_of_ending() {
+    let workspace = tempfile::tempdir().unwrap();
+    let cwd = workspace.path().to_str().unwrap().to_owned();
+    let args = [
+        "--task-max-pids",
+        "64",
+        "--task-max-memory",
+        "256MiB",
+        "--sandbox",
+        "workspace-write",
+        "--cwd",
+        &cwd,
+    ];
+    if let Some(mut day) = Day::start("cgroup", &args) {
+        day.workspace = Some(workspace);
         every_ending(day);
     }
 }

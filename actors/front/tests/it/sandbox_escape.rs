@@ -518,6 +518,120 @@ fn named_daemon(reply: &serde_json::Value, before: &str, m: &str) -> (i32, Strin
     (pid, task)
 }
 
+/// `/proc/<pid>/task/<tid>/status`'s `field`, as text.
+fn task_status(pid: u32, tid: &str, field: &str) -> String {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .unwrap_or_else(|| panic!("no {field} in {status}"))
+        .trim()
+        .to_owned()
+}
+
+/// Under Landlock, a session's commands are spawned by a thread of dsh that is confined as they
+/// are but stays outside their Landlock domains (`dsh_contain::confined_thread`). A
+/// command that finds it among dsh's threads can neither signal it (`tgkill`, even `SIGKILL`), trace
+/// it, read its environment or memory, nor change its limits or priority; dsh keeps serving. The
+/// thread holds no capability, no new privileges and the filter; dsh's own main thread keeps its
+/// capabilities.
+#[test]
+fn the_confined_spawning_thread_is_out_of_a_commands_reach() {
+    let Some((ws, m)) = setup(Backend::Landlock) else {
+        return;
+    };
+    let mut server =
+        Server::start(&confined(Backend::Landlock, "workspace-write", ws.path())).unwrap();
+    let dsh_pid = server.child.id();
+    server.call(
+        "first",
+        "bash",
+        bash(&format!("echo first # {m}"), json!({})),
+    );
+    assert_eq!(server.text("first"), "first\n");
+    let spawner: Vec<String> = std::fs::read_dir(format!("/proc/{dsh_pid}/task"))
+        .unwrap()
+        .flatten()
+        .filter(|task| {
+            std::fs::read_to_string(task.path().join("comm"))
+                .is_ok_and(|comm| comm.trim_end() == "dsh-confined-sp")
+        })
+        .map(|task| task.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(
+        spawner.len(),
+        1,
+        "dsh's confined spawning threads: {spawner:?}"
+    );
+    let tid = &spawner[0];
+    assert_eq!(task_status(dsh_pid, tid, "CapEff"), "0000000000000000");
+    assert_eq!(task_status(dsh_pid, tid, "CapBnd"), "0000000000000000");
+    assert_eq!(task_status(dsh_pid, tid, "NoNewPrivs"), "1");
+    assert_eq!(task_status(dsh_pid, tid, "Seccomp"), "2");
+    let main = dsh_pid.to_string();
+    assert_eq!(
+        task_status(dsh_pid, &main, "Seccomp"),
+        "0",
+        "dsh itself is filtered"
+    );
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    if unsafe { nix::libc::geteuid() } == 0 {
+        assert_ne!(
+            task_status(dsh_pid, &main, "CapEff"),
+            "0000000000000000",
+            "dsh itself lost its capabilities"
+        );
+    }
+    let probe = ws.path().join("probe.py");
+    std::fs::write(
+        &probe,
+        r#"import ctypes, errno, os, signal, sys
+libc = ctypes.CDLL(None, use_errno=True)
+pid, tid = int(sys.argv[1]), int(sys.argv[2])
+def said(ret):
+    return "ok" if ret == 0 else errno.errorcode.get(ctypes.get_errno(), "?")
+print("tgkill", said(libc.syscall(234, pid, tid, signal.SIGKILL)))
+print("ptrace", said(libc.ptrace(16, tid, None, None)))
+for name in ("environ", "mem", "stack"):
+    try:
+        open(f"/proc/{pid}/task/{tid}/{name}", "rb").read(8)
+        print(name, "read")
+    except OSError as e:
+        print(name, errno.errorcode.get(e.errno, "?"))
+"#,
+    )
+    .unwrap();
+    let command = format!(
+        "python3 probe.py {dsh_pid} {tid}; \
+         prlimit --pid {tid} --nofile=6:6; echo prlimit=$?; \
+         renice -n 5 -p {tid}; echo renice=$?; \
+         echo done # {m}"
+    );
+    server.call("probe", "bash", bash(&command, json!({})));
+    let printed = server.text("probe");
+    for refused in [
+        "tgkill EPERM",
+        "ptrace EPERM",
+        "environ EACCES",
+        "mem EACCES",
+        "stack EACCES",
+        "prlimit=1",
+        "renice=1",
+    ] {
+        assert!(printed.contains(refused), "not {refused}: {printed}");
+    }
+    assert!(printed.contains("done"), "{printed}");
+    // dsh and its spawning thread live on: the next command runs, from the same thread.
+    server.call(
+        "after",
+        "bash",
+        bash(&format!("echo after # {m}"), json!({})),
+    );
+    assert_eq!(server.text("after"), "after\n");
+    assert_eq!(task_status(dsh_pid, tid, "Name"), "dsh-confined-sp");
+    finish(server, &m);
+}
+
 /// A later command is a sandbox of its own: it may not signal `pid`, another call's daemon.
 fn a_later_command_cannot_signal(server: &mut Server, pid: i32) {
     server.call("kill", "bash", bash(&format!("kill {pid}"), json!({})));

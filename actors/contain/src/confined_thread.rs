@@ -1,0 +1,299 @@
+//! A thread of dsh that is already confined the way one sandbox policy's commands are, for the
+//! spawn to start them from.
+//!
+//! Why: most of what a Landlock command's confinement costs is kernel work made again for every
+//! command — 41 credential copies to clear the bounding set, a seccomp program compiled, cached and
+//! freed, a listener handed to dsh over a socket pair — about 80 µs of a spawn's 280 (BENCHMARKS.md,
+//! "Issue 21: the confined spawning thread"). Credentials, the seccomp filter and namespaces belong
+//! to a thread, and a child cloned from a thread inherits that thread's. So one thread per
+//! confinement (per policy and agent session: the bash crate caches them) enters the network and
+//! mount namespaces, drops every capability, sets `no_new_privs` and installs the gated seccomp
+//! filter, once; a command cloned from it (`crate::spawn`) starts with all of that and only restricts
+//! itself with its Landlock ruleset. The filter's one listener goes to the socket gate when the
+//! thread starts and serves every command of the thread.
+//!
+//! What stays per command, on purpose: the Landlock domain. A domain scopes signals and `ptrace` to
+//! itself and its children, so a thread of dsh inside the commands' domain could be signalled or
+//! traced by them. The thread stays outside every domain, where Landlock refuses both to a confined
+//! command (and the seccomp filter refuses its limit, priority and affinity calls with an explicit
+//! pid, as for any other process).
+//!
+//! The caller hands a job over and blocks until it has run, as it would block in `CLONE_VFORK`
+//! itself, so the job may borrow from the caller's stack (a few microseconds for the two wake-ups).
+//! If the thread cannot confine itself it ends, and the spawn falls back to the child confining
+//! itself, which then fails or succeeds at the same step. The thread never starts another thread
+//! (it would inherit the confinement): its listener is registered by the thread that started it. It
+//! ends when the last clone of its [`ConfinedThread`] handle is dropped.
+
+use std::io;
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
+use std::sync::{Arc, OnceLock};
+use std::thread::JoinHandle;
+
+use nix::libc;
+
+use crate::mountns::MountNamespace;
+use crate::netns::Netns;
+use crate::seccomp::Filter;
+use crate::sockgate::GatePolicy;
+
+/// The confined spawning thread of one confinement, started by its first use. Clones share it.
+#[derive(Debug, Clone, Default)]
+pub struct ConfinedThread {
+    slot: Arc<OnceLock<Option<Running>>>,
+}
+
+/// What a thread confines itself with: the parts of a Landlock confinement every command shares.
+#[derive(Clone, Copy)]
+pub(crate) struct Parts<'a> {
+    pub filter: &'a Filter,
+    pub mount_ns: Option<&'a MountNamespace>,
+    pub netns: Option<&'a Netns>,
+    /// The socket gate's rules; `Some`: the filter's gated form, whose listener the gate serves.
+    pub gate: Option<&'a Arc<GatePolicy>>,
+}
+
+impl ConfinedThread {
+    /// A handle whose thread starts at its first use.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The running thread confined with `parts`, started now at the first use; `None` when it
+    /// could not confine itself, or when it was started with other parts (one handle shared by
+    /// mistake between two confinements).
+    pub(crate) fn running(&self, parts: Parts<'_>) -> Option<&Running> {
+        let built = Identity::of(parts);
+        let running = self
+            .slot
+            .get_or_init(|| match Running::start(parts, built) {
+                Ok(running) => Some(running),
+                Err(err) => {
+                    tracing::warn!(%err, "no confined spawning thread: each child confines itself");
+                    None
+                }
+            })
+            .as_ref()?;
+        (running.built == built).then_some(running)
+    }
+}
+
+/// Why a confinement has no thread (logged; its children then confine themselves).
+#[derive(Debug, thiserror::Error)]
+enum StartError {
+    /// The thread could not be created.
+    #[error("starting the thread: {0}")]
+    Thread(#[source] io::Error),
+    /// The thread could not confine itself.
+    #[error("{step}: {source}")]
+    Confine {
+        /// The step it failed at, as the spawn's steps are named.
+        step: &'static str,
+        /// The errno.
+        #[source]
+        source: io::Error,
+    },
+    /// The thread ended before it said whether it is ready.
+    #[error("the thread ended while it confined itself")]
+    Ended,
+}
+
+/// What a thread was started with, by identity (the thread holds clones of the parts, so no other
+/// namespace can take their descriptor numbers while it lives).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Identity {
+    filter: usize,
+    mount_ns: RawFd,
+    netns: RawFd,
+    gate: usize,
+}
+
+impl Identity {
+    fn of(parts: Parts<'_>) -> Self {
+        Identity {
+            filter: parts.filter.id(),
+            mount_ns: parts.mount_ns.map_or(-1, MountNamespace::raw_fd),
+            netns: parts.netns.map_or(-1, Netns::raw_fd),
+            gate: parts.gate.map_or(0, |g| Arc::as_ptr(g) as usize),
+        }
+    }
+}
+
+/// A job handed to the thread: a closure on the caller's stack, and the channel that tells the
+/// caller it has run (or was dropped without running).
+struct Task {
+    call: *mut (dyn FnMut() + Send + 'static),
+    done: SyncSender<()>,
+}
+
+// SAFETY: `call` is `Send` itself; the pointer stays valid while the task exists, because its caller
+// (`Running::run`) blocks until `done` is sent or dropped, which happens only after the thread has
+// finished with `call` (a panic in it drops the task while unwinding, after the call's frame).
+unsafe impl Send for Task {}
+
+/// A started thread.
+#[derive(Debug)]
+pub(crate) struct Running {
+    /// Taken on drop, which ends the thread's loop.
+    jobs: Option<Sender<Task>>,
+    thread: Option<JoinHandle<()>>,
+    built: Identity,
+}
+
+/// The thread's first answer: its kernel thread id and the listener of its gated filter (if
+/// gated), or the step that failed.
+type Ready = Result<(i32, Option<OwnedFd>), StartError>;
+
+impl Running {
+    fn start(parts: Parts<'_>, built: Identity) -> Result<Self, StartError> {
+        let filter = parts.filter.clone();
+        let mount_ns = parts.mount_ns.cloned();
+        let netns = parts.netns.cloned();
+        let gated = parts.gate.is_some();
+        let (ready_tx, ready) = mpsc::sync_channel::<Ready>(1);
+        let (jobs, queue) = mpsc::channel::<Task>();
+        let thread = std::thread::Builder::new()
+            .name("dsh-confined-spawn".into())
+            .stack_size(256 * 1024)
+            .spawn(move || {
+                // The filter and namespaces live as long as the thread.
+                let fprog = filter.fprog(gated);
+                let setup = Setup {
+                    mount_ns: mount_ns.as_ref().map(MountNamespace::raw_fd),
+                    netns: netns.as_ref().map(Netns::raw_fd),
+                    fprog: &fprog,
+                    gated,
+                };
+                let confined = setup.apply();
+                let ok = confined.is_ok();
+                let _ = ready_tx.send(confined);
+                if ok {
+                    serve(&queue);
+                }
+                drop((filter, mount_ns, netns));
+            })
+            .map_err(StartError::Thread)?;
+        let (tid, listener) = match ready.recv() {
+            Ok(Ok(ready)) => ready,
+            Ok(Err(failed)) => {
+                let _ = thread.join();
+                return Err(failed);
+            }
+            Err(_) => {
+                let _ = thread.join();
+                return Err(StartError::Ended);
+            }
+        };
+        // Registered here, on an unconfined thread: the gate may start its own thread now.
+        if let (Some(listener), Some(policy)) = (listener, parts.gate) {
+            crate::sockgate::serve_shared(listener, policy.clone(), tid);
+        }
+        Ok(Running {
+            jobs: Some(jobs),
+            thread: Some(thread),
+            built,
+        })
+    }
+
+    /// Runs `job` on the thread and returns its result once it has run; `None` if the thread is
+    /// gone (or the job panicked there, which ends the thread).
+    pub(crate) fn run<R: Send>(&self, job: impl FnOnce() -> R + Send) -> Option<R> {
+        let mut job = Some(job);
+        let mut result = None;
+        let mut call = || {
+            if let Some(job) = job.take() {
+                result = Some(job());
+            }
+        };
+        let call: *mut (dyn FnMut() + Send + '_) = &mut call;
+        // SAFETY: only the lifetime is erased (same pointer, same vtable). `call` and what it
+        // borrows outlive its use: this function waits below until the thread has run it or dropped
+        // it unrun (see `Task`).
+        let call: *mut (dyn FnMut() + Send + 'static) = unsafe { std::mem::transmute(call) };
+        let (done, finished) = mpsc::sync_channel(1);
+        self.jobs.as_ref()?.send(Task { call, done }).ok()?;
+        let _ = finished.recv();
+        result
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.jobs.take();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// The thread's loop: one job at a time until every sender is gone.
+fn serve(queue: &Receiver<Task>) {
+    for task in queue {
+        // SAFETY: see `Task`: the closure is valid, and nothing else uses it, until `done`.
+        unsafe { (*task.call)() };
+        let _ = task.done.send(());
+    }
+}
+
+/// The confinement the thread applies to itself, in the order a child confining itself would.
+struct Setup<'a> {
+    mount_ns: Option<RawFd>,
+    netns: Option<RawFd>,
+    fprog: &'a libc::sock_fprog,
+    gated: bool,
+}
+
+impl Setup<'_> {
+    fn apply(&self) -> Ready {
+        let failed = |step| {
+            Err(StartError::Confine {
+                step,
+                source: io::Error::last_os_error(),
+            })
+        };
+        block_every_signal();
+        if let Some(fd) = self.netns
+            && !crate::netns::join_in_child(fd)
+        {
+            return failed("joining the runtime's network namespace");
+        }
+        if let Some(fd) = self.mount_ns {
+            // A thread shares its root and working directory with the process until it unshares
+            // them, and the kernel lets only a task that owns its own enter a mount namespace.
+            // SAFETY: unshare with flags only; CLONE_FS gives this thread its own copy.
+            if unsafe { libc::unshare(libc::CLONE_FS) } != 0 || !crate::mountns::enter(fd) {
+                return failed("entering the sandbox's mount namespace");
+            }
+        }
+        if !crate::caps::drop_all() {
+            return failed("dropping capabilities");
+        }
+        // SAFETY: prctl with PR_SET_NO_NEW_PRIVS takes plain integer arguments; this thread only.
+        if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
+            return failed("setting no_new_privs");
+        }
+        let installed = crate::seccomp::install(self.fprog, self.gated);
+        if installed < 0 {
+            return failed("installing the seccomp filter");
+        }
+        // SAFETY: with a listener, seccomp returned a new descriptor that nobody else owns.
+        let listener = self
+            .gated
+            .then(|| unsafe { OwnedFd::from_raw_fd(installed as RawFd) });
+        // SAFETY: gettid takes no arguments.
+        let tid = unsafe { libc::gettid() };
+        Ok((tid, listener))
+    }
+}
+
+/// Blocks every signal on this thread for good: no handler of dsh runs here, and each child sets
+/// its own (empty) mask before exec.
+fn block_every_signal() {
+    // SAFETY: a filled set is a valid argument; only this thread's mask changes.
+    unsafe {
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &all, std::ptr::null_mut());
+    }
+}

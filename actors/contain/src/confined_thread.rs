@@ -23,13 +23,12 @@
 //! If the thread cannot confine itself it ends, and the spawn falls back to the child confining
 //! itself, which then fails or succeeds at the same step. The thread never starts another thread
 //! (it would inherit the confinement): its listener is registered by the thread that started it. It
-//! ends when the last clone of its [`ConfinedThread`] handle is dropped.
+//! ends soon after the last clone of its [`ConfinedThread`] handle is dropped.
 
 use std::io;
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
 use std::sync::{Arc, OnceLock};
-use std::thread::JoinHandle;
 
 use nix::libc;
 
@@ -132,12 +131,11 @@ struct Task {
 // finished with `call` (a panic in it drops the task while unwinding, after the call's frame).
 unsafe impl Send for Task {}
 
-/// A started thread.
+/// A started thread. Dropping it ends the thread's loop; the thread then exits on its own (nobody
+/// waits for it: a join on the dropping thread's path, a cache eviction, cost about 0.1 ms).
 #[derive(Debug)]
 pub(crate) struct Running {
-    /// Taken on drop, which ends the thread's loop.
-    jobs: Option<Sender<Task>>,
-    thread: Option<JoinHandle<()>>,
+    jobs: Sender<Task>,
     built: Identity,
 }
 
@@ -189,11 +187,7 @@ impl Running {
         if let (Some(listener), Some(policy)) = (listener, parts.gate) {
             crate::sockgate::serve_shared(listener, policy.clone(), tid);
         }
-        Ok(Running {
-            jobs: Some(jobs),
-            thread: Some(thread),
-            built,
-        })
+        Ok(Running { jobs, built })
     }
 
     /// Runs `job` on the thread and returns its result once it has run; `None` if the thread is
@@ -212,18 +206,9 @@ impl Running {
         // it unrun (see `Task`).
         let call: *mut (dyn FnMut() + Send + 'static) = unsafe { std::mem::transmute(call) };
         let (done, finished) = mpsc::sync_channel(1);
-        self.jobs.as_ref()?.send(Task { call, done }).ok()?;
+        self.jobs.send(Task { call, done }).ok()?;
         let _ = finished.recv();
         result
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        self.jobs.take();
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
     }
 }
 

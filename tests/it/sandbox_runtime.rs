@@ -369,10 +369,26 @@ fn a_failed_start_leaves_no_spill_directory_and_no_thread() {
     );
 }
 
+/// This process's confined spawning threads (`dsh-confined-spawn`; `comm` keeps 15 bytes).
+fn confined_spawning_threads() -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .flatten()
+        .filter(|task| {
+            std::fs::read_to_string(task.path().join("comm"))
+                .is_ok_and(|comm| comm.trim_end() == "dsh-confined-sp")
+        })
+        .count()
+}
+
 /// Each session's commands have a temp of their own, and a released session's goes with it: the
-/// next session of the same id finds it empty, while another session's temp is untouched.
+/// next session of the same id finds it empty, while another session's temp is untouched. So does
+/// its confined spawning thread (one per session that ran a command): the released one ends, the
+/// other stays, and the next session of the same id gets a new one.
 #[actix_rt::test]
 async fn a_released_sessions_temp_goes_and_another_sessions_stays() {
+    // Counts the process's threads: it needs its process to itself.
+    dsh_test_support::own_process!(a_released_sessions_temp_goes_and_another_sessions_stays);
     if !sandbox_usable() {
         return;
     }
@@ -396,10 +412,18 @@ async fn a_released_sessions_temp_goes_and_another_sessions_stays() {
         "a\n",
         "one session's temp is its own"
     );
+    assert_eq!(confined_spawning_threads(), 2, "one per session");
     rt.release_session("released").await;
+    let soon = std::time::Duration::from_secs(30);
+    assert!(
+        dsh_test_support::wait::wait_until(soon, || confined_spawning_threads() == 1),
+        "the released session's spawning thread still runs ({})",
+        confined_spawning_threads()
+    );
     let again = TestAgent::new("released");
     let gone = run(&again, "cat \"$TMPDIR/note\"").await.text;
     assert!(gone.contains("No such file"), "{gone}");
     assert_eq!(run(&b, "cat \"$TMPDIR/note\"").await.text, "b\n");
+    assert_eq!(confined_spawning_threads(), 2);
     rt.shutdown().await;
 }

@@ -8,7 +8,9 @@ use crate::common::{TestAgent, runtime, runtime_with, sandbox_usable};
 use actix::prelude::*;
 use dsh::{ApprovalOutcome, ApprovalRequest, LocalSandboxConfig, SandboxMode, ToolCall};
 use dsh_test_support::actors::Answerer;
+use dsh_test_support::procfs::live_with_cmdline;
 use dsh_test_support::scratch::outside_tmp;
+use dsh_test_support::wait::poll_until;
 use serde_json::json;
 
 fn workspace() -> tempfile::TempDir {
@@ -426,4 +428,97 @@ async fn a_released_sessions_temp_goes_and_another_sessions_stays() {
     assert_eq!(run(&b, "cat \"$TMPDIR/note\"").await.text, "b\n");
     assert_eq!(confined_spawning_threads(), 2);
     rt.shutdown().await;
+}
+
+/// A command's parent is the thread that cloned it, and the kernel sends the command its parent-death
+/// signal when that thread exits. So a confined spawning thread whose entry is evicted (past 64
+/// sessions, the least recently used goes) stops spawning at once (and is renamed
+/// `dsh-spawner-end`) but lives on until the commands it cloned have ended: a background task that
+/// asked for `SIGKILL` at its parent's death (as `bwrap --die-with-parent` and `setpriv --pdeathsig`
+/// do) survives the eviction, and the thread ends after it. Before, the thread ended at once, and
+/// the task read `killed by SIGKILL`.
+#[actix_rt::test]
+async fn a_command_asking_for_a_parent_death_signal_outlives_its_threads_eviction() {
+    // Counts the process's threads: it needs its process to itself.
+    dsh_test_support::own_process!(
+        a_command_asking_for_a_parent_death_signal_outlives_its_threads_eviction
+    );
+    if !sandbox_usable() {
+        return;
+    }
+    let ws = workspace();
+    let (rt, _spill) = runtime_with(|b| {
+        b.cwd(ws.path())
+            .sandbox(SandboxMode::WorkspaceWrite, LocalSandboxConfig::default())
+    });
+    let marker = format!("pdeathsig-{}", std::process::id());
+    let armed = ws.path().join("armed");
+    // `exec`: python is the spawned process itself, the spawning thread's child.
+    let command = format!(
+        "exec python3 -c 'import ctypes, time; ctypes.CDLL(None).prctl(1, 9); \
+         open(\"armed\", \"w\").close(); time.sleep(600)' {marker}"
+    );
+    let call = |agent: &TestAgent, command: &str, background: bool| {
+        rt.call(
+            ToolCall::new(
+                "bash",
+                json!({"command": command, "description": "t", "run_in_background": background}),
+            )
+            .with_caller(agent.agent.clone()),
+        )
+    };
+    // The owner lives through the test: an owner that goes takes its tasks with it.
+    let owner = TestAgent::new("evicted");
+    let started = call(&owner, &command, true).await.text;
+    assert!(started.starts_with("started background task"), "{started}");
+    let soon = std::time::Duration::from_secs(30);
+    assert!(poll_until(soon, || armed.exists()).await, "never armed");
+    let threads_named = |name: &str| {
+        std::fs::read_dir("/proc/self/task")
+            .unwrap()
+            .flatten()
+            .filter(|task| {
+                std::fs::read_to_string(task.path().join("comm"))
+                    .is_ok_and(|comm| comm.trim_end() == name)
+            })
+            .count()
+    };
+    assert_eq!(confined_spawning_threads(), 1);
+    // 64 more sessions: the first one's entry, the least recently used, is evicted.
+    for n in 0..64 {
+        let text = call(&TestAgent::new(&format!("s{n}")), "true", false)
+            .await
+            .text;
+        assert_eq!(text, "(no output)");
+    }
+    assert!(
+        poll_until(soon, || threads_named("dsh-spawner-end") == 1).await,
+        "the evicted entry's thread did not stop spawning"
+    );
+    assert_eq!(confined_spawning_threads(), 64);
+    // The thread waits for its child, which is not killed (a bounded wait for what must not
+    // happen).
+    let killed = poll_until(std::time::Duration::from_millis(500), || {
+        live_with_cmdline(&marker).is_empty()
+    })
+    .await;
+    assert!(!killed, "the task died with its spawning thread");
+    for pid in live_with_cmdline(&marker) {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+    assert!(poll_until(soon, || live_with_cmdline(&marker).is_empty()).await);
+    assert!(
+        poll_until(soon, || threads_named("dsh-spawner-end") == 0).await,
+        "the thread outlived its last child"
+    );
+    rt.shutdown().await;
+    drop(rt);
+    assert!(
+        poll_until(soon, || confined_spawning_threads() == 0).await,
+        "spawning threads outlived the runtime ({})",
+        confined_spawning_threads()
+    );
 }

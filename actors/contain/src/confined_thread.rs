@@ -20,13 +20,17 @@
 //!
 //! The caller hands a job over and blocks until it has run, as it would block in `CLONE_VFORK`
 //! itself, so the job may borrow from the caller's stack (a few microseconds for the two wake-ups).
-//! If the thread cannot confine itself it ends, and the spawn falls back to the child confining
-//! itself, which then fails or succeeds at the same step. The thread never starts another thread
-//! (it would inherit the confinement): its listener is registered by the thread that started it. It
-//! ends soon after the last clone of its [`ConfinedThread`] handle is dropped.
+//! If the thread cannot confine itself it ends (logged, and the handle keeps no thread for good), and
+//! every spawn of the confinement falls back to the child confining itself, which applies the same
+//! steps (in its own order) and fails the spawn at the step the kernel refuses; so does a spawn
+//! whose thread has gone (only a job that panicked ends one early). The thread never starts another
+//! thread (it would inherit the confinement): its listener is registered by the thread that started
+//! it. Once the last clone of its [`ConfinedThread`] handle is dropped it stops spawning, waits for
+//! the children it cloned to exit (their parent is this thread, and its exit would send them their
+//! parent-death signal) and ends.
 
 use std::io;
-use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
 use std::sync::{Arc, OnceLock};
 
@@ -74,7 +78,13 @@ impl ConfinedThread {
                 }
             })
             .as_ref()?;
-        (running.built == built).then_some(running)
+        if running.built != built {
+            tracing::warn!(
+                "a confined spawning thread asked to spawn for other parts: the child confines itself"
+            );
+            return None;
+        }
+        Some(running)
     }
 }
 
@@ -131,12 +141,96 @@ struct Task {
 // finished with `call` (a panic in it drops the task while unwinding, after the call's frame).
 unsafe impl Send for Task {}
 
-/// A started thread. Dropping it ends the thread's loop; the thread then exits on its own (nobody
-/// waits for it: a join on the dropping thread's path, a cache eviction, cost about 0.1 ms).
+/// A started thread. Dropping it ends the thread's loop; the thread then waits for the children it
+/// cloned to exit and ends on its own (nobody waits for it: a join on the dropping thread's path, a
+/// cache eviction, cost about 0.1 ms).
 #[derive(Debug)]
 pub(crate) struct Running {
     jobs: Sender<Task>,
     built: Identity,
+}
+
+/// Returns once no child of the calling thread runs any more. A child's parent is the thread that
+/// cloned it, and when that thread exits the kernel sends the child its parent-death signal
+/// (`PR_SET_PDEATHSIG`, which `bwrap --die-with-parent` and `setpriv --pdeathsig` set) although dsh
+/// lives on: so a spawning thread outlives its children. The kernel lists a thread's children in
+/// `/proc/thread-self/children` (those that have exited too, until dsh reaps them); each round waits,
+/// by pidfd, until one of those still running exits. Nothing is kept per spawn. Where the list
+/// cannot be read (a kernel without `CONFIG_PROC_CHILDREN`), the thread does not wait.
+fn outlive_children() {
+    let mut exited: Vec<i32> = Vec::new();
+    loop {
+        let Some(listed) = children() else {
+            tracing::debug!(
+                "no /proc/thread-self/children: the spawning thread ends without waiting"
+            );
+            return;
+        };
+        let waiting: Vec<i32> = listed
+            .into_iter()
+            .filter(|pid| !exited.contains(pid))
+            .collect();
+        if waiting.is_empty() {
+            return;
+        }
+        let opened: Vec<(i32, OwnedFd)> = waiting
+            .iter()
+            .filter_map(|&pid| pidfd_open(pid).map(|fd| (pid, fd)))
+            .collect();
+        // A pid still listed after its pidfd was opened is this thread's child, which no later
+        // process can have replaced: this thread clones no more.
+        let listed = children().unwrap_or_default();
+        let (children, gone): (Vec<_>, Vec<_>) = opened
+            .into_iter()
+            .partition(|(pid, _)| listed.contains(pid));
+        exited.extend(gone.iter().map(|(pid, _)| *pid));
+        if children.is_empty() {
+            if waiting.iter().all(|pid| !listed.contains(pid)) {
+                continue;
+            }
+            // Listed but not opened (out of descriptors): look again a little later.
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            continue;
+        }
+        let mut polled: Vec<libc::pollfd> = children
+            .iter()
+            .map(|(_, fd)| libc::pollfd {
+                fd: fd.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .collect();
+        // SAFETY: `polled` holds `len` valid pollfd entries whose descriptors `children` keeps
+        // open; -1 waits until one has exited (a pidfd reads ready then).
+        let ready = unsafe { libc::poll(polled.as_mut_ptr(), polled.len() as _, -1) };
+        if ready < 0 && io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            return;
+        }
+        for ((pid, _), entry) in children.iter().zip(&polled) {
+            if entry.revents != 0 {
+                exited.push(*pid);
+            }
+        }
+    }
+}
+
+/// The calling thread's children, from `/proc/thread-self/children`; `None` if unreadable.
+fn children() -> Option<Vec<i32>> {
+    let listed = std::fs::read_to_string("/proc/thread-self/children").ok()?;
+    Some(
+        listed
+            .split_whitespace()
+            .filter_map(|pid| pid.parse().ok())
+            .collect(),
+    )
+}
+
+/// A pidfd for `pid`, if it still exists.
+fn pidfd_open(pid: i32) -> Option<OwnedFd> {
+    // SAFETY: pidfd_open takes a pid and flags; it returns a new descriptor or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    // SAFETY: the descriptor is new and owned by nobody else.
+    (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
 }
 
 /// The thread's first answer: its kernel thread id and the listener of its gated filter (if
@@ -168,6 +262,9 @@ impl Running {
                 let _ = ready_tx.send(confined);
                 if ok {
                     serve(&queue);
+                    // Renamed, so that what still spawns can be told from what only waits.
+                    set_thread_name(c"dsh-spawner-end");
+                    outlive_children();
                 }
                 drop((filter, mount_ns, netns));
             })
@@ -237,7 +334,7 @@ impl Setup<'_> {
                 source: io::Error::last_os_error(),
             })
         };
-        block_every_signal();
+        block_signals();
         if let Some(fd) = self.netns
             && !crate::netns::join_in_child(fd)
         {
@@ -272,9 +369,18 @@ impl Setup<'_> {
     }
 }
 
-/// Blocks every signal on this thread for good: no handler of dsh runs here, and each child sets
-/// its own (empty) mask before exec.
-fn block_every_signal() {
+/// Names the calling thread (`comm`, 15 bytes at most).
+fn set_thread_name(name: &std::ffi::CStr) {
+    // SAFETY: PR_SET_NAME reads a NUL-terminated string of at most 16 bytes; `name` is one.
+    unsafe { libc::prctl(libc::PR_SET_NAME, name.as_ptr(), 0, 0, 0) };
+}
+
+/// Blocks, on this thread for good, every signal glibc lets a thread block — all but its two
+/// internal ones (thread cancellation, and the broadcast by which `setuid`, `setgid` and
+/// `setgroups` change every thread's credentials): no handler of dsh runs here, and each child sets
+/// its own (empty) mask before exec. A set-id call made anywhere in dsh would fail on this thread,
+/// which holds no capability, and glibc would abort the process; dsh makes none.
+fn block_signals() {
     // SAFETY: a filled set is a valid argument; only this thread's mask changes.
     unsafe {
         let mut all: libc::sigset_t = std::mem::zeroed();

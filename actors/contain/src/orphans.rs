@@ -7,8 +7,9 @@
 //! once reaped, and the SIGCHLD thread reaps only zombie children that descend from a task (see
 //! [`ChildRegistry::reap_orphans`]): a host that embeds dsh keeps its own children.
 //!
-//! The reaper is the one thread this crate starts: it must outlive any one runtime's arbiter, and
-//! the process-wide registry it reads is this crate's.
+//! The reaper is a thread of this crate's own (beside the socket gate's and the confined spawning
+//! threads): it must outlive any one runtime's arbiter, and the process-wide registry it reads is
+//! this crate's.
 
 use std::sync::OnceLock;
 

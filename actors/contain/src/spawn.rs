@@ -48,6 +48,7 @@ pub use child::Step;
 
 use crate::cgroup::CgroupTarget;
 use crate::confine::{Confinement, Prepared};
+use crate::confined_thread::Running;
 
 /// Why a spawn failed.
 #[derive(Debug, thiserror::Error)]
@@ -289,18 +290,6 @@ pub fn spawn_with(
     let v1: Vec<RawFd> = cgroup
         .map(|c| c.v1_procs.iter().map(AsRawFd::as_raw_fd).collect())
         .unwrap_or_default();
-    // A Landlock confinement's commands are spawned by its confined thread
-    // (`crate::confined_thread`), except by the measurement baseline, which refuses confinement.
-    let thread = match method {
-        #[cfg(feature = "bench-internals")]
-        Method::SpawnThenJoin => None,
-        Method::Clone3Fork | Method::Clone3Vm => program
-            .confinement
-            .as_ref()
-            .and_then(Confinement::spawning_thread),
-    };
-    let confinement =
-        Prepared::new(program.confinement.as_ref(), thread.is_some()).map_err(SpawnError::Setup)?;
     // Entering a mount namespace resets the working directory (the spawning thread's too): "stay in
     // the parent's" must be named.
     let in_namespace = program
@@ -314,39 +303,60 @@ pub fn spawn_with(
         }
         _ => None,
     };
-    let request = clone::Request {
-        program: program.program.as_ptr(),
-        argv: argv.as_ptr(),
-        envp: envp.as_ptr(),
-        cwd: program
-            .cwd
-            .as_ref()
-            .or(kept_cwd.as_ref())
-            .map_or(std::ptr::null(), |c| c.as_ptr()),
-        stdio: fds,
-        v1_procs: &v1,
-        cgroup: cgroup.map(|c| c.v2_dir.as_raw_fd()),
-        nofile_soft: program.nofile_soft,
-        confinement: confinement.child(),
-        terminal: program.terminal == ControllingTerminal::Stdin,
-    };
-    let result = match (method, thread) {
+    let cwd = program
+        .cwd
+        .as_ref()
+        .or(kept_cwd.as_ref())
+        .map_or(std::ptr::null(), |c| c.as_ptr());
+    // One attempt, from `thread` or from this one; `None`: the thread is gone.
+    let attempt =
+        |thread: Option<&Running>| -> Result<Option<Result<Child, SpawnError>>, SpawnError> {
+            let confinement = Prepared::new(program.confinement.as_ref(), thread.is_some())
+                .map_err(SpawnError::Setup)?;
+            let request = clone::Request {
+                program: program.program.as_ptr(),
+                argv: argv.as_ptr(),
+                envp: envp.as_ptr(),
+                cwd,
+                stdio: fds,
+                v1_procs: &v1,
+                cgroup: cgroup.map(|c| c.v2_dir.as_raw_fd()),
+                nofile_soft: program.nofile_soft,
+                confinement: confinement.child(),
+                terminal: program.terminal == ControllingTerminal::Stdin,
+            };
+            let result = match (method, thread) {
+                #[cfg(feature = "bench-internals")]
+                (Method::SpawnThenJoin, _) => Some(posix::posix_spawn_then_join(&request)),
+                (Method::Clone3Fork, Some(thread)) => thread.run(|| clone::clone3_fork(&request)),
+                (Method::Clone3Vm, Some(thread)) => thread.run(|| clone::clone3_vm(&request)),
+                (Method::Clone3Fork, None) => Some(clone::clone3_fork(&request)),
+                (Method::Clone3Vm, None) => Some(clone::clone3_vm(&request)),
+            };
+            if let Some(Ok(child)) = &result {
+                confinement.start_gate(child.pid);
+            }
+            Ok(result)
+        };
+    // A Landlock confinement's commands are spawned by its confined thread
+    // (`crate::confined_thread`), except by the measurement baseline, which refuses confinement.
+    let thread = match method {
         #[cfg(feature = "bench-internals")]
-        (Method::SpawnThenJoin, _) => posix::posix_spawn_then_join(&request),
-        (Method::Clone3Fork, Some(thread)) => thread
-            .run(|| clone::clone3_fork(&request))
-            .unwrap_or_else(|| Err(thread_gone())),
-        (Method::Clone3Vm, Some(thread)) => thread
-            .run(|| clone::clone3_vm(&request))
-            .unwrap_or_else(|| Err(thread_gone())),
-        (Method::Clone3Fork, None) => clone::clone3_fork(&request),
-        (Method::Clone3Vm, None) => clone::clone3_vm(&request),
+        Method::SpawnThenJoin => None,
+        Method::Clone3Fork | Method::Clone3Vm => program
+            .confinement
+            .as_ref()
+            .and_then(Confinement::spawning_thread),
+    };
+    let result = match attempt(thread)? {
+        Some(result) => result,
+        // Only a job that panicked ends a thread early: the child confines itself instead.
+        None => {
+            tracing::warn!("the confined spawning thread is gone: the child confines itself");
+            attempt(None)?.unwrap_or_else(|| Err(thread_gone()))
+        }
     };
     drop(moved);
-    if let Ok(child) = &result {
-        confinement.start_gate(child.pid);
-    }
-    drop(confinement);
     result
 }
 

@@ -220,6 +220,11 @@ impl RulesetCache {
             .retain(|(_, owner), _| owner.as_deref() != Some(session));
     }
 
+    /// Forgets every entry (the runtime shut down).
+    pub(crate) fn clear(&self) {
+        lock_unpoisoned(&self.entries).map.clear();
+    }
+
     /// How many are cached (tests).
     #[cfg(test)]
     fn len(&self) -> usize {

@@ -207,6 +207,9 @@ impl SandboxProvider for LocalSandboxProvider {
     }
 
     fn shutdown(&self) {
+        // The runtime's tasks are gone: every session's namespace, terminals and confined spawning
+        // thread may go too, even while the host keeps this provider.
+        self.rulesets.clear();
         if let Some(temp) = self.private_temp() {
             remove_private_temp(temp);
         }

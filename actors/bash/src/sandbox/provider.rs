@@ -122,7 +122,8 @@ pub trait SandboxProvider: Send + Sync + 'static {
         Vec::new()
     }
     /// Called once when the runtime shuts down, after every command is gone: removes what the
-    /// provider made for its commands (the local provider's private temp).
+    /// provider made for its commands (the local provider: its private temp, and every session's
+    /// namespace, terminals and confined spawning thread).
     fn shutdown(&self) {}
 
     /// Called when the runtime releases `session`, after its tasks are gone: forgets what the

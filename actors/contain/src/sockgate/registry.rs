@@ -30,7 +30,8 @@ pub(crate) struct Served {
     token: u64,
     /// The command's rules.
     pub policy: Arc<GatePolicy>,
-    /// The pid the spawn returned (a launcher's sandbox is found from it).
+    /// The pid the spawn returned (a launcher's sandbox is found from it), or the thread id of the
+    /// confined spawning thread whose listener this is (used only in log lines).
     pub spawned: i32,
     /// Its connects in progress.
     pub in_flight: InFlight,

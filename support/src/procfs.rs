@@ -1,4 +1,5 @@
-//! What `/proc` says about a pid: alive or not, its parent, its descriptors and status fields.
+//! What `/proc` says about a pid: alive or not, its parent, its descriptors, threads and status
+//! fields.
 
 use std::path::Path;
 use std::time::Duration;
@@ -48,6 +49,21 @@ pub fn live_with_cmdline(needle: &str) -> Vec<i32> {
                 .is_ok_and(|cmdline| String::from_utf8_lossy(&cmdline).contains(needle))
                 && is_live(*pid)
         })
+        .collect()
+}
+
+/// The thread ids of `pid`'s threads named `name` (as `comm` shows it: at most 15 bytes).
+pub fn threads_named(pid: impl std::fmt::Display, name: &str) -> Vec<u32> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    tasks
+        .flatten()
+        .filter(|task| {
+            std::fs::read_to_string(task.path().join("comm"))
+                .is_ok_and(|comm| comm.trim_end() == name)
+        })
+        .filter_map(|task| task.file_name().to_str()?.parse().ok())
         .collect()
 }
 

@@ -8,7 +8,7 @@ use crate::common::{TestAgent, runtime, runtime_with, sandbox_usable};
 use actix::prelude::*;
 use dsh::{ApprovalOutcome, ApprovalRequest, LocalSandboxConfig, SandboxMode, ToolCall};
 use dsh_test_support::actors::Answerer;
-use dsh_test_support::procfs::live_with_cmdline;
+use dsh_test_support::procfs::{live_with_cmdline, threads_named};
 use dsh_test_support::scratch::outside_tmp;
 use dsh_test_support::wait::poll_until;
 use serde_json::json;
@@ -342,16 +342,7 @@ fn a_failed_start_leaves_no_spill_directory_and_no_thread() {
         .start();
     let err = refused.err().expect("a config the provider refuses");
     assert!(err.to_string().contains("probeTimeoutMs"), "{err}");
-    let runtime_threads = || {
-        std::fs::read_dir("/proc/self/task")
-            .unwrap()
-            .flatten()
-            .filter(|task| {
-                std::fs::read_to_string(task.path().join("comm"))
-                    .is_ok_and(|comm| comm.trim_end() == "dsh-runtime")
-            })
-            .count()
-    };
+    let runtime_threads = || threads_named("self", "dsh-runtime").len();
     let soon = std::time::Duration::from_secs(30);
     assert!(
         dsh_test_support::wait::wait_until(soon, || runtime_threads() == 0),
@@ -373,14 +364,7 @@ fn a_failed_start_leaves_no_spill_directory_and_no_thread() {
 
 /// This process's confined spawning threads (`dsh-confined-spawn`; `comm` keeps 15 bytes).
 fn confined_spawning_threads() -> usize {
-    std::fs::read_dir("/proc/self/task")
-        .unwrap()
-        .flatten()
-        .filter(|task| {
-            std::fs::read_to_string(task.path().join("comm"))
-                .is_ok_and(|comm| comm.trim_end() == "dsh-confined-sp")
-        })
-        .count()
+    threads_named("self", "dsh-confined-sp").len()
 }
 
 /// Each session's commands have a temp of their own, and a released session's goes with it: the
@@ -473,16 +457,7 @@ async fn a_command_asking_for_a_parent_death_signal_outlives_its_threads_evictio
     assert!(started.starts_with("started background task"), "{started}");
     let soon = std::time::Duration::from_secs(30);
     assert!(poll_until(soon, || armed.exists()).await, "never armed");
-    let threads_named = |name: &str| {
-        std::fs::read_dir("/proc/self/task")
-            .unwrap()
-            .flatten()
-            .filter(|task| {
-                std::fs::read_to_string(task.path().join("comm"))
-                    .is_ok_and(|comm| comm.trim_end() == name)
-            })
-            .count()
-    };
+    let ended = || threads_named("self", "dsh-spawner-end").len();
     assert_eq!(confined_spawning_threads(), 1);
     // 64 more sessions: the first one's entry, the least recently used, is evicted.
     for n in 0..64 {
@@ -492,7 +467,7 @@ async fn a_command_asking_for_a_parent_death_signal_outlives_its_threads_evictio
         assert_eq!(text, "(no output)");
     }
     assert!(
-        poll_until(soon, || threads_named("dsh-spawner-end") == 1).await,
+        poll_until(soon, || ended() == 1).await,
         "the evicted entry's thread did not stop spawning"
     );
     assert_eq!(confined_spawning_threads(), 64);
@@ -511,7 +486,7 @@ async fn a_command_asking_for_a_parent_death_signal_outlives_its_threads_evictio
     }
     assert!(poll_until(soon, || live_with_cmdline(&marker).is_empty()).await);
     assert!(
-        poll_until(soon, || threads_named("dsh-spawner-end") == 0).await,
+        poll_until(soon, || ended() == 0).await,
         "the thread outlived its last child"
     );
     rt.shutdown().await;

@@ -49,14 +49,7 @@ fn field<'a>(status: &'a str, name: &str) -> &'a str {
 
 /// This process's threads with the spawning thread's name (`comm` keeps 15 bytes).
 fn spawning_threads() -> usize {
-    std::fs::read_dir("/proc/self/task")
-        .unwrap()
-        .flatten()
-        .filter(|t| {
-            std::fs::read_to_string(t.path().join("comm"))
-                .is_ok_and(|c| c.trim_end() == "dsh-confined-sp")
-        })
-        .count()
+    dsh_test_support::procfs::threads_named("self", "dsh-confined-sp").len()
 }
 
 /// A command spawned through the thread starts filtered, with no capability and no new

@@ -16,7 +16,7 @@ use crate::jsonl_server;
 
 use std::time::{Duration, Instant};
 
-use dsh_test_support::procfs::live_with_cmdline;
+use dsh_test_support::procfs::{live_with_cmdline, threads_named};
 use dsh_test_support::wait::wait_until;
 use jsonl_server::{SOON, Server, bash};
 use serde_json::json;
@@ -474,14 +474,7 @@ fn every_ending(mut day: Day) {
 /// How many threads of dsh (`pid`) are confined spawning threads (`dsh-confined-spawn`, which
 /// `comm` cuts to 15 bytes).
 fn confined_spawning_threads(pid: u32) -> usize {
-    std::fs::read_dir(format!("/proc/{pid}/task"))
-        .unwrap()
-        .flatten()
-        .filter(|task| {
-            std::fs::read_to_string(task.path().join("comm"))
-                .is_ok_and(|comm| comm.trim_end() == "dsh-confined-sp")
-        })
-        .count()
+    threads_named(pid, "dsh-confined-sp").len()
 }
 
 #[test]

@@ -549,14 +549,9 @@ fn the_confined_spawning_thread_is_out_of_a_commands_reach() {
         bash(&format!("echo first # {m}"), json!({})),
     );
     assert_eq!(server.text("first"), "first\n");
-    let spawner: Vec<String> = std::fs::read_dir(format!("/proc/{dsh_pid}/task"))
-        .unwrap()
-        .flatten()
-        .filter(|task| {
-            std::fs::read_to_string(task.path().join("comm"))
-                .is_ok_and(|comm| comm.trim_end() == "dsh-confined-sp")
-        })
-        .map(|task| task.file_name().to_string_lossy().into_owned())
+    let spawner: Vec<String> = dsh_test_support::procfs::threads_named(dsh_pid, "dsh-confined-sp")
+        .iter()
+        .map(u32::to_string)
         .collect();
     assert_eq!(
         spawner.len(),

@@ -450,13 +450,8 @@ fn round_trip(name: &str, marker: &str) -> String {
 /// How often dsh's (`pid`) socket-gate thread has been switched out (voluntarily or not), `None`
 /// while it does not run: a thread asleep in its wait does not count up, every wake-up does.
 fn gate_thread_wakes(pid: u32) -> Option<u64> {
-    let task = std::fs::read_dir(format!("/proc/{pid}/task"))
-        .unwrap()
-        .map(|t| t.unwrap().path())
-        .find(|t| {
-            std::fs::read_to_string(t.join("comm")).is_ok_and(|comm| comm.trim() == "dsh-sockgate")
-        })?;
-    let status = std::fs::read_to_string(task.join("status")).ok()?;
+    let tid = *dsh_test_support::procfs::threads_named(pid, "dsh-sockgate").first()?;
+    let status = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/status")).ok()?;
     let switches = status
         .lines()
         .filter(|line| line.contains("ctxt_switches:"))

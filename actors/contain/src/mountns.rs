@@ -15,7 +15,8 @@
 //! (`mount_setattr(AT_RECURSIVE, MOUNT_ATTR_RDONLY)`), attaches the private temp on `/tmp` and
 //! `/var/tmp` (hiding the host's), a given directory on `/dev/shm` in place of the host's shared
 //! memory ([`MountSpec::shm`]), and the copies on their own paths (the spill directory among the
-//! visible ones, so results' spill paths stay readable), mounts the namespace's own terminals
+//! visible ones, so results' spill paths stay readable), covers `/dev` with a small read-only `tmpfs`
+//! holding only the devices commands need (`dev.rs`), mounts the namespace's own terminals
 //! (`crate::devpts`), and keeps the namespace by a descriptor of `/proc/thread-self/ns/mnt`. Copies keep the host's own
 //! mount flags, so a host read-only mount inside a workspace stays read-only. A writable root or
 //! visible path below `/tmp` or `/var/tmp` gets an empty directory in the private temp to be mounted
@@ -35,6 +36,7 @@ use nix::libc;
 
 use crate::devpts::Devpts;
 
+mod dev;
 mod points;
 
 const OPEN_TREE_CLONE: libc::c_uint = 1;
@@ -213,13 +215,19 @@ fn prepare(spec: &MountSpec) -> io::Result<(OwnedFd, Option<Devpts>)> {
         }
         trees.push((tree, path.clone()));
     }
+    // The session's shared memory, else the host's, read-only (as the rest of `/`).
     let shm = match &spec.shm {
-        Some(shm) if spec.writable.contains(shm) && Path::new(SHM).is_dir() => {
-            Some(clone_tree(shm)?)
+        Some(shm) if spec.writable.contains(shm) => Some(clone_tree(shm)?),
+        _ if Path::new(SHM).is_dir() => {
+            let host = clone_tree(Path::new(SHM))?;
+            make_read_only(host.as_raw_fd(), Path::new(""), libc::AT_EMPTY_PATH as _)?;
+            Some(host)
         }
         _ => None,
     };
+    let nodes = dev::clone_host_nodes()?;
     make_read_only(libc::AT_FDCWD, Path::new("/"), 0)?;
+    dev::mount(&nodes)?;
     for (tree, target) in &temps {
         points::attach(tree, target)?;
     }

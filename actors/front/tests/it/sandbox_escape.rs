@@ -518,6 +518,70 @@ fn named_daemon(reply: &serde_json::Value, before: &str, m: &str) -> (i32, Strin
     (pid, task)
 }
 
+/// The host's devices stay out of sight: a confined command's `/dev` holds `null`, `zero`, `full`,
+/// `random`, `urandom`, `tty`, `ptmx`, `pts`, `shm` and the `fd` links, and none of the host's
+/// consoles (`/dev/console`, `/dev/tty<N>`, `/dev/vcs*`: what is on their screens), input devices,
+/// sound and video devices, disks or `/dev/kmsg`; what it keeps still works.
+pub(crate) fn the_hosts_devices_are_hidden(backend: Backend) {
+    let Some((ws, m)) = setup(backend) else {
+        return;
+    };
+    let candidates = [
+        "/dev/console",
+        "/dev/tty0",
+        "/dev/tty1",
+        "/dev/vcs",
+        "/dev/vcsa",
+        "/dev/vcs1",
+        "/dev/kmsg",
+        "/dev/input",
+        "/dev/snd",
+        "/dev/video0",
+        "/dev/sda",
+        "/dev/vda",
+        "/dev/nvme0n1",
+        "/dev/kvm",
+        "/dev/fuse",
+        "/dev/mem",
+        "/dev/ttyS0",
+        "/dev/hidraw0",
+        "/dev/loop0",
+    ];
+    let present: Vec<&str> = candidates
+        .into_iter()
+        .filter(|p| std::fs::symlink_metadata(p).is_ok())
+        .collect();
+    assert!(
+        present.contains(&"/dev/console"),
+        "no host console to hide: {present:?}"
+    );
+    let probes: String = present
+        .iter()
+        .map(|p| format!("test -e {p} && echo VISIBLE {p}; "))
+        .collect();
+    let command = format!(
+        "{probes} ls /dev | tr '\\n' ' '; echo; \
+         echo x > /dev/null && echo null-ok; head -c 4 /dev/urandom | wc -c; cat <(echo fd-ok); \
+         echo done # {m}"
+    );
+    let printed = run(backend, ws.path(), &[], &command);
+    assert!(!printed.contains("VISIBLE"), "{printed}");
+    let listed: Vec<&str> = printed
+        .lines()
+        .nth(0)
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    for kept in [
+        "null", "zero", "urandom", "random", "tty", "ptmx", "pts", "shm", "fd",
+    ] {
+        assert!(listed.contains(&kept), "{kept} is missing: {printed}");
+    }
+    assert!(listed.len() <= 16, "more than the minimal /dev: {printed}");
+    assert!(printed.contains("null-ok\n4\nfd-ok\ndone"), "{printed}");
+    assert_nothing_left(&m);
+}
+
 /// `/proc/<pid>/task/<tid>/status`'s `field`, as text.
 fn task_status(pid: u32, tid: &str, field: &str) -> String {
     let status = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/status")).unwrap();
@@ -665,4 +729,5 @@ under_each_backend!(
     network_deny_also_stops_udp_and_raw_ip,
     a_daemon_an_earlier_call_left_is_stopped_with_bash_kill,
     a_daemon_a_background_task_left_is_stopped_with_bash_kill,
+    the_hosts_devices_are_hidden,
 );

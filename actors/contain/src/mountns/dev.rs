@@ -60,18 +60,16 @@ pub(super) fn clone_host_nodes() -> io::Result<HostNodes> {
 /// Mounts on `/dev/shm` and `/dev/pts` come after, on the directories made here.
 pub(super) fn mount(host: &HostNodes) -> io::Result<()> {
     // SAFETY: mount with static NUL-terminated strings; it changes only this thread's namespace.
-    check(
-        unsafe {
-            libc::mount(
-                c"tmpfs".as_ptr(),
-                c"/dev".as_ptr(),
-                c"tmpfs".as_ptr(),
-                libc::MS_NOSUID | libc::MS_NOEXEC,
-                c"mode=0755,size=64k".as_ptr().cast(),
-            )
-        }
-        .into(),
-    )?;
+    let mounted = unsafe {
+        libc::mount(
+            c"tmpfs".as_ptr(),
+            c"/dev".as_ptr(),
+            c"tmpfs".as_ptr(),
+            libc::MS_NOSUID | libc::MS_NOEXEC,
+            c"mode=0755,size=64k".as_ptr().cast(),
+        )
+    };
+    check(mounted.into())?;
     for dir in ["pts", "shm"] {
         let path = c_dev(dir)?;
         // SAFETY: mkdir with a NUL-terminated path in the tmpfs just mounted.
@@ -84,17 +82,9 @@ pub(super) fn mount(host: &HostNodes) -> io::Result<()> {
     }
     for (_, name) in &host.nodes {
         let path = c_dev(name)?;
+        let flags = libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY | libc::O_CLOEXEC;
         // SAFETY: open with a NUL-terminated path; creates an empty file to mount on.
-        let fd = check(
-            unsafe {
-                libc::open(
-                    path.as_ptr(),
-                    libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY | libc::O_CLOEXEC,
-                    0o666,
-                )
-            }
-            .into(),
-        )?;
+        let fd = check(unsafe { libc::open(path.as_ptr(), flags, 0o666) }.into())?;
         // SAFETY: the descriptor open returned, closed once.
         unsafe { libc::close(fd as libc::c_int) };
     }

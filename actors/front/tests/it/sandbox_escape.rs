@@ -568,7 +568,7 @@ pub(crate) fn the_hosts_devices_are_hidden(backend: Backend) {
     assert!(!printed.contains("VISIBLE"), "{printed}");
     let listed: Vec<&str> = printed
         .lines()
-        .nth(0)
+        .next()
         .unwrap_or_default()
         .split_whitespace()
         .collect();

@@ -402,7 +402,8 @@ async fn a_released_sessions_temp_goes_and_another_sessions_stays() {
     rt.release_session("released").await;
     let soon = std::time::Duration::from_secs(30);
     assert!(
-        dsh_test_support::wait::wait_until(soon, || confined_spawning_threads() == 1),
+        dsh_test_support::wait::wait_until(soon, || confined_spawning_threads() == 1
+            && threads_named("self", "dsh-spawner-end").is_empty()),
         "the released session's spawning thread still runs ({})",
         confined_spawning_threads()
     );
@@ -492,7 +493,7 @@ async fn a_command_asking_for_a_parent_death_signal_outlives_its_threads_evictio
     rt.shutdown().await;
     drop(rt);
     assert!(
-        poll_until(soon, || confined_spawning_threads() == 0).await,
+        poll_until(soon, || confined_spawning_threads() == 0 && ended() == 0).await,
         "spawning threads outlived the runtime ({})",
         confined_spawning_threads()
     );

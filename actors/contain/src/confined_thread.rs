@@ -23,7 +23,7 @@
 //! If the thread cannot confine itself it ends (logged, and the handle keeps no thread for good), and
 //! every spawn of the confinement falls back to the child confining itself, which applies the same
 //! steps (in its own order) and fails the spawn at the step the kernel refuses; so does a spawn
-//! whose thread has gone (only a job that panicked ends one early). The thread never starts another
+//! whose thread has gone (a job that panics gets no result; nothing ends a thread early). The thread never starts another
 //! thread (it would inherit the confinement): its listener is registered by the thread that started
 //! it. Once the last clone of its [`ConfinedThread`] handle is dropped it stops spawning, waits for
 //! the children it cloned to exit (their parent is this thread, and its exit would send them their
@@ -138,7 +138,7 @@ struct Task {
 
 // SAFETY: `call` is `Send` itself; the pointer stays valid while the task exists, because its caller
 // (`Running::run`) blocks until `done` is sent or dropped, which happens only after the thread has
-// finished with `call` (a panic in it drops the task while unwinding, after the call's frame).
+// finished with `call` (a panic in it is caught in `serve`, after the call's frame is gone).
 unsafe impl Send for Task {}
 
 /// A started thread. Dropping it ends the thread's loop; the thread then waits for the children it
@@ -153,76 +153,76 @@ pub(crate) struct Running {
 /// Returns once no child of the calling thread runs any more. A child's parent is the thread that
 /// cloned it, and when that thread exits the kernel sends the child its parent-death signal
 /// (`PR_SET_PDEATHSIG`, which `bwrap --die-with-parent` and `setpriv --pdeathsig` set) although dsh
-/// lives on: so a spawning thread outlives its children. The kernel lists a thread's children in
-/// `/proc/thread-self/children` (those that have exited too, until dsh reaps them); each round waits,
-/// by pidfd, until one of those still running exits. Nothing is kept per spawn. Where the list
-/// cannot be read (a kernel without `CONFIG_PROC_CHILDREN`), the thread does not wait.
-fn outlive_children() {
-    let mut exited: Vec<i32> = Vec::new();
-    loop {
-        let Some(listed) = children() else {
-            tracing::debug!(
-                "no /proc/thread-self/children: the spawning thread ends without waiting"
-            );
-            return;
-        };
-        let waiting: Vec<i32> = listed
+/// lives on: so a spawning thread outlives its children. `listed` is this thread's
+/// `/proc/<pid>/task/<tid>/children`, opened when the thread started: each round blocks, by pidfd,
+/// until one of the children it lists exits. The list is a hint, not the authority (the kernel may
+/// skip a child when another is reaped during the read): the thread ends only once `waitid` says it
+/// has no child at all, or twice in a row that every child it has left has exited (a zombie gets
+/// no signal; the runtime reaps it). Nothing is kept per spawn. Without the file (a kernel without
+/// `CONFIG_PROC_CHILDREN`) the thread does not wait.
+fn outlive_children(listed: Option<&std::fs::File>) {
+    let Some(listed) = listed else {
+        return;
+    };
+    let mut quiet_rounds = 0;
+    while has_children() {
+        let running: Vec<OwnedFd> = read_pids(listed)
             .into_iter()
-            .filter(|pid| !exited.contains(pid))
+            .filter_map(pidfd_open)
+            .filter(|fd| !exited(fd))
             .collect();
-        if waiting.is_empty() {
-            return;
-        }
-        let opened: Vec<(i32, OwnedFd)> = waiting
-            .iter()
-            .filter_map(|&pid| pidfd_open(pid).map(|fd| (pid, fd)))
-            .collect();
-        // A pid still listed after its pidfd was opened is this thread's child, which no later
-        // process can have replaced: this thread clones no more.
-        let listed = children().unwrap_or_default();
-        let (children, gone): (Vec<_>, Vec<_>) = opened
-            .into_iter()
-            .partition(|(pid, _)| listed.contains(pid));
-        exited.extend(gone.iter().map(|(pid, _)| *pid));
-        if children.is_empty() {
-            if waiting.iter().all(|pid| !listed.contains(pid)) {
-                continue;
+        if running.is_empty() {
+            quiet_rounds += 1;
+            if quiet_rounds == 2 {
+                return;
             }
-            // Listed but not opened (out of descriptors): look again a little later.
-            std::thread::sleep(std::time::Duration::from_millis(100));
+            std::thread::sleep(std::time::Duration::from_millis(20));
             continue;
         }
-        let mut polled: Vec<libc::pollfd> = children
+        quiet_rounds = 0;
+        let mut polled: Vec<libc::pollfd> = running
             .iter()
-            .map(|(_, fd)| libc::pollfd {
+            .map(|fd| libc::pollfd {
                 fd: fd.as_raw_fd(),
                 events: libc::POLLIN,
                 revents: 0,
             })
             .collect();
-        // SAFETY: `polled` holds `len` valid pollfd entries whose descriptors `children` keeps
-        // open; -1 waits until one has exited (a pidfd reads ready then).
-        let ready = unsafe { libc::poll(polled.as_mut_ptr(), polled.len() as _, -1) };
-        if ready < 0 && io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
-            return;
-        }
-        for ((pid, _), entry) in children.iter().zip(&polled) {
-            if entry.revents != 0 {
-                exited.push(*pid);
-            }
-        }
+        // SAFETY: `polled` holds `len` valid pollfd entries whose descriptors `running` keeps open.
+        // Bounded, so a pid reused by another process between the list and `pidfd_open` (this
+        // thread's children may also be handed children of a thread that exits) holds the thread
+        // ten seconds at most before it asks `waitid` again.
+        unsafe { libc::poll(polled.as_mut_ptr(), polled.len() as _, 10_000) };
     }
 }
 
-/// The calling thread's children, from `/proc/thread-self/children`; `None` if unreadable.
-fn children() -> Option<Vec<i32>> {
-    let listed = std::fs::read_to_string("/proc/thread-self/children").ok()?;
-    Some(
-        listed
-            .split_whitespace()
-            .filter_map(|pid| pid.parse().ok())
-            .collect(),
-    )
+/// Whether the calling thread has any child, exited ones not yet reaped included (`waitid` with
+/// `__WNOTHREAD`, reaping nothing). An error other than "no child" counts as having one.
+fn has_children() -> bool {
+    // SAFETY: an all-zero siginfo_t is a valid out-buffer.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    let options = libc::WEXITED | libc::WNOHANG | libc::WNOWAIT | libc::__WNOTHREAD;
+    // SAFETY: waitid with a valid out-pointer; WNOWAIT leaves every child as it was.
+    let r = unsafe { libc::waitid(libc::P_ALL, 0, &mut info, options) };
+    !(r < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::ECHILD))
+}
+
+/// The pids `listed` (a `children` file) shows now; none if it cannot be read.
+fn read_pids(listed: &std::fs::File) -> Vec<i32> {
+    use std::os::unix::fs::FileExt;
+    let mut text = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        match listed.read_at(&mut chunk, text.len() as u64) {
+            Ok(0) => break,
+            Ok(n) => text.extend_from_slice(&chunk[..n]),
+            Err(_) => return Vec::new(),
+        }
+    }
+    String::from_utf8_lossy(&text)
+        .split_whitespace()
+        .filter_map(|pid| pid.parse().ok())
+        .collect()
 }
 
 /// A pidfd for `pid`, if it still exists.
@@ -231,6 +231,17 @@ fn pidfd_open(pid: i32) -> Option<OwnedFd> {
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
     // SAFETY: the descriptor is new and owned by nobody else.
     (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// Whether the process behind `pidfd` has exited (a pidfd reads ready then); no wait.
+fn exited(pidfd: &OwnedFd) -> bool {
+    let mut polled = libc::pollfd {
+        fd: pidfd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd, no wait.
+    unsafe { libc::poll(&mut polled, 1, 0) == 1 }
 }
 
 /// The thread's first answer: its kernel thread id and the listener of its gated filter (if
@@ -249,6 +260,12 @@ impl Running {
             .name("dsh-confined-spawn".into())
             .stack_size(256 * 1024)
             .spawn(move || {
+                // Opened while the thread still sees the host's `/proc`; read at its end.
+                let children = std::fs::File::open("/proc/thread-self/children")
+                    .inspect_err(|err| {
+                        tracing::warn!(%err, "no children list: the spawning thread will not outlive its children");
+                    })
+                    .ok();
                 // The filter and namespaces live as long as the thread.
                 let fprog = filter.fprog(gated);
                 let setup = Setup {
@@ -264,7 +281,7 @@ impl Running {
                     serve(&queue);
                     // Renamed, so that what still spawns can be told from what only waits.
                     set_thread_name(c"dsh-spawner-end");
-                    outlive_children();
+                    outlive_children(children.as_ref());
                 }
                 drop((filter, mount_ns, netns));
             })
@@ -288,7 +305,7 @@ impl Running {
     }
 
     /// Runs `job` on the thread and returns its result once it has run; `None` if the thread is
-    /// gone (or the job panicked there, which ends the thread).
+    /// gone, or the job panicked there.
     pub(crate) fn run<R: Send>(&self, job: impl FnOnce() -> R + Send) -> Option<R> {
         let mut job = Some(job);
         let mut result = None;
@@ -312,13 +329,22 @@ impl Running {
 /// The thread's loop: one job at a time until every sender is gone.
 fn serve(queue: &Receiver<Task>) {
     for task in queue {
-        // SAFETY: see `Task`: the closure is valid, and nothing else uses it, until `done`.
-        unsafe { (*task.call)() };
+        // A job that panics does not end the thread, which must still outlive its children; its
+        // caller gets no result (and spawns from its own thread).
+        let call = std::panic::AssertUnwindSafe(|| {
+            // SAFETY: see `Task`: the closure is valid, and nothing else uses it, until `done`.
+            unsafe { (*task.call)() }
+        });
+        if std::panic::catch_unwind(call).is_err() {
+            tracing::error!("a job of the confined spawning thread panicked");
+        }
         let _ = task.done.send(());
     }
 }
 
-/// The confinement the thread applies to itself, in the order a child confining itself would.
+/// The confinement the thread applies to itself: the network namespace, the mount namespace, the
+/// capabilities, `no_new_privs`, the filter (a child confining itself enters the mount namespace
+/// before its `chdir` and the network namespace after it; the order of the rest is the same).
 struct Setup<'a> {
     mount_ns: Option<RawFd>,
     netns: Option<RawFd>,

@@ -350,7 +350,7 @@ pub fn spawn_with(
     };
     let result = match attempt(thread)? {
         Some(result) => result,
-        // Only a job that panicked ends a thread early: the child confines itself instead.
+        // The thread gave no result (a job that panicked): the child confines itself instead.
         None => {
             tracing::warn!("the confined spawning thread is gone: the child confines itself");
             attempt(None)?.unwrap_or_else(|| Err(thread_gone()))
@@ -360,7 +360,7 @@ pub fn spawn_with(
     result
 }
 
-/// The spawn's error when the confined spawning thread ended (it does so only when a job panicked).
+/// The spawn's error when no spawn could be made at all (not reached: the second attempt, from this\n/// thread, always answers).
 fn thread_gone() -> SpawnError {
     SpawnError::Setup(io::Error::other("the confined spawning thread is gone"))
 }

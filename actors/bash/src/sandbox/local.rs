@@ -208,7 +208,7 @@ impl SandboxProvider for LocalSandboxProvider {
 
     fn shutdown(&self) {
         // The runtime's tasks are gone: every session's namespace, terminals and confined spawning
-        // thread may go too, even while the host keeps this provider.
+        // thread may go too (a provider is not used again after its runtime's shutdown: its temp\n        // is gone).
         self.rulesets.clear();
         if let Some(temp) = self.private_temp() {
             remove_private_temp(temp);

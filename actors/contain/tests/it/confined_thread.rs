@@ -114,6 +114,7 @@ fn commands_start_confined_from_the_thread_which_ends_with_its_last_handle() {
     assert!(
         dsh_test_support::wait::wait_until(std::time::Duration::from_secs(30), || {
             spawning_threads() == before
+                && dsh_test_support::procfs::threads_named("self", "dsh-spawner-end").is_empty()
         }),
         "the thread outlived its handles"
     );

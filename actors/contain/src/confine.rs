@@ -9,7 +9,8 @@
 //! applies all of it itself right before exec (`ChildConfinement::InSpawn`). Or a launcher the child
 //! execs (bubblewrap) confines the program and needs only the seccomp filter handed over on a
 //! descriptor. Either shape may also name the runtime's network namespace (`--network loopback`,
-//! `crate::netns`), which the thread joins first, and a child confining itself right after its\n//! `chdir`, while either still holds the capability to.
+//! `crate::netns`), which the thread joins first, and a child confining itself right after its
+//! `chdir`, while either still holds the capability to.
 //! The parent prepares raw values (`Prepared`); the child applies them with plain syscalls
 //! (`ChildConfinement::apply`).
 

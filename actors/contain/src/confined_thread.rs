@@ -23,7 +23,7 @@
 //! If the thread cannot confine itself it ends (logged, and the handle keeps no thread for good), and
 //! every spawn of the confinement falls back to the child confining itself, which applies the same
 //! steps (in its own order) and fails the spawn at the step the kernel refuses; so does a spawn
-//! whose thread has gone (a job that panics gets no result; nothing ends a thread early). The thread never starts another
+//! whose job panicked on the thread (caught: the thread lives on). The thread never starts another
 //! thread (it would inherit the confinement): its listener is registered by the thread that started
 //! it. Once the last clone of its [`ConfinedThread`] handle is dropped it stops spawning, waits for
 //! the children it cloned to exit (their parent is this thread, and its exit would send them their

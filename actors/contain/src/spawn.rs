@@ -360,7 +360,8 @@ pub fn spawn_with(
     result
 }
 
-/// The spawn's error when no spawn could be made at all (not reached: the second attempt, from this\n/// thread, always answers).
+/// The spawn's error when no spawn could be made at all (not reached: the second attempt, from this
+/// thread, always answers).
 fn thread_gone() -> SpawnError {
     SpawnError::Setup(io::Error::other("the confined spawning thread is gone"))
 }

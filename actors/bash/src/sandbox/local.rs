@@ -208,7 +208,8 @@ impl SandboxProvider for LocalSandboxProvider {
 
     fn shutdown(&self) {
         // The runtime's tasks are gone: every session's namespace, terminals and confined spawning
-        // thread may go too (a provider is not used again after its runtime's shutdown: its temp\n        // is gone).
+        // thread may go too (a provider is not used again after its runtime's shutdown: its temp
+        // is gone).
         self.rulesets.clear();
         if let Some(temp) = self.private_temp() {
             remove_private_temp(temp);
